@@ -1,0 +1,140 @@
+// pagoda: the command-line tool. `pagoda run` (offline, in-process) today; `generate`, `bench`
+// and `tokenize` talk to a router or a tokenizer (DESIGN §9).
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "cli/run_command.h"
+#include "cli/tokenize_command.h"
+#include "glog/logging.h"
+
+ABSL_FLAG(std::string, model, "", "llama2.c checkpoint (.bin)");
+ABSL_FLAG(std::string, tokenizer, "", "tokenizer file; default: tokenizer.bin beside the model");
+ABSL_FLAG(std::string, prompt, "", "one prompt");
+ABSL_FLAG(std::string, prompts_file, "", "a file with one prompt per line, run as one batch");
+ABSL_FLAG(std::string, text, "", "tokenize: the text to encode");
+ABSL_FLAG(std::string, texts_file, "", "tokenize: a JSON array of strings");
+ABSL_FLAG(int, max_tokens, 0, "output tokens per sequence at most; 0 = up to the model length");
+ABSL_FLAG(double, temperature, 1.0, "0 = greedy");
+ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass, in (0, 1]");
+ABSL_FLAG(int, top_k, 0, "keep the k most likely tokens; 0 = all");
+ABSL_FLAG(double, min_p, 0.0, "drop tokens below min_p x the top probability");
+ABSL_FLAG(double, repetition_penalty, 1.0, "> 1 discourages tokens already in prompt or output");
+ABSL_FLAG(double, presence_penalty, 0.0, "in [-2, 2]");
+ABSL_FLAG(double, frequency_penalty, 0.0, "in [-2, 2]");
+ABSL_FLAG(uint64_t, seed, 0, "sampling seed: the same seed gives the same tokens");
+ABSL_FLAG(int, n, 1, "samples per prompt");
+ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text tokens");
+ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
+ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
+ABSL_FLAG(int, kv_cache_mb, 256, "KV cache size in MiB");
+ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv_cache_mb");
+ABSL_FLAG(int, block_size, 16, "tokens per KV block");
+ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step (chunked-prefill budget)");
+ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
+ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
+
+namespace {
+
+constexpr char kUsage[] =
+    "pagoda <command> [flags]\n"
+    "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts_file=F) [sampling] [--json]\n"
+    "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
+
+int Run() {
+  pagoda::RunOptions o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
+  if (o.model.empty()) {
+    std::cerr << "error: --model is required\n";
+    return 2;
+  }
+  const std::string prompt = absl::GetFlag(FLAGS_prompt);
+  const std::string prompts_file = absl::GetFlag(FLAGS_prompts_file);
+  if (prompt.empty() == prompts_file.empty()) {
+    std::cerr << "error: give exactly one of --prompt and --prompts_file\n";
+    return 2;
+  }
+  if (!prompt.empty()) {
+    o.prompts.push_back(prompt);
+  } else {
+    std::ifstream in(prompts_file);
+    if (!in) {
+      std::cerr << "error: cannot open --prompts_file " << prompts_file << "\n";
+      return 2;
+    }
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) o.prompts.push_back(line);
+    }
+  }
+  if (const int max_tokens = absl::GetFlag(FLAGS_max_tokens); max_tokens != 0) {
+    o.max_tokens = max_tokens;
+  }
+  o.n = absl::GetFlag(FLAGS_n);
+  o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  o.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  o.sampling.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
+  o.sampling.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
+  o.sampling.presence_penalty = static_cast<float>(absl::GetFlag(FLAGS_presence_penalty));
+  o.sampling.frequency_penalty = static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
+  o.sampling.seed = absl::GetFlag(FLAGS_seed);
+  o.worker.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
+  o.worker.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
+  o.worker.block_size = absl::GetFlag(FLAGS_block_size);
+  o.worker.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  o.worker.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  o.worker.threads = absl::GetFlag(FLAGS_threads);
+  o.engine.max_num_batched_tokens = o.worker.max_num_batched_tokens;
+  o.engine.max_num_seqs = o.worker.max_num_seqs;
+  o.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  return pagoda::RunOffline(o, std::cout, std::cerr);
+}
+
+int Tokenize() {
+  pagoda::TokenizeOptions o;
+  o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
+  o.text = absl::GetFlag(FLAGS_text);
+  o.texts_file = absl::GetFlag(FLAGS_texts_file);
+  return pagoda::TokenizeCommand(o, std::cout, std::cerr);
+}
+
+// DESIGN spells flags with dashes (--max-tokens); Abseil names them with underscores.
+std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
+  std::vector<std::string> out(argv, argv + argc);
+  for (std::string& arg : out) {
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(arg.find('='), arg.size());
+    for (size_t i = 2; i < end; ++i) {
+      if (arg[i] == '-') arg[i] = '_';
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<std::string> normalized = DashesToUnderscores(argc, argv);
+  std::vector<char*> normalized_argv;
+  for (std::string& arg : normalized) normalized_argv.push_back(arg.data());
+  std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
+  FLAGS_logtostderr = true;
+  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 1;  // quiet CLI by default
+  google::InitGoogleLogging(argv[0]);
+  const std::string command = args.size() > 1 ? args[1] : "";
+  if (command == "run") return Run();
+  if (command == "tokenize") return Tokenize();
+  std::cerr << kUsage;
+  return 2;
+}

@@ -1,0 +1,135 @@
+#include "cli/run_command.h"
+
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/incremental_decoder.h"
+#include "common/json_writer.h"
+#include "common/model_loader.h"
+#include "worker/in_process_executor.h"
+
+namespace pagoda {
+namespace {
+
+struct Output {
+  std::vector<int> output_ids;
+  std::string text;
+  FinishReason finish_reason = FinishReason::kNone;
+  int num_cached_tokens = 0;
+  std::unique_ptr<IncrementalDecoder> decoder;
+};
+
+struct PromptResult {
+  std::vector<int> prompt_ids;
+  std::string error;
+  std::vector<Output> outputs;  // (n)
+};
+
+void PrintJson(const PromptResult& r, std::ostream& out) {
+  if (!r.error.empty()) {
+    out << "{\"prompt_ids\":" << JsonIntArray(r.prompt_ids) << ",\"error\":" << JsonQuote(r.error)
+        << "}\n";
+    return;
+  }
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    const Output& o = r.outputs[i];
+    out << "{\"prompt_ids\":" << JsonIntArray(r.prompt_ids)
+        << ",\"output_ids\":" << JsonIntArray(o.output_ids) << ",\"text\":" << JsonQuote(o.text)
+        << ",\"finish_reason\":\"" << FinishReasonName(o.finish_reason) << "\"";
+    if (r.outputs.size() > 1) out << ",\"index\":" << i;
+    out << "}\n";
+  }
+}
+
+}  // namespace
+
+int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ModelWeights> weights = LoadModelWeights(options.model);
+  if (!weights.ok()) {
+    err << "error: " << weights.status().message() << "\n";
+    return 1;
+  }
+  const ModelConfig config = weights->config;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      LoadModelTokenizer(options.model, options.tokenizer, config);
+  if (!tokenizer.ok()) {
+    err << "error: " << tokenizer.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<WorkerEngine>> worker =
+      WorkerEngine::Create(*std::move(weights), options.worker);
+  if (!worker.ok()) {
+    err << "error: " << worker.status().message() << "\n";
+    return 1;
+  }
+  InProcessExecutor executor(*std::move(worker));
+  Engine engine(config, &executor, options.engine);
+
+  std::vector<PromptResult> results(options.prompts.size());
+  absl::flat_hash_map<int64_t, int> request_to_prompt;
+  for (size_t i = 0; i < options.prompts.size(); ++i) {
+    PromptResult& r = results[i];
+    r.prompt_ids.push_back((*tokenizer)->bos_id());
+    for (int id : (*tokenizer)->Encode(options.prompts[i])) r.prompt_ids.push_back(id);
+    GenerationRequest request;
+    request.prompt_ids = r.prompt_ids;
+    request.sampling = options.sampling;
+    request.max_tokens = options.max_tokens;
+    request.n = options.n;
+    request.ignore_eos = options.ignore_eos;
+    absl::StatusOr<int64_t> id = engine.AddRequest(request);
+    if (!id.ok()) {
+      r.error = std::string(id.status().message());
+      err << "error: prompt " << i + 1 << ": " << r.error << "\n";
+      continue;
+    }
+    request_to_prompt[*id] = static_cast<int>(i);
+    r.outputs.resize(options.n);
+    for (Output& o : r.outputs) {
+      o.decoder = std::make_unique<IncrementalDecoder>(tokenizer->get(), r.prompt_ids.back());
+    }
+  }
+  // One prompt in text mode streams as it generates; otherwise print when all are done.
+  const bool stream = !options.json && options.prompts.size() == 1 && options.n == 1 &&
+                      results[0].error.empty();
+  if (stream) out << options.prompts[0] << std::flush;
+
+  while (engine.has_unfinished()) {
+    absl::StatusOr<std::vector<SequenceUpdate>> updates = engine.Step();
+    if (!updates.ok()) {
+      err << "error: " << updates.status().message() << "\n";
+      return 1;
+    }
+    for (const SequenceUpdate& u : *updates) {
+      Output& o = results[request_to_prompt.at(u.request_id)].outputs[u.seq_index];
+      for (int id : u.new_token_ids) {
+        o.output_ids.push_back(id);
+        // A stop token ends the sequence but is not part of its text.
+        if (u.finish_reason == FinishReason::kStop) continue;
+        const std::string piece = o.decoder->Append(id);
+        o.text += piece;
+        if (stream) out << piece << std::flush;
+      }
+      if (u.finished) {
+        o.finish_reason = u.finish_reason;
+        const std::string rest = o.decoder->Flush();
+        o.text += rest;
+        if (stream) out << rest << "\n";
+      }
+    }
+  }
+  bool all_ok = true;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PromptResult& r = results[i];
+    all_ok = all_ok && r.error.empty();
+    if (options.json) {
+      PrintJson(r, out);
+    } else if (!stream && r.error.empty()) {
+      for (const Output& o : r.outputs) out << options.prompts[i] << o.text << "\n\n";
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace pagoda

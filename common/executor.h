@@ -1,0 +1,30 @@
+// How the scheduler runs a step on one worker: in the same process or over a gRPC stream.
+#ifndef PAGODA_COMMON_EXECUTOR_H_
+#define PAGODA_COMMON_EXECUTOR_H_
+
+#include "absl/status/statusor.h"
+#include "common/step.h"
+
+namespace pagoda {
+
+// What a worker offers, sent once when it starts (and in the gRPC Hello).
+struct WorkerInfo {
+  std::string model_fingerprint;
+  int num_blocks = 0;
+  int block_size = 0;
+  int max_num_batched_tokens = 0;  // the largest step (in tokens) its buffers hold
+  int max_num_seqs = 0;            // the most sequences one step may schedule
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const WorkerInfo& info() const = 0;
+  // Runs one step. An error means the worker is unusable (the caller reschedules elsewhere);
+  // a bad command is INVALID_ARGUMENT and leaves the worker's state as it was.
+  virtual absl::StatusOr<StepResult> Execute(const StepCommand& command) = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_EXECUTOR_H_

@@ -1,0 +1,41 @@
+// The shape of a Llama-family model: constant after load, shared by router and worker.
+#ifndef PAGODA_COMMON_MODEL_CONFIG_H_
+#define PAGODA_COMMON_MODEL_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+// How RoPE pairs the dimensions of a head.
+enum class RopeStyle {
+  kInterleaved,  // llama2.c / Meta: dims (2i, 2i+1) rotate together.
+  kHalf,         // Hugging Face: dims (i, i + head_dim/2) rotate together.
+};
+
+struct ModelConfig {
+  std::string name;  // For logs and GetModelInfo; not part of the fingerprint.
+  int dim = 0;           // Residual stream width.
+  int hidden_dim = 0;    // FFN inner width.
+  int num_layers = 0;
+  int num_heads = 0;     // Query heads.
+  int num_kv_heads = 0;  // Key/value heads (GQA when < num_heads).
+  int head_dim = 0;      // Usually dim / num_heads.
+  int vocab_size = 0;
+  int max_seq_len = 0;   // Context length the model was trained for.
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  bool tied_embeddings = false;  // Classifier shares the token-embedding matrix.
+  int bos_id = 1;
+  std::vector<int> eos_ids;  // Sampling one of these ends a sequence (unless ignore_eos).
+
+  int q_dim() const { return num_heads * head_dim; }
+  int kv_dim() const { return num_kv_heads * head_dim; }
+  // A stable description of everything that changes the model's outputs' shape.
+  std::string Fingerprint() const;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_MODEL_CONFIG_H_

@@ -1,0 +1,24 @@
+#include "common/model_loader.h"
+
+#include <filesystem>
+
+#include "common/llama2c_checkpoint.h"
+
+namespace pagoda {
+
+absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path) {
+  return LoadLlama2cCheckpoint(model_path);
+}
+
+std::string DefaultTokenizerPath(const std::string& model_path) {
+  return (std::filesystem::path(model_path).parent_path() / "tokenizer.bin").string();
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path,
+                                                              const std::string& tokenizer_path,
+                                                              const ModelConfig& config) {
+  return LoadTokenizer(tokenizer_path.empty() ? DefaultTokenizerPath(model_path) : tokenizer_path,
+                       config.vocab_size);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,27 @@
+// Opens a model by path, whatever its format: today a llama2.c checkpoint file.
+#ifndef PAGODA_COMMON_MODEL_LOADER_H_
+#define PAGODA_COMMON_MODEL_LOADER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/model_weights.h"
+#include "common/tokenizer.h"
+
+namespace pagoda {
+
+absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path);
+
+// The tokenizer to use with `model_path` when none is given: `tokenizer.bin` beside a
+// llama2.c checkpoint.
+std::string DefaultTokenizerPath(const std::string& model_path);
+
+// Loads `tokenizer_path` (or the default for the model) and checks it against `config`.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path,
+                                                              const std::string& tokenizer_path,
+                                                              const ModelConfig& config);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_MODEL_LOADER_H_

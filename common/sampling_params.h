@@ -1,0 +1,32 @@
+// How a sequence's next token is chosen. Validated by the router before a request is queued.
+#ifndef PAGODA_COMMON_SAMPLING_PARAMS_H_
+#define PAGODA_COMMON_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace pagoda {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 = greedy; otherwise >= 0 and finite
+  float top_p = 1.0f;               // (0, 1]; 1 = off
+  int top_k = 0;                    // 0 = off; else keep the k most likely
+  float min_p = 0.0f;               // [0, 1]; drop tokens below min_p * p(most likely)
+  float repetition_penalty = 1.0f;  // > 0; 1 = off (prompt and output tokens, HF style)
+  float presence_penalty = 0.0f;    // [-2, 2]; subtracted once per token seen in the output
+  float frequency_penalty = 0.0f;   // [-2, 2]; subtracted per occurrence in the output
+  uint64_t seed = 0;                // counter-based sampling: same seed, same tokens
+  int logprobs = 0;                 // how many top alternatives to report per token (0..20)
+
+  bool greedy() const { return temperature == 0.0f; }
+  // INVALID_ARGUMENT naming the first bad field.
+  absl::Status Validate() const;
+};
+
+constexpr int kMaxLogprobs = 20;
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_SAMPLING_PARAMS_H_

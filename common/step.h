@@ -1,0 +1,66 @@
+// The step protocol between the router (which decides) and a worker (which executes), as plain
+// structs (DESIGN §4). A command carries deltas: the worker keeps each sequence's block table,
+// token history and sampling parameters from the step that introduced it until it is finished.
+#ifndef PAGODA_COMMON_STEP_H_
+#define PAGODA_COMMON_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/sampling_params.h"
+
+namespace pagoda {
+
+// A sequence the worker has not seen (new, or back after preemption or a worker failure).
+struct NewSequence {
+  int64_t seq_id = 0;
+  SamplingParams sampling;
+  int seq_index = 0;               // which of the request's n samples; part of the RNG counter
+  std::vector<int> prompt_ids;     // the request's prompt (for repetition penalties)
+  std::vector<int> output_ids;     // tokens generated before a preemption, if any
+};
+
+// One sequence's work in this step.
+struct ScheduledSequence {
+  int64_t seq_id = 0;
+  std::vector<int> token_ids;      // tokens to run: a prefill chunk, or the last sampled token
+  int num_computed_tokens = 0;     // position of token_ids[0]
+  int num_kept_blocks = 0;          // the worker keeps this many leading block-table entries
+  std::vector<int> new_block_ids;   // ... and appends these (a copy-on-write replaces the tail)
+  bool sample = false;             // sample a token from the last row
+};
+
+struct BlockCopy {
+  int src = 0;
+  int dst = 0;
+};
+
+struct StepCommand {
+  int64_t step_id = 0;
+  std::vector<int64_t> finished_ids;  // drop these sequences' state first
+  std::vector<NewSequence> new_sequences;
+  std::vector<BlockCopy> block_copies;  // copy-on-write, applied before the forward pass
+  std::vector<ScheduledSequence> scheduled;
+};
+
+struct TokenLogprob {
+  int token_id = 0;
+  float logprob = 0.0f;
+};
+
+struct SampledToken {
+  int64_t seq_id = 0;
+  int token_id = 0;
+  float logprob = 0.0f;                   // log p of token_id under the model
+  std::vector<TokenLogprob> top_logprobs;  // the `logprobs` most likely, when asked
+};
+
+struct StepResult {
+  int64_t step_id = 0;
+  std::vector<SampledToken> sampled;  // one per scheduled sequence with sample = true
+  double forward_seconds = 0.0;       // time in the worker's forward pass + sampling
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_STEP_H_

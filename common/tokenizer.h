@@ -1,0 +1,41 @@
+// Text <-> token ids. Thread-safe: every method is const.
+#ifndef PAGODA_COMMON_TOKENIZER_H_
+#define PAGODA_COMMON_TOKENIZER_H_
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pagoda {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Encodes `text` without BOS or EOS (those are the caller's business).
+  virtual std::vector<int> Encode(std::string_view text) const = 0;
+
+  // The bytes token `id` stands for when it follows `prev_id` (-1 at the start of the text).
+  // May be part of a UTF-8 character (byte-fallback tokens). Unknown ids give "".
+  virtual std::string TokenBytes(int prev_id, int id) const = 0;
+
+  virtual int vocab_size() const = 0;
+  virtual int bos_id() const = 0;
+  virtual int eos_id() const = 0;
+
+  // Concatenated TokenBytes of `ids`, starting after `prev_id`.
+  std::string Decode(std::span<const int> ids, int prev_id = -1) const;
+};
+
+// Loads a tokenizer from a file: a llama2.c `tokenizer.bin`.
+// `expected_vocab_size` > 0 makes a different vocabulary size an error.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path,
+                                                         int expected_vocab_size = 0);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_TOKENIZER_H_

@@ -1,0 +1,108 @@
+#include "router/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pagoda {
+namespace {
+
+SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInfo& worker,
+                                      const EngineOptions& options) {
+  SchedulerOptions s;
+  s.max_num_batched_tokens = std::min(options.max_num_batched_tokens, worker.max_num_batched_tokens);
+  s.max_num_seqs = std::min(options.max_num_seqs, worker.max_num_seqs);
+  s.max_model_len = options.max_model_len > 0 ? std::min(options.max_model_len, config.max_seq_len)
+                                              : config.max_seq_len;
+  s.num_blocks = worker.num_blocks;
+  s.block_size = worker.block_size;
+  return s;
+}
+
+}  // namespace
+
+Engine::Engine(const ModelConfig& config, Executor* executor, const EngineOptions& options)
+    : config_(config),
+      options_(options),
+      executor_(executor),
+      scheduler_(MakeSchedulerOptions(config, executor->info(), options)) {}
+
+absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
+  if (r.prompt_ids.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
+  for (int id : r.prompt_ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids: token id ", id,
+                                                     " is outside the vocabulary [0, ",
+                                                     config_.vocab_size, ")"));
+    }
+  }
+  for (int id : r.stop_token_ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("stop_token_ids: token id ", id,
+                                                     " is outside the vocabulary"));
+    }
+  }
+  RETURN_IF_ERROR(r.sampling.Validate());
+  if (r.n < 1 || r.n > options_.max_n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n = ", r.n, ": must be in [1, ", options_.max_n, "]"));
+  }
+  const int num_prompt = static_cast<int>(r.prompt_ids.size());
+  if (num_prompt >= max_model_len()) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt: ", num_prompt,
+                                                   " tokens leave no room in the model length of ",
+                                                   max_model_len()));
+  }
+  if (r.max_tokens.has_value() && *r.max_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= 1"));
+  }
+  const int max_tokens = r.max_tokens.value_or(max_model_len() - num_prompt);
+  RETURN_IF_ERROR(scheduler_.CheckFits(num_prompt, max_tokens));
+
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_seq_id_;
+  seq->request_id = next_seq_id_;
+  seq->seq_index = 0;
+  seq->num_prompt_tokens = num_prompt;
+  seq->sampling = r.sampling;
+  seq->max_tokens = max_tokens;
+  seq->max_total_tokens = max_model_len();
+  seq->stop_token_ids = r.stop_token_ids;
+  if (!r.ignore_eos) {
+    seq->stop_token_ids.insert(seq->stop_token_ids.end(), config_.eos_ids.begin(),
+                               config_.eos_ids.end());
+  }
+  seq->tokens = r.prompt_ids;
+  seq->num_pending_forks = r.n - 1;
+  next_seq_id_ += r.n;
+  requests_[seq->request_id] = {r.n, r.n};
+  const int64_t id = seq->request_id;
+  scheduler_.Add(std::move(seq));
+  return id;
+}
+
+void Engine::AbortRequest(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (int i = 0; i < it->second.n; ++i) scheduler_.Abort(request_id + i);
+  requests_.erase(it);
+}
+
+absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
+  if (!scheduler_.has_work() && !scheduler_.has_pending_finishes()) {
+    return std::vector<SequenceUpdate>();
+  }
+  const StepCommand command = scheduler_.Schedule();
+  ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
+  std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
+  // Forget requests whose sequences have all finished.
+  for (const SequenceUpdate& u : updates) {
+    if (!u.finished) continue;
+    auto it = requests_.find(u.request_id);
+    if (it != requests_.end() && --it->second.num_unfinished == 0) requests_.erase(it);
+  }
+  return updates;
+}
+
+}  // namespace pagoda

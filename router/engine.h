@@ -1,0 +1,70 @@
+// The router's core over one worker: validates requests, turns them into sequences, and runs
+//
+//   Step() = Schedule() → Execute() → Postprocess()
+//
+// It works in token ids; text (detokenization, stop strings) is the caller's. The gRPC router
+// and `pagoda run` drive it the same way; only the Executor differs.
+// Thread-compatible: one thread calls everything.
+#ifndef PAGODA_ROUTER_ENGINE_H_
+#define PAGODA_ROUTER_ENGINE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/executor.h"
+#include "common/model_config.h"
+#include "router/scheduler.h"
+
+namespace pagoda {
+
+struct EngineOptions {
+  int max_num_batched_tokens = 2048;  // capped by the worker's limit
+  int max_num_seqs = 256;             // capped by the worker's limit
+  int max_model_len = 0;              // 0 = the model's context length
+  int max_n = 16;                     // samples per request at most
+};
+
+struct GenerationRequest {
+  std::vector<int> prompt_ids;        // non-empty, each in [0, vocab)
+  SamplingParams sampling;
+  std::optional<int> max_tokens;      // >= 1; unset = up to the model length
+  int n = 1;                          // parallel samples sharing the prompt's KV
+  std::vector<int> stop_token_ids;    // extra stop tokens
+  bool ignore_eos = false;            // keep going past the model's EOS ids
+};
+
+class Engine {
+ public:
+  // `executor` is not owned and must outlive the engine.
+  Engine(const ModelConfig& config, Executor* executor, const EngineOptions& options);
+
+  // Queues a request; INVALID_ARGUMENT naming the field for a bad one. Sequence i of the
+  // request reports seq_index i and request_id = the returned id.
+  absl::StatusOr<int64_t> AddRequest(const GenerationRequest& request);
+  // Finishes every sequence of the request and frees its blocks.
+  void AbortRequest(int64_t request_id);
+  // One step; an error means the worker failed.
+  absl::StatusOr<std::vector<SequenceUpdate>> Step();
+
+  bool has_unfinished() const { return scheduler_.has_work(); }
+  const Scheduler& scheduler() const { return scheduler_; }
+  int max_model_len() const { return scheduler_.options().max_model_len; }
+
+ private:
+  const ModelConfig config_;
+  const EngineOptions options_;
+  Executor* executor_;  // Not owned.
+  Scheduler scheduler_;
+  struct RequestState {
+    int n;                // its sequences are ids request_id .. request_id + n - 1
+    int num_unfinished;
+  };
+  absl::flat_hash_map<int64_t, RequestState> requests_;  // by request id (= first sequence id)
+  int64_t next_seq_id_ = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_ENGINE_H_

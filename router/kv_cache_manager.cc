@@ -1,0 +1,110 @@
+#include "router/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "glog/logging.h"
+
+namespace pagoda {
+
+KVCacheManager::KVCacheManager(int num_blocks, int block_size)
+    : block_size_(block_size), pool_(num_blocks) {
+  CHECK_GT(block_size, 0);
+}
+
+PrefixHit KVCacheManager::FindCachedPrefix(std::span<const int> tokens) const {
+  PrefixHit hit;
+  const int max_blocks = tokens.empty() ? 0 : (static_cast<int>(tokens.size()) - 1) / block_size_;
+  uint64_t parent = 0;
+  for (int i = 0; i < max_blocks; ++i) {
+    const auto block_tokens = tokens.subspan(i * block_size_, block_size_);
+    const uint64_t h = HashBlock(parent, block_tokens);
+    const int b = pool_.Lookup(h, block_tokens);
+    if (b < 0) break;
+    hit.blocks.push_back(b);
+    hit.hashes.push_back(h);
+    parent = h;
+  }
+  return hit;
+}
+
+bool KVCacheManager::CanAllocate(const PrefixHit& hit, int num_tokens) const {
+  int needed = std::max(0, BlocksFor(num_tokens) - static_cast<int>(hit.blocks.size()));
+  for (int b : hit.blocks) needed += pool_.ref_count(b) == 0;  // leaves the free queue
+  return needed <= pool_.num_free_blocks();
+}
+
+void KVCacheManager::Allocate(int64_t seq, const PrefixHit& hit, int num_tokens) {
+  CHECK(!tables_.contains(seq)) << "sequence " << seq << " already has blocks";
+  Table& table = tables_[seq];
+  for (int b : hit.blocks) pool_.Touch(b);
+  table.blocks = hit.blocks;
+  table.hashes = hit.hashes;
+  while (static_cast<int>(table.blocks.size()) < BlocksFor(num_tokens)) {
+    table.blocks.push_back(pool_.Allocate());
+  }
+}
+
+bool KVCacheManager::NeedsCopy(const Table& table, int num_computed) const {
+  const int i = num_computed / block_size_;
+  return i < static_cast<int>(table.blocks.size()) && pool_.ref_count(table.blocks[i]) > 1;
+}
+
+bool KVCacheManager::CanAppend(int64_t seq, int num_computed, int num_tokens) const {
+  const Table& table = tables_.at(seq);
+  const int needed = std::max(0, BlocksFor(num_tokens) - static_cast<int>(table.blocks.size())) +
+                     (NeedsCopy(table, num_computed) ? 1 : 0);
+  return needed <= pool_.num_free_blocks();
+}
+
+int KVCacheManager::Append(int64_t seq, int num_computed, int num_tokens,
+                           std::vector<BlockCopy>* copies) {
+  Table& table = tables_.at(seq);
+  int first_changed = static_cast<int>(table.blocks.size());
+  if (NeedsCopy(table, num_computed)) {
+    const int i = num_computed / block_size_;
+    const int shared = table.blocks[i];
+    const int fresh = pool_.Allocate();
+    copies->push_back({shared, fresh});
+    pool_.Release(shared);
+    table.blocks[i] = fresh;
+    first_changed = i;
+  }
+  while (static_cast<int>(table.blocks.size()) < BlocksFor(num_tokens)) {
+    table.blocks.push_back(pool_.Allocate());
+  }
+  return first_changed;
+}
+
+void KVCacheManager::Fork(int64_t parent, int64_t child) {
+  CHECK(!tables_.contains(child)) << "sequence " << child << " already has blocks";
+  Table copy = tables_.at(parent);
+  for (int b : copy.blocks) pool_.Touch(b);
+  tables_.emplace(child, std::move(copy));
+}
+
+void KVCacheManager::Free(int64_t seq) {
+  auto it = tables_.find(seq);
+  if (it == tables_.end()) return;
+  // Last blocks first, so a prefix's tail is evicted before its head (which more share).
+  const std::vector<int>& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.Release(*b);
+  tables_.erase(it);
+}
+
+void KVCacheManager::CacheFullBlocks(int64_t seq, std::span<const int> tokens, int num_computed) {
+  Table& table = tables_.at(seq);
+  const int full = std::min<int>(num_computed / block_size_, table.blocks.size());
+  for (int i = static_cast<int>(table.hashes.size()); i < full; ++i) {
+    const auto block_tokens = tokens.subspan(i * block_size_, block_size_);
+    const uint64_t h = HashBlock(i == 0 ? 0 : table.hashes[i - 1], block_tokens);
+    table.hashes.push_back(h);
+    pool_.Cache(table.blocks[i], h, block_tokens);
+  }
+}
+
+void KVCacheManager::RecordPrefixQuery(int num_tokens, int num_hit) {
+  num_query_tokens_ += num_tokens;
+  num_hit_tokens_ += num_hit;
+}
+
+}  // namespace pagoda

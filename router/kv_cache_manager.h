@@ -1,0 +1,87 @@
+// Per-sequence block tables over one worker's BlockPool (vLLM v1's KVCacheManager), with the
+// prefix cache and copy-on-write for forked sequences. Queries are kept apart from mutations:
+// ask CanAllocate / CanAppend, then Allocate / Append. Running out of blocks is a `false`
+// answer, never a crash. Thread-compatible.
+//
+// A table covers the sequence's computed tokens; block i holds positions [i·bs, (i+1)·bs):
+//
+//   tokens:  | 0 ... 15 | 16 ... 31 | 32 ... 37 ·· |
+//   table:   [   b4     ,    b9     ,    b2        ]   full blocks hashed, chained:
+//   hashes:  [ H(0, t0..15), H(h0, t16..31) ]         h_i = H(h_{i-1}, tokens of block i)
+#ifndef PAGODA_ROUTER_KV_CACHE_MANAGER_H_
+#define PAGODA_ROUTER_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/step.h"
+#include "router/block_pool.h"
+
+namespace pagoda {
+
+// The cached leading blocks of a token sequence.
+struct PrefixHit {
+  std::vector<int> blocks;
+  std::vector<uint64_t> hashes;
+  int num_tokens(int block_size) const { return static_cast<int>(blocks.size()) * block_size; }
+};
+
+class KVCacheManager {
+ public:
+  KVCacheManager(int num_blocks, int block_size);
+
+  int block_size() const { return block_size_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // The longest run of cached full blocks at the start of `tokens`, leaving at least the last
+  // token uncovered (its logits are needed, so it is always computed).
+  PrefixHit FindCachedPrefix(std::span<const int> tokens) const;
+
+  // Whether a new sequence with `hit` can get blocks for `num_tokens` computed tokens.
+  bool CanAllocate(const PrefixHit& hit, int num_tokens) const;
+  // REQUIRES: CanAllocate(hit, num_tokens); `seq` has no table.
+  void Allocate(int64_t seq, const PrefixHit& hit, int num_tokens);
+
+  // Whether `seq`, which has `num_computed` tokens, can grow to `num_tokens` (counting a
+  // copy-on-write of a shared last block).
+  bool CanAppend(int64_t seq, int num_computed, int num_tokens) const;
+  // REQUIRES: CanAppend(...). Adds blocks; a shared partial block about to be written is
+  // replaced by a fresh copy, reported in `copies`. Returns the index of the first table entry
+  // that changed (== old size when only blocks were appended).
+  int Append(int64_t seq, int num_computed, int num_tokens, std::vector<BlockCopy>* copies);
+
+  // `child` shares every block of `parent`, the partial last one too.
+  void Fork(int64_t parent, int64_t child);
+  // Releases the table (blocks stay cached until reused). No-op for an unknown sequence.
+  void Free(int64_t seq);
+  // Registers the full blocks among the first `num_computed` tokens in the prefix cache.
+  void CacheFullBlocks(int64_t seq, std::span<const int> tokens, int num_computed);
+
+  const std::vector<int>& block_table(int64_t seq) const { return tables_.at(seq).blocks; }
+  bool has_sequence(int64_t seq) const { return tables_.contains(seq); }
+
+  // Stats: prefix-cache queries and hits, in tokens.
+  int64_t num_prefix_query_tokens() const { return num_query_tokens_; }
+  int64_t num_prefix_hit_tokens() const { return num_hit_tokens_; }
+  void RecordPrefixQuery(int num_tokens, int num_hit);
+
+ private:
+  struct Table {
+    std::vector<int> blocks;
+    std::vector<uint64_t> hashes;  // of the first hashes.size() blocks (all full)
+  };
+  int BlocksFor(int num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+  // Whether writing at position `num_computed` needs a copy of a shared block first.
+  bool NeedsCopy(const Table& table, int num_computed) const;
+
+  const int block_size_;
+  BlockPool pool_;
+  absl::flat_hash_map<int64_t, Table> tables_;
+  int64_t num_query_tokens_ = 0, num_hit_tokens_ = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_KV_CACHE_MANAGER_H_

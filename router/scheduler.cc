@@ -1,0 +1,249 @@
+#include "router/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pagoda {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options)
+    : options_(options), kv_(options.num_blocks, options.block_size) {
+  CHECK_GT(options.max_model_len, 0);
+  CHECK_GT(options.max_num_batched_tokens, 0);
+  CHECK_GT(options.max_num_seqs, 0);
+}
+
+absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
+  if (num_prompt_tokens + max_tokens > options_.max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", num_prompt_tokens, " tokens) + max_tokens (", max_tokens,
+        ") exceeds the model length of ", options_.max_model_len, " tokens"));
+  }
+  // The last sampled token is never computed, so a sequence holds at most total - 1 in cache.
+  const int blocks = (num_prompt_tokens + max_tokens - 1 + options_.block_size - 1) / options_.block_size;
+  if (blocks > options_.num_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens needs ", blocks,
+                                                   " KV blocks but the worker has ",
+                                                   options_.num_blocks));
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  seq->status = SequenceStatus::kWaiting;
+  waiting_.push_back(seq.get());
+  seqs_[seq->id] = std::move(seq);
+}
+
+void Scheduler::Finish(Sequence* seq, FinishReason reason) {
+  kv_.Free(seq->id);
+  if (seq->on_worker) finished_on_worker_.push_back(seq->id);
+  seq->on_worker = false;
+  seq->status = SequenceStatus::kFinished;
+  seq->finish_reason = reason;
+}
+
+void Scheduler::Abort(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  Sequence* seq = it->second.get();
+  std::erase(waiting_, seq);
+  std::erase(running_, seq);
+  std::erase_if(last_step_, [&](const Scheduled& s) { return s.seq == seq; });
+  Finish(seq, FinishReason::kAbort);
+  seqs_.erase(it);
+}
+
+void Scheduler::Preempt(Sequence* seq) {
+  // Recompute: drop the KV (its full blocks stay cached), keep the tokens generated so far.
+  kv_.Free(seq->id);
+  if (seq->on_worker) finished_on_worker_.push_back(seq->id);
+  seq->on_worker = false;
+  seq->num_synced_blocks = 0;
+  seq->num_computed_tokens = 0;
+  seq->status = SequenceStatus::kWaiting;
+  std::erase(running_, seq);
+  waiting_.push_front(seq);
+  ++num_preemptions_;
+  VLOG(1) << "preempted sequence " << seq->id << " at " << seq->num_tokens() << " tokens";
+}
+
+void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
+  const size_t n = running_.size();
+  for (size_t i = 0; i < n; ++i) {
+    Sequence* parent = running_[i];
+    if (parent->num_pending_forks == 0 || parent->num_computed_tokens < parent->target_tokens()) {
+      continue;
+    }
+    for (int f = 1; f <= parent->num_pending_forks; ++f) {
+      auto child = std::make_unique<Sequence>(*parent);
+      child->id = parent->id + f;
+      child->seq_index = parent->seq_index + f;
+      child->num_pending_forks = 0;
+      child->on_worker = false;
+      child->num_synced_blocks = 0;
+      kv_.Fork(parent->id, child->id);
+      running_.push_back(child.get());
+      SequenceUpdate& u = forks->emplace_back();
+      u.seq_id = child->id;
+      u.request_id = child->request_id;
+      u.seq_index = child->seq_index;
+      u.num_prompt_tokens = child->num_prompt_tokens;
+      u.num_cached_tokens = child->num_cached_tokens;
+      seqs_[child->id] = std::move(child);
+    }
+    parent->num_pending_forks = 0;
+  }
+}
+
+void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd) {
+  if (!seq->on_worker) {
+    cmd->new_sequences.push_back(
+        {.seq_id = seq->id,
+         .sampling = seq->sampling,
+         .seq_index = seq->seq_index,
+         .prompt_ids = std::vector<int>(seq->tokens.begin(), seq->tokens.begin() + seq->num_prompt_tokens),
+         .output_ids = std::vector<int>(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end())});
+    seq->on_worker = true;
+    seq->num_synced_blocks = 0;
+  }
+  const std::vector<int>& table = kv_.block_table(seq->id);
+  const int kept = std::min(seq->num_synced_blocks, first_changed_block);
+  ScheduledSequence s;
+  s.seq_id = seq->id;
+  s.token_ids.assign(seq->tokens.begin() + seq->num_computed_tokens,
+                     seq->tokens.begin() + seq->num_computed_tokens + num_new_tokens);
+  s.num_computed_tokens = seq->num_computed_tokens;
+  s.num_kept_blocks = kept;
+  s.new_block_ids.assign(table.begin() + kept, table.end());
+  s.sample = seq->num_computed_tokens + num_new_tokens == seq->num_tokens();
+  seq->num_synced_blocks = static_cast<int>(table.size());
+  last_step_.push_back({seq, num_new_tokens, s.sample});
+  cmd->scheduled.push_back(std::move(s));
+}
+
+StepCommand Scheduler::Schedule() {
+  StepCommand cmd;
+  cmd.step_id = next_step_id_++;
+  last_step_.clear();
+  ForkDueSequences(&pending_fork_updates_);
+  int budget = options_.max_num_batched_tokens;
+  bool preempted = false;
+
+  // Running sequences first, oldest first.
+  for (size_t i = 0; i < running_.size() && budget > 0 &&
+                     static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
+    Sequence* seq = running_[i];
+    const int n = std::min(seq->target_tokens() - seq->num_computed_tokens, budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    const int end = seq->num_computed_tokens + n;
+    bool self_preempted = false;
+    while (!kv_.CanAppend(seq->id, seq->num_computed_tokens, end)) {
+      // The newest running sequence has not been scheduled yet this step (we go oldest first).
+      Sequence* victim = running_.back();
+      Preempt(victim);
+      preempted = true;
+      if (victim == seq) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    const int first_changed = kv_.Append(seq->id, seq->num_computed_tokens, end, &cmd.block_copies);
+    Emit(seq, n, first_changed, &cmd);
+    budget -= n;
+    ++i;
+  }
+
+  // Then waiting ones, unless this step had to preempt (no room to admit).
+  while (!preempted && !waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_num_seqs &&
+         static_cast<int>(last_step_.size()) < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int target = seq->target_tokens();
+    const PrefixHit hit = kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target));
+    const int cached = std::min(hit.num_tokens(options_.block_size), target);
+    const int n = std::min(target - cached, budget);
+    if (!kv_.CanAllocate(hit, cached + n)) break;
+    kv_.Allocate(seq->id, hit, cached + n);
+    kv_.RecordPrefixQuery(seq->num_tokens(), cached);
+    if (!seq->admitted_once) seq->num_cached_tokens = cached;
+    seq->admitted_once = true;
+    seq->num_computed_tokens = cached;
+    seq->status = SequenceStatus::kRunning;
+    waiting_.pop_front();
+    running_.push_back(seq);
+    if (n > 0) {
+      Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);
+      budget -= n;
+    }
+  }
+  cmd.finished_ids.swap(finished_on_worker_);
+  return cmd;
+}
+
+std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
+  std::vector<SequenceUpdate> updates;
+  updates.swap(pending_fork_updates_);
+  size_t next_sample = 0;
+  for (const Scheduled& s : last_step_) {
+    Sequence* seq = s.seq;
+    seq->num_computed_tokens += s.num_tokens;
+    kv_.CacheFullBlocks(seq->id, seq->tokens, seq->num_computed_tokens);
+    if (!s.sample) continue;
+    // Samples come in scheduling order; those of sequences aborted meanwhile are skipped.
+    while (next_sample < result.sampled.size() && result.sampled[next_sample].seq_id != seq->id) {
+      ++next_sample;
+    }
+    CHECK_LT(next_sample, result.sampled.size())
+        << "step " << result.step_id << " has no sample for sequence " << seq->id;
+    const SampledToken& sampled = result.sampled[next_sample++];
+    seq->tokens.push_back(sampled.token_id);
+    SequenceUpdate u;
+    u.seq_id = seq->id;
+    u.request_id = seq->request_id;
+    u.seq_index = seq->seq_index;
+    u.new_token_ids.push_back(sampled.token_id);
+    u.samples.push_back(sampled);
+    FinishReason reason = FinishReason::kNone;
+    if (std::find(seq->stop_token_ids.begin(), seq->stop_token_ids.end(), sampled.token_id) !=
+        seq->stop_token_ids.end()) {
+      reason = FinishReason::kStop;
+    } else if (seq->num_output_tokens() >= seq->max_tokens ||
+               seq->num_tokens() >= seq->max_total_tokens) {
+      reason = FinishReason::kLength;
+    }
+    u.num_prompt_tokens = seq->num_prompt_tokens;
+    u.num_output_tokens = seq->num_output_tokens();
+    u.num_cached_tokens = seq->num_cached_tokens;
+    if (reason != FinishReason::kNone) {
+      std::erase(running_, seq);
+      Finish(seq, reason);
+      u.finished = true;
+      u.finish_reason = reason;
+    }
+    updates.push_back(std::move(u));
+  }
+  // Drop finished sequences now that nothing refers to them.
+  for (const SequenceUpdate& u : updates) {
+    if (u.finished) seqs_.erase(u.seq_id);
+  }
+  last_step_.clear();
+  return updates;
+}
+
+}  // namespace pagoda

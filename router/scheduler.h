@@ -1,0 +1,98 @@
+// The scheduler for one worker (vLLM v1 style): no separate prefill and decode phases. Each
+// sequence has num_computed_tokens, and a step gives it tokens until it catches up:
+//
+//   Schedule():  forks due → running sequences first (a decode is 1 token, a prefill a chunk
+//                within the token budget; out of blocks → preempt the newest by recompute) →
+//                waiting sequences (prefix-cache lookup, then CanAllocate/Allocate)
+//   Postprocess(result): advance num_computed, cache full blocks, append sampled tokens,
+//                finish on a stop token or a length limit.
+//
+// Thread-compatible: one loop drives it.
+#ifndef PAGODA_ROUTER_SCHEDULER_H_
+#define PAGODA_ROUTER_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "common/step.h"
+#include "router/kv_cache_manager.h"
+#include "router/sequence.h"
+
+namespace pagoda {
+
+struct SchedulerOptions {
+  int max_num_batched_tokens = 2048;  // tokens per step (the chunked-prefill budget)
+  int max_num_seqs = 256;             // sequences per step
+  int max_model_len = 0;              // prompt + output tokens per sequence
+  int num_blocks = 0;                 // the worker's pool
+  int block_size = 16;
+};
+
+// What a step did to one sequence.
+struct SequenceUpdate {
+  int64_t seq_id = 0;
+  int64_t request_id = 0;
+  int seq_index = 0;
+  std::vector<int> new_token_ids;  // 0 or 1 tokens
+  std::vector<SampledToken> samples;  // the sampler's reports for new_token_ids
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int num_prompt_tokens = 0;
+  int num_output_tokens = 0;
+  int num_cached_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerOptions& options);
+
+  // INVALID_ARGUMENT when a sequence of this size could never run here.
+  absl::Status CheckFits(int num_prompt_tokens, int max_tokens) const;
+  // Queues a sequence (status waiting). Its forks (num_pending_forks) get ids `id + 1 ...`.
+  void Add(std::unique_ptr<Sequence> seq);
+  // Finishes a sequence with kAbort wherever it is; its blocks are freed at once.
+  void Abort(int64_t seq_id);
+
+  StepCommand Schedule();
+  // REQUIRES: `result` answers the last Schedule().
+  std::vector<SequenceUpdate> Postprocess(const StepResult& result);
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  bool has_pending_finishes() const { return !finished_on_worker_.empty(); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const KVCacheManager& kv() const { return kv_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  void ForkDueSequences(std::vector<SequenceUpdate>* forks);
+  void Preempt(Sequence* seq);
+  void Finish(Sequence* seq, FinishReason reason);
+  // Adds seq's work (new-sequence record, block delta, tokens) to the command.
+  void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
+
+  const SchedulerOptions options_;
+  KVCacheManager kv_;
+  absl::flat_hash_map<int64_t, std::unique_ptr<Sequence>> seqs_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order; the last is preempted first
+  std::vector<int64_t> finished_on_worker_;  // for the next command's finished_ids
+  struct Scheduled {
+    Sequence* seq;
+    int num_tokens;
+    bool sample;
+  };
+  std::vector<Scheduled> last_step_;
+  std::vector<SequenceUpdate> pending_fork_updates_;
+  int64_t next_step_id_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_SCHEDULER_H_

@@ -1,0 +1,180 @@
+#include "worker/llama_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace pagoda {
+namespace {
+
+// out = w ⊙ x / sqrt(mean(x²) + eps), as llama2.c computes it.
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / n + eps);
+#pragma omp simd
+  for (int i = 0; i < n; ++i) out[i] = w[i] * (scale * x[i]);
+}
+
+// Rows of `a` then rows of `b`: fuses two (rows, in) matrices into one.
+std::vector<float> Concat(std::vector<float>& a, std::vector<float>& b, std::vector<float>& c) {
+  std::vector<float> out;
+  out.reserve(a.size() + b.size() + c.size());
+  for (auto* v : {&a, &b, &c}) {
+    out.insert(out.end(), v->begin(), v->end());
+    std::vector<float>().swap(*v);
+  }
+  return out;
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows)
+    : config_(std::move(config)),
+      max_tokens_(max_tokens),
+      max_logit_rows_(max_logit_rows),
+      engine_(dnnl::engine::kind::cpu, 0),
+      stream_(engine_) {}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, int max_tokens,
+                                                               int max_logit_rows) {
+  const ModelConfig& c = w.config;
+  if (max_tokens <= 0 || max_logit_rows <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens ", max_tokens,
+                                                   " and max_logit_rows ", max_logit_rows,
+                                                   " must be positive"));
+  }
+  if (static_cast<int>(w.layers.size()) != c.num_layers || c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError("weights do not match their config");
+  }
+  auto model = std::unique_ptr<LlamaModel>(new LlamaModel(c, max_tokens, max_logit_rows));
+  const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  const int qkv_dim = q_dim + 2 * kv_dim;
+  const std::vector<float> no_bias;
+  for (LayerWeights& l : w.layers) {
+    Layer layer;
+    layer.attn_norm = std::move(l.attn_norm);
+    layer.ffn_norm = std::move(l.ffn_norm);
+    std::vector<float> qkv = Concat(l.wq, l.wk, l.wv);
+    std::vector<float> qkv_bias;
+    if (!l.bq.empty()) qkv_bias = Concat(l.bq, l.bk, l.bv);
+    layer.qkv = std::make_unique<Linear>(model->engine_, qkv.data(), dim, qkv_dim, qkv_bias, false);
+    layer.o = std::make_unique<Linear>(model->engine_, l.wo.data(), q_dim, dim, no_bias, true);
+    std::vector<float> none;
+    std::vector<float> gate_up = Concat(l.w_gate, l.w_up, none);
+    layer.gate_up =
+        std::make_unique<Linear>(model->engine_, gate_up.data(), dim, 2 * hidden, no_bias, false);
+    layer.down = std::make_unique<Linear>(model->engine_, l.w_down.data(), hidden, dim, no_bias, true);
+    l = LayerWeights();
+    model->layers_.push_back(std::move(layer));
+  }
+  model->final_norm_ = std::move(w.final_norm);
+  const std::vector<float>& cls = c.tied_embeddings ? w.token_embedding : w.classifier;
+  model->classifier_ =
+      std::make_unique<Linear>(model->engine_, cls.data(), dim, c.vocab_size, no_bias, false);
+  std::vector<float>().swap(w.classifier);
+  model->token_embedding_ = std::move(w.token_embedding);
+
+  // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim), computed as llama2.c does.
+  const int half = c.head_dim / 2;
+  model->rope_cos_.resize(static_cast<size_t>(c.max_seq_len) * half);
+  model->rope_sin_.resize(model->rope_cos_.size());
+  for (int pos = 0; pos < c.max_seq_len; ++pos) {
+    for (int i = 0; i < half; ++i) {
+      const float freq = 1.0f / std::pow(c.rope_theta, (2 * i) / static_cast<float>(c.head_dim));
+      const float angle = pos * freq;
+      model->rope_cos_[pos * half + i] = std::cos(angle);
+      model->rope_sin_[pos * half + i] = std::sin(angle);
+    }
+  }
+
+  const size_t t = max_tokens;
+  model->x_.resize(t * dim);
+  model->xb_.resize(t * dim);
+  model->qkv_.resize(t * qkv_dim);
+  model->att_.resize(t * q_dim);
+  model->gate_up_.resize(t * 2 * hidden);
+  model->hidden_.resize(t * hidden);
+  model->final_x_.resize(static_cast<size_t>(max_logit_rows) * dim);
+  model->logits_.resize(static_cast<size_t>(max_logit_rows) * c.vocab_size);
+  return model;
+}
+
+void LlamaModel::ApplyRope(float* qkv, std::span<const int> positions, int rows) const {
+  const int hd = config_.head_dim, half = hd / 2;
+  const int qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  const int rotated_heads = config_.num_heads + config_.num_kv_heads;  // q heads then k heads
+  const bool interleaved = config_.rope_style == RopeStyle::kInterleaved;
+#pragma omp parallel for
+  for (int r = 0; r < rows; ++r) {
+    const float* cos = &rope_cos_[static_cast<size_t>(positions[r]) * half];
+    const float* sin = &rope_sin_[static_cast<size_t>(positions[r]) * half];
+    for (int h = 0; h < rotated_heads; ++h) {
+      float* v = qkv + static_cast<size_t>(r) * qkv_dim + h * hd;
+      for (int i = 0; i < half; ++i) {
+        float* a = interleaved ? &v[2 * i] : &v[i];
+        float* b = interleaved ? &v[2 * i + 1] : &v[i + half];
+        const float x0 = *a, x1 = *b;
+        *a = x0 * cos[i] - x1 * sin[i];
+        *b = x0 * sin[i] + x1 * cos[i];
+      }
+    }
+  }
+}
+
+const float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
+  const ModelConfig& c = config_;
+  const int rows = static_cast<int>(batch.token_ids.size());
+  const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  const int qkv_dim = q_dim + 2 * kv_dim;
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, kv.block_size()};
+
+  for (int r = 0; r < rows; ++r) {
+    std::memcpy(&x_[static_cast<size_t>(r) * dim],
+                &token_embedding_[static_cast<size_t>(batch.token_ids[r]) * dim],
+                dim * sizeof(float));
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Layer& layer = layers_[l];
+#pragma omp parallel for
+    for (int r = 0; r < rows; ++r) {
+      RmsNorm(&x_[static_cast<size_t>(r) * dim], layer.attn_norm.data(), dim, c.rms_norm_eps,
+              &xb_[static_cast<size_t>(r) * dim]);
+    }
+    layer.qkv->Run(stream_, xb_.data(), rows, qkv_.data());
+    stream_.wait();
+    ApplyRope(qkv_.data(), batch.positions, rows);
+    for (int r = 0; r < rows; ++r) {
+      const float* row = &qkv_[static_cast<size_t>(r) * qkv_dim];
+      kv.Write(l, batch.slots[r], row + q_dim, row + q_dim + kv_dim);
+    }
+    PagedAttention(shape, batch.seqs, qkv_.data(), qkv_dim, kv.k(l), kv.v(l), att_.data());
+    layer.o->Run(stream_, att_.data(), rows, x_.data());
+#pragma omp parallel for
+    for (int r = 0; r < rows; ++r) {
+      RmsNorm(&x_[static_cast<size_t>(r) * dim], layer.ffn_norm.data(), dim, c.rms_norm_eps,
+              &xb_[static_cast<size_t>(r) * dim]);
+    }
+    layer.gate_up->Run(stream_, xb_.data(), rows, gate_up_.data());
+#pragma omp parallel for
+    for (int r = 0; r < rows; ++r) {
+      const float* gate = &gate_up_[static_cast<size_t>(r) * 2 * hidden];
+      const float* up = gate + hidden;
+      float* h = &hidden_[static_cast<size_t>(r) * hidden];
+      for (int i = 0; i < hidden; ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
+    layer.down->Run(stream_, hidden_.data(), rows, x_.data());
+  }
+  const int num_logits = static_cast<int>(batch.logit_rows.size());
+  for (int i = 0; i < num_logits; ++i) {
+    RmsNorm(&x_[static_cast<size_t>(batch.logit_rows[i]) * dim], final_norm_.data(), dim,
+            c.rms_norm_eps, &final_x_[static_cast<size_t>(i) * dim]);
+  }
+  if (num_logits > 0) classifier_->Run(stream_, final_x_.data(), num_logits, logits_.data());
+  stream_.wait();
+  return logits_.data();
+}
+
+}  // namespace pagoda

@@ -1,0 +1,87 @@
+// The Llama forward pass over one flattened batch of T tokens from many sequences (DESIGN §6):
+//
+//   x ─ RMSNorm ─ QKV (fused) ─ RoPE ─ K,V → slots ─ paged attention ─ O (+x)
+//     ─ RMSNorm ─ gate|up (fused) ─ SiLU(gate)·up ─ down (+x)        per layer, then
+//   final RMSNorm ─ classifier                                      only for rows that sample
+//
+// Weights are reordered into oneDNN layouts once at Create; every activation buffer is sized
+// once from max_num_batched_tokens. Forward allocates nothing. Not thread-safe: one caller.
+#ifndef PAGODA_WORKER_LLAMA_MODEL_H_
+#define PAGODA_WORKER_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model_weights.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "worker/kv_pool.h"
+#include "worker/linear.h"
+#include "worker/paged_attention.h"
+
+namespace pagoda {
+
+// One step's tokens, flattened. All spans are borrowed for the duration of Forward.
+struct ForwardBatch {
+  std::span<const int> token_ids;            // (T)
+  std::span<const int> positions;            // (T) position of each token in its sequence
+  std::span<const int64_t> slots;            // (T) KV slot each token's K/V is written to
+  std::span<const AttentionSequence> seqs;   // rows of each sequence and its block table
+  std::span<const int> logit_rows;           // (S) rows whose logits are wanted
+};
+
+class LlamaModel {
+ public:
+  // Consumes `weights` (their memory is released as they are reordered).
+  // `max_tokens`: the largest T; `max_logit_rows`: the largest S.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(ModelWeights weights, int max_tokens,
+                                                            int max_logit_rows);
+
+  // Runs the batch, writing K/V into `kv`, and returns logits (S, vocab_size), valid until the
+  // next call. REQUIRES: T <= max_tokens, S <= max_logit_rows, ids < vocab_size, positions <
+  // max_seq_len, slots and block tables inside `kv` (the caller validates requests).
+  const float* Forward(const ForwardBatch& batch, KvPool& kv);
+
+  const ModelConfig& config() const { return config_; }
+  int max_tokens() const { return max_tokens_; }
+  int max_logit_rows() const { return max_logit_rows_; }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;  // (dim)
+    std::unique_ptr<Linear> qkv;    // dim -> q_dim + 2 kv_dim
+    std::unique_ptr<Linear> o;      // q_dim -> dim, accumulates into x
+    std::unique_ptr<Linear> gate_up;  // dim -> 2 hidden_dim  ([gate | up])
+    std::unique_ptr<Linear> down;   // hidden_dim -> dim, accumulates into x
+  };
+
+  LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows);
+  void ApplyRope(float* qkv, std::span<const int> positions, int rows) const;
+
+  // Constant after construction.
+  ModelConfig config_;
+  int max_tokens_, max_logit_rows_;
+  dnnl::engine engine_;
+  std::vector<float> token_embedding_;  // (vocab, dim)
+  std::vector<Layer> layers_;
+  std::vector<float> final_norm_;       // (dim)
+  std::unique_ptr<Linear> classifier_;  // dim -> vocab
+  std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, head_dim / 2)
+
+  // Mutable run state, sized once.
+  dnnl::stream stream_;
+  std::vector<float> x_;        // (max_tokens, dim) residual stream
+  std::vector<float> xb_;       // (max_tokens, dim) normed input of a sublayer
+  std::vector<float> qkv_;      // (max_tokens, q_dim + 2 kv_dim)
+  std::vector<float> att_;      // (max_tokens, q_dim) attention output
+  std::vector<float> gate_up_;  // (max_tokens, 2 hidden_dim)
+  std::vector<float> hidden_;   // (max_tokens, hidden_dim)
+  std::vector<float> final_x_;  // (max_logit_rows, dim)
+  std::vector<float> logits_;   // (max_logit_rows, vocab)
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_WORKER_LLAMA_MODEL_H_

@@ -1,0 +1,43 @@
+// Paged attention: one kernel for prefill chunks and decodes (DESIGN §6).
+//
+// For each sequence and KV head it walks the sequence's block table and merges one block at a
+// time into a running softmax (running max m, running sum l, rescaled output o):
+//
+//   m' = max(m, max_j s_j)     l' = l·e^(m-m') + Σ_j e^(s_j-m')     o' = o·e^(m-m') + Σ_j e^(s_j-m') v_j
+//
+// so K/V are read in place from the pool, never gathered into a contiguous copy. Each K/V block
+// load serves every query row of the chunk and every query head of the GQA group. Query row r
+// of a sequence sits at position start_pos + r and sees positions 0..start_pos + r (causal).
+// The K/V of this step's tokens must already be in the pool.
+#ifndef PAGODA_WORKER_PAGED_ATTENTION_H_
+#define PAGODA_WORKER_PAGED_ATTENTION_H_
+
+#include <span>
+
+namespace pagoda {
+
+struct AttentionShape {
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+};
+
+struct AttentionSequence {
+  int first_row = 0;             // row of its first query token in q and out
+  int num_rows = 0;              // query tokens this step (1 for a decode)
+  int start_pos = 0;             // tokens already in the cache before this step
+  const int* block_table = nullptr;  // (ceil((start_pos + num_rows) / block_size)); not owned
+};
+
+// q: (T, q_stride) with head h at columns [h*head_dim, (h+1)*head_dim).
+// k_pool, v_pool: [num_blocks, num_kv_heads, block_size, head_dim] of one layer.
+// out: (T, num_heads * head_dim). Rows not covered by `seqs` are left untouched.
+// Parallel over (sequence, KV head, tile of query rows) with OpenMP.
+void PagedAttention(const AttentionShape& shape, std::span<const AttentionSequence> seqs,
+                    const float* q, int q_stride, const float* k_pool, const float* v_pool,
+                    float* out);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_WORKER_PAGED_ATTENTION_H_

@@ -1,0 +1,146 @@
+#include "worker/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace pagoda {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// log Σ exp(logits).
+float LogSumExp(const float* logits, int n) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; ++i) max = std::max(max, logits[i]);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += std::exp(logits[i] - max);
+  return max + static_cast<float>(std::log(sum));
+}
+
+int ArgMax(const float* v, int n) {
+  int best = 0;  // the first maximum, as llama2.c picks it
+  for (int i = 1; i < n; ++i) {
+    if (v[i] > v[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace
+
+float CounterUniform(uint64_t seed, uint64_t seq_index, uint64_t position) {
+  const uint64_t h = SplitMix64(SplitMix64(SplitMix64(seed) ^ seq_index) ^ position);
+  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // 24 random bits
+}
+
+Sampler::Sampler(int vocab_size)
+    : vocab_size_(vocab_size),
+      counts_(vocab_size, 0),
+      raw_(vocab_size),
+      probs_(vocab_size),
+      candidates_(vocab_size) {}
+
+void Sampler::ApplyPenalties(float* logits, const SamplingParams& p, std::span<const int> prompt,
+                             std::span<const int> output) {
+  if (p.repetition_penalty != 1.0f) {
+    // Each distinct token of prompt and output once: positive logits shrink, negative grow.
+    for (auto tokens : {prompt, output}) {
+      for (int t : tokens) {
+        if (counts_[t]++ == 0) {
+          logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty
+                                    : logits[t] * p.repetition_penalty;
+        }
+      }
+    }
+    for (auto tokens : {prompt, output}) {
+      for (int t : tokens) counts_[t] = 0;
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    for (int t : output) ++counts_[t];
+    for (int t : output) {
+      if (counts_[t] > 0) {
+        logits[t] -= p.frequency_penalty * counts_[t] + p.presence_penalty;
+        counts_[t] = 0;  // apply once per distinct token
+      }
+    }
+  }
+}
+
+SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<const int> prompt,
+                             std::span<const int> output, int seq_index) {
+  const int n = vocab_size_;
+  SampledToken result;
+  // Logprobs describe the model's own distribution, before penalties and temperature.
+  const float log_z = LogSumExp(logits, n);
+  if (p.logprobs > 0) {
+    std::iota(candidates_.begin(), candidates_.end(), 0);
+    const int k = std::min(p.logprobs, n);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
+                      [&](int a, int b) { return logits[a] > logits[b]; });
+    for (int i = 0; i < k; ++i) {
+      result.top_logprobs.push_back({candidates_[i], logits[candidates_[i]] - log_z});
+    }
+  }
+  std::copy(logits, logits + n, raw_.begin());
+  ApplyPenalties(logits, p, prompt, output);
+
+  int token;
+  if (p.greedy()) {
+    token = ArgMax(logits, n);
+  } else {
+    // Candidates in descending probability, cut by top-k, then softmax, min-p and top-p.
+    std::iota(candidates_.begin(), candidates_.end(), 0);
+    int m = n;
+    auto by_logit = [&](int a, int b) { return logits[a] > logits[b]; };
+    if (p.top_k > 0 && p.top_k < n) {
+      m = p.top_k;
+      std::partial_sort(candidates_.begin(), candidates_.begin() + m, candidates_.end(), by_logit);
+    } else if (p.top_p < 1.0f || p.min_p > 0.0f) {
+      std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    }
+    const float max_logit = logits[ArgMax(logits, n)];
+    double sum = 0.0;
+    for (int i = 0; i < m; ++i) {
+      probs_[i] = std::exp((logits[candidates_[i]] - max_logit) / p.temperature);
+      sum += probs_[i];
+    }
+    // After the sort probs_[0] is the largest; without a sort min_p is off and not needed.
+    if (p.min_p > 0.0f) {
+      const double floor = p.min_p * probs_[0];
+      int kept = 0;
+      while (kept < m && probs_[kept] >= floor) ++kept;
+      m = std::max(kept, 1);
+      sum = std::accumulate(probs_.begin(), probs_.begin() + m, 0.0);
+    }
+    if (p.top_p < 1.0f) {
+      double cumulative = 0.0;
+      int kept = 0;
+      while (kept < m && cumulative < p.top_p * sum) cumulative += probs_[kept++];
+      m = std::max(kept, 1);
+      sum = cumulative > 0 ? cumulative : probs_[0];
+    }
+    const double target =
+        CounterUniform(p.seed, seq_index, prompt.size() + output.size()) * sum;
+    double cdf = 0.0;
+    token = candidates_[m - 1];  // guards against rounding at the top of the CDF
+    for (int i = 0; i < m; ++i) {
+      cdf += probs_[i];
+      if (target < cdf) {
+        token = candidates_[i];
+        break;
+      }
+    }
+  }
+  result.token_id = token;
+  result.logprob = raw_[token] - log_z;
+  return result;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,42 @@
+// Chooses a sequence's next token from its logits. Randomness is counter-based: the uniform
+// draw is a pure function of (seed, seq_index, position), so a sequence that is preempted and
+// recomputed, or moved to another worker, samples exactly the same tokens.
+// Not thread-safe (scratch buffers); one per worker.
+#ifndef PAGODA_WORKER_SAMPLER_H_
+#define PAGODA_WORKER_SAMPLER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/sampling_params.h"
+#include "common/step.h"
+
+namespace pagoda {
+
+// Uniform in [0, 1) from the counter (seed, seq_index, position).
+float CounterUniform(uint64_t seed, uint64_t seq_index, uint64_t position);
+
+class Sampler {
+ public:
+  explicit Sampler(int vocab_size);
+
+  // `logits` (vocab_size) is modified in place. `prompt` and `output` are the sequence's
+  // tokens so far (for penalties); the new token lands at position prompt.size() + output.size().
+  SampledToken Sample(float* logits, const SamplingParams& params, std::span<const int> prompt,
+                      std::span<const int> output, int seq_index);
+
+ private:
+  void ApplyPenalties(float* logits, const SamplingParams& params, std::span<const int> prompt,
+                      std::span<const int> output);
+
+  int vocab_size_;
+  std::vector<int> counts_;          // (vocab) scratch, all zero between calls
+  std::vector<float> raw_;           // (vocab) logits before penalties, for logprobs
+  std::vector<float> probs_;         // (vocab) scratch
+  std::vector<int> candidates_;      // (vocab) scratch
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_WORKER_SAMPLER_H_

@@ -1,0 +1,171 @@
+#include "worker/worker_engine.h"
+
+#include <omp.h>
+
+#include <chrono>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pagoda {
+
+absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights weights,
+                                                                   const WorkerOptions& options) {
+  if (options.block_size <= 0 || options.max_num_batched_tokens <= 0 || options.max_num_seqs <= 0) {
+    return absl::InvalidArgumentError("block_size, max_num_batched_tokens and max_num_seqs must be > 0");
+  }
+  if (options.threads > 0) omp_set_num_threads(options.threads);
+  const ModelConfig config = weights.config;
+  const int num_blocks = options.num_blocks > 0
+                             ? options.num_blocks
+                             : KvPool::BlocksForBytes(config, options.block_size,
+                                                      options.kv_cache_bytes);
+  if (num_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache of ", options.kv_cache_bytes, " bytes holds no block of ",
+        KvPool::BytesPerBlock(config, options.block_size), " bytes"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                   LlamaModel::Create(std::move(weights), options.max_num_batched_tokens,
+                                      options.max_num_seqs));
+  LOG(INFO) << "KV pool: " << num_blocks << " blocks of " << options.block_size << " tokens ("
+            << KvPool::BytesPerBlock(config, options.block_size) * num_blocks / (1 << 20)
+            << " MiB)";
+  return std::unique_ptr<WorkerEngine>(new WorkerEngine(std::move(model), options, num_blocks));
+}
+
+WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options,
+                           int num_blocks)
+    : model_(std::move(model)),
+      kv_(model_->config(), num_blocks, options.block_size),
+      sampler_(model_->config().vocab_size),
+      row_logits_(model_->config().vocab_size) {
+  info_.model_fingerprint = model_->config().Fingerprint();
+  info_.num_blocks = num_blocks;
+  info_.block_size = options.block_size;
+  info_.max_num_batched_tokens = options.max_num_batched_tokens;
+  info_.max_num_seqs = options.max_num_seqs;
+}
+
+absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
+  const ModelConfig& c = model_->config();
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", cmd.step_id, ": ", parts...));
+  };
+  for (const BlockCopy& copy : cmd.block_copies) {
+    if (copy.src < 0 || copy.src >= kv_.num_blocks() || copy.dst < 0 || copy.dst >= kv_.num_blocks()) {
+      return bad("block copy ", copy.src, " -> ", copy.dst, " outside the pool of ", kv_.num_blocks());
+    }
+  }
+  absl::flat_hash_map<int64_t, int> known_blocks;  // seq -> block table size after this step
+  for (const auto& [id, s] : seqs_) known_blocks[id] = static_cast<int>(s.block_table.size());
+  for (int64_t id : cmd.finished_ids) known_blocks.erase(id);
+  for (const NewSequence& n : cmd.new_sequences) {
+    if (!known_blocks.emplace(n.seq_id, 0).second) return bad("sequence ", n.seq_id, " already exists");
+    for (auto ids : {&n.prompt_ids, &n.output_ids}) {
+      for (int t : *ids) {
+        if (t < 0 || t >= c.vocab_size) return bad("sequence ", n.seq_id, ": token id ", t, " out of range");
+      }
+    }
+    RETURN_IF_ERROR(n.sampling.Validate());
+  }
+  int64_t total = 0;
+  int num_sample = 0;
+  absl::flat_hash_set<int64_t> scheduled;
+  for (const ScheduledSequence& s : cmd.scheduled) {
+    auto it = known_blocks.find(s.seq_id);
+    if (it == known_blocks.end()) return bad("unknown sequence ", s.seq_id);
+    if (!scheduled.insert(s.seq_id).second) return bad("sequence ", s.seq_id, " scheduled twice");
+    if (s.token_ids.empty()) return bad("sequence ", s.seq_id, " has no tokens");
+    for (int b : s.new_block_ids) {
+      if (b < 0 || b >= kv_.num_blocks()) return bad("block ", b, " outside the pool");
+    }
+    if (s.num_kept_blocks < 0 || s.num_kept_blocks > it->second) {
+      return bad("sequence ", s.seq_id, " keeps ", s.num_kept_blocks, " of its ", it->second, " blocks");
+    }
+    const int64_t end = static_cast<int64_t>(s.num_computed_tokens) + s.token_ids.size();
+    const int64_t blocks = s.num_kept_blocks + static_cast<int64_t>(s.new_block_ids.size());
+    if (s.num_computed_tokens < 0 || end > c.max_seq_len || end > blocks * kv_.block_size()) {
+      return bad("sequence ", s.seq_id, ": positions [", s.num_computed_tokens, ", ", end,
+                 ") do not fit ", blocks, " blocks or the context of ", c.max_seq_len);
+    }
+    for (int t : s.token_ids) {
+      if (t < 0 || t >= c.vocab_size) return bad("sequence ", s.seq_id, ": token id ", t, " out of range");
+    }
+    total += s.token_ids.size();
+    num_sample += s.sample;
+  }
+  if (total > model_->max_tokens()) return bad(total, " tokens exceed the step limit ", model_->max_tokens());
+  if (num_sample > model_->max_logit_rows()) return bad(num_sample, " samples exceed ", model_->max_logit_rows());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
+  RETURN_IF_ERROR(Validate(cmd));
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t id : cmd.finished_ids) seqs_.erase(id);
+  for (const NewSequence& n : cmd.new_sequences) {
+    SequenceState& s = seqs_[n.seq_id];
+    s.sampling = n.sampling;
+    s.seq_index = n.seq_index;
+    s.num_prompt_tokens = static_cast<int>(n.prompt_ids.size());
+    s.tokens = n.prompt_ids;
+    s.tokens.insert(s.tokens.end(), n.output_ids.begin(), n.output_ids.end());
+  }
+  for (const BlockCopy& copy : cmd.block_copies) kv_.CopyBlock(copy.src, copy.dst);
+
+  token_ids_.clear();
+  positions_.clear();
+  slots_.clear();
+  logit_rows_.clear();
+  attention_.clear();
+  const int bs = kv_.block_size();
+  for (const ScheduledSequence& sched : cmd.scheduled) {
+    SequenceState& s = seqs_[sched.seq_id];
+    s.block_table.resize(sched.num_kept_blocks);
+    s.block_table.insert(s.block_table.end(), sched.new_block_ids.begin(), sched.new_block_ids.end());
+    const int first_row = static_cast<int>(token_ids_.size());
+    for (size_t i = 0; i < sched.token_ids.size(); ++i) {
+      const int pos = sched.num_computed_tokens + static_cast<int>(i);
+      token_ids_.push_back(sched.token_ids[i]);
+      positions_.push_back(pos);
+      slots_.push_back(static_cast<int64_t>(s.block_table[pos / bs]) * bs + pos % bs);
+    }
+    attention_.push_back({first_row, static_cast<int>(sched.token_ids.size()),
+                          sched.num_computed_tokens, s.block_table.data()});
+    if (sched.sample) logit_rows_.push_back(static_cast<int>(token_ids_.size()) - 1);
+  }
+
+  StepResult result;
+  result.step_id = cmd.step_id;
+  if (!token_ids_.empty()) {
+    const ForwardBatch batch{token_ids_, positions_, slots_, attention_, logit_rows_};
+    const float* logits = model_->Forward(batch, kv_);
+    const int vocab = model_->config().vocab_size;
+    int row = 0;
+    for (const ScheduledSequence& sched : cmd.scheduled) {
+      if (!sched.sample) continue;
+      SequenceState& s = seqs_[sched.seq_id];
+      std::copy(logits + static_cast<size_t>(row) * vocab,
+                logits + static_cast<size_t>(row + 1) * vocab, row_logits_.begin());
+      ++row;
+      // The sampled token is the one after the positions computed so far.
+      const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
+      s.tokens.resize(std::max<int>(known, s.num_prompt_tokens));
+      const std::span<const int> all(s.tokens);
+      SampledToken token = sampler_.Sample(row_logits_.data(), s.sampling,
+                                           all.first(s.num_prompt_tokens),
+                                           all.subspan(s.num_prompt_tokens), s.seq_index);
+      token.seq_id = sched.seq_id;
+      s.tokens.push_back(token.token_id);
+      result.sampled.push_back(std::move(token));
+    }
+  }
+  result.forward_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace pagoda
