@@ -91,8 +91,8 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     }
   }
   // One prompt in text mode streams as it generates; otherwise print when all are done.
-  const bool stream = !options.json && options.prompts.size() == 1 && options.n == 1 &&
-                      results[0].error.empty();
+  const bool stream =
+      !options.json && options.prompts.size() == 1 && options.n == 1 && results[0].error.empty();
   if (stream) out << options.prompts[0] << std::flush;
 
   while (engine.has_unfinished()) {

@@ -16,13 +16,13 @@
 namespace pagoda {
 
 struct RunOptions {
-  std::string model;              // llama2.c checkpoint
-  std::string tokenizer;          // "" = the model's default
+  std::string model;      // llama2.c checkpoint
+  std::string tokenizer;  // "" = the model's default
   std::vector<std::string> prompts;
   std::optional<int> max_tokens;  // unset = up to the model length
   int n = 1;
   bool ignore_eos = false;
-  bool json = false;              // one JSON object per output, in input order
+  bool json = false;  // one JSON object per output, in input order
   SamplingParams sampling;
   WorkerOptions worker;
   EngineOptions engine;

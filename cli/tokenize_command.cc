@@ -14,7 +14,8 @@ namespace pagoda {
 
 int TokenizeCommand(const TokenizeOptions& options, std::ostream& out, std::ostream& err) {
   std::string path = options.tokenizer;
-  if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "tokenizer.bin").string();
+  if (std::filesystem::is_directory(path))
+    path = (std::filesystem::path(path) / "tokenizer.bin").string();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(path);
   if (!tokenizer.ok()) {
     err << "error: " << tokenizer.status().message() << "\n";
@@ -32,8 +33,8 @@ int TokenizeCommand(const TokenizeOptions& options, std::ostream& out, std::ostr
     google::protobuf::ListValue list;
     const auto status = google::protobuf::util::JsonStringToMessage(buffer.str(), &list);
     if (!status.ok()) {
-      err << "error: " << options.texts_file << ": not a JSON array of strings: "
-          << status.ToString() << "\n";
+      err << "error: " << options.texts_file
+          << ": not a JSON array of strings: " << status.ToString() << "\n";
       return 2;
     }
     for (const google::protobuf::Value& v : list.values()) {

@@ -1,5 +1,6 @@
 #include "common/json_writer.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
@@ -12,10 +13,14 @@ int ValidUtf8Length(std::string_view s) {
   int n;
   unsigned int min;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) n = 2, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) n = 3, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) n = 4, min = 0x10000;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    n = 2, min = 0x80;
+  else if ((c & 0xF0) == 0xE0)
+    n = 3, min = 0x800;
+  else if ((c & 0xF8) == 0xF0)
+    n = 4, min = 0x10000;
+  else
+    return 0;
   if (static_cast<int>(s.size()) < n) return 0;
   unsigned int cp = c & (0x3F >> (n - 1));
   for (int i = 1; i < n; ++i) {
@@ -62,7 +67,7 @@ std::string JsonQuote(std::string_view s) {
 }
 
 std::string JsonIntArray(std::span<const int> values) {
-  return "[" + absl::StrJoin(values, ",") + "]";
+  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
 }
 
 }  // namespace pagoda

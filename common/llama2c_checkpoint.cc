@@ -35,7 +35,8 @@ class Reader {
                        offset_ + bytes, ") but the file has ", size_));
     }
     out.resize(count);
-    if (count > 0 && std::fread(out.data(), sizeof(float), count, f_) != static_cast<size_t>(count)) {
+    if (count > 0 &&
+        std::fread(out.data(), sizeof(float), count, f_) != static_cast<size_t>(count)) {
       return absl::DataLossError(absl::StrCat(path_, ": read error in ", what));
     }
     offset_ += bytes;
@@ -57,8 +58,8 @@ class Reader {
 absl::Status CheckRange(const std::string& path, const char* name, int64_t v, int64_t lo,
                         int64_t hi) {
   if (v < lo || v > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: ", name, " = ", v,
-                                                   " is outside [", lo, ", ", hi, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": bad header: ", name, " = ", v, " is outside [", lo, ", ", hi, "]"));
   }
   return absl::OkStatus();
 }
@@ -98,8 +99,9 @@ absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
   RETURN_IF_ERROR(CheckRange(path, "|vocab_size|", vocab, 1, kMaxVocab));
   RETURN_IF_ERROR(CheckRange(path, "seq_len", c.max_seq_len, 1, kMaxSeqLen));
   if (c.dim % c.num_heads != 0 || (c.dim / c.num_heads) % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": bad header: dim ", c.dim, " is not n_heads ", c.num_heads, " x an even head size"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: dim ", c.dim,
+                                                   " is not n_heads ", c.num_heads,
+                                                   " x an even head size"));
   }
   if (c.num_heads % c.num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: n_heads ", c.num_heads,
@@ -158,21 +160,18 @@ absl::Status WriteLlama2cCheckpoint(const ModelWeights& w, const std::string& pa
   const ModelConfig& c = w.config;
   File file(std::fopen(path.c_str(), "wb"));
   if (!file) return absl::InternalError(absl::StrCat(path, ": cannot create"));
-  const int32_t h[kHeaderInts] = {c.dim,
-                                  c.hidden_dim,
-                                  c.num_layers,
-                                  c.num_heads,
-                                  c.num_kv_heads,
-                                  c.tied_embeddings ? c.vocab_size : -c.vocab_size,
+  const int32_t h[kHeaderInts] = {c.dim,          c.hidden_dim,
+                                  c.num_layers,   c.num_heads,
+                                  c.num_kv_heads, c.tied_embeddings ? c.vocab_size : -c.vocab_size,
                                   c.max_seq_len};
   bool ok = std::fwrite(h, sizeof(int32_t), kHeaderInts, file.get()) == kHeaderInts;
   auto put = [&](const std::vector<float>& v) {
     ok = ok && std::fwrite(v.data(), sizeof(float), v.size(), file.get()) == v.size();
   };
   put(w.token_embedding);
-  for (auto m : {&LayerWeights::attn_norm, &LayerWeights::wq, &LayerWeights::wk,
-                 &LayerWeights::wv, &LayerWeights::wo, &LayerWeights::ffn_norm,
-                 &LayerWeights::w_gate, &LayerWeights::w_down, &LayerWeights::w_up}) {
+  for (auto m : {&LayerWeights::attn_norm, &LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv,
+                 &LayerWeights::wo, &LayerWeights::ffn_norm, &LayerWeights::w_gate,
+                 &LayerWeights::w_down, &LayerWeights::w_up}) {
     for (const LayerWeights& l : w.layers) put(l.*m);
   }
   put(w.final_norm);

@@ -23,8 +23,8 @@ int Utf8Length(unsigned char c) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::Load(
-    const std::string& path, int expected_vocab_size) {
+absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::Load(const std::string& path,
+                                                                         int expected_vocab_size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open tokenizer"));
   std::stringstream buffer;
@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::Load(
     std::memcpy(&len, data.data() + off + 4, 4);
     off += 8;
     if (len < 0 || len > max_token_length || data.size() - off < static_cast<size_t>(len)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": bad tokenizer entry ", entry,
-                                                     ": length ", len, " at byte ", off));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": bad tokenizer entry ", entry, ": length ", len, " at byte ", off));
     }
     tok->pieces_.emplace_back(data.data() + off, len);
     tok->scores_.push_back(score);
@@ -64,13 +64,14 @@ absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::Load(
     off += len;
   }
   if (tok->pieces_.size() < 3 + 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": tokenizer has ", tok->pieces_.size(), " entries; needs <unk>, <s>, </s> and 256 byte tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tokenizer has ", tok->pieces_.size(),
+                     " entries; needs <unk>, <s>, </s> and 256 byte tokens"));
   }
   if (expected_vocab_size > 0 && tok->vocab_size() != expected_vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tokenizer vocab size ",
-                                                   tok->vocab_size(), " does not match the model's ",
-                                                   expected_vocab_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tokenizer vocab size ", tok->vocab_size(),
+                     " does not match the model's ", expected_vocab_size));
   }
   return tok;
 }

@@ -34,10 +34,10 @@ class Llama2cTokenizer final : public Tokenizer {
   Llama2cTokenizer() = default;
   int Lookup(std::string_view piece) const;  // -1 when absent
 
-  std::vector<std::string> pieces_;  // (vocab_size) raw bytes, ' ' in place of U+2581
-  std::vector<float> scores_;        // (vocab_size) merge priority
+  std::vector<std::string> pieces_;            // (vocab_size) raw bytes, ' ' in place of U+2581
+  std::vector<float> scores_;                  // (vocab_size) merge priority
   absl::flat_hash_map<std::string, int> ids_;  // piece -> lowest id with that piece
-  int byte_token_offset_ = 3;        // id of <0x00>; byte b is id b + 3 (run.c)
+  int byte_token_offset_ = 3;                  // id of <0x00>; byte b is id b + 3 (run.c)
 };
 
 }  // namespace pagoda

@@ -14,15 +14,15 @@ enum class RopeStyle {
 };
 
 struct ModelConfig {
-  std::string name;  // For logs and GetModelInfo; not part of the fingerprint.
-  int dim = 0;           // Residual stream width.
-  int hidden_dim = 0;    // FFN inner width.
+  std::string name;    // For logs and GetModelInfo; not part of the fingerprint.
+  int dim = 0;         // Residual stream width.
+  int hidden_dim = 0;  // FFN inner width.
   int num_layers = 0;
   int num_heads = 0;     // Query heads.
   int num_kv_heads = 0;  // Key/value heads (GQA when < num_heads).
   int head_dim = 0;      // Usually dim / num_heads.
   int vocab_size = 0;
-  int max_seq_len = 0;   // Context length the model was trained for.
+  int max_seq_len = 0;  // Context length the model was trained for.
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;

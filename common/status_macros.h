@@ -9,9 +9,9 @@
 #define PAGODA_CONCAT_(a, b) PAGODA_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the enclosing function if it is not OK.
-#define RETURN_IF_ERROR(expr)                       \
-  do {                                              \
-    const absl::Status pagoda_status_ = (expr);     \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    const absl::Status pagoda_status_ = (expr);      \
     if (!pagoda_status_.ok()) return pagoda_status_; \
   } while (0)
 

@@ -15,9 +15,9 @@ namespace pagoda {
 struct NewSequence {
   int64_t seq_id = 0;
   SamplingParams sampling;
-  int seq_index = 0;               // which of the request's n samples; part of the RNG counter
-  std::vector<int> prompt_ids;     // the request's prompt (for repetition penalties)
-  std::vector<int> output_ids;     // tokens generated before a preemption, if any
+  int seq_index = 0;            // which of the request's n samples; part of the RNG counter
+  std::vector<int> prompt_ids;  // the request's prompt (for repetition penalties)
+  std::vector<int> output_ids;  // tokens generated before a preemption, if any
 };
 
 // One sequence's work in this step.
@@ -25,8 +25,8 @@ struct ScheduledSequence {
   int64_t seq_id = 0;
   std::vector<int> token_ids;      // tokens to run: a prefill chunk, or the last sampled token
   int num_computed_tokens = 0;     // position of token_ids[0]
-  int num_kept_blocks = 0;          // the worker keeps this many leading block-table entries
-  std::vector<int> new_block_ids;   // ... and appends these (a copy-on-write replaces the tail)
+  int num_kept_blocks = 0;         // the worker keeps this many leading block-table entries
+  std::vector<int> new_block_ids;  // ... and appends these (a copy-on-write replaces the tail)
   bool sample = false;             // sample a token from the last row
 };
 
@@ -51,7 +51,7 @@ struct TokenLogprob {
 struct SampledToken {
   int64_t seq_id = 0;
   int token_id = 0;
-  float logprob = 0.0f;                   // log p of token_id under the model
+  float logprob = 0.0f;                    // log p of token_id under the model
   std::vector<TokenLogprob> top_logprobs;  // the `logprobs` most likely, when asked
 };
 

@@ -8,7 +8,7 @@ namespace pagoda {
 
 uint64_t HashBlock(uint64_t parent, std::span<const int> tokens) {
   // FNV-1a over (parent, tokens) followed by a 64-bit finaliser: deterministic, no seed.
-  uint64_t h = 0xCBF29CE484222325ULL ^ parent;
+  uint64_t h = 0xCBF29CE484222325ULL;
   auto mix = [&h](uint64_t v) {
     for (int i = 0; i < 8; ++i) {
       h ^= (v >> (8 * i)) & 0xFF;
@@ -32,8 +32,10 @@ void BlockPool::PushBack(int b) {
   Block& block = blocks_[b];
   block.prev = tail_;
   block.next = -1;
-  if (tail_ >= 0) blocks_[tail_].next = b;
-  else head_ = b;
+  if (tail_ >= 0)
+    blocks_[tail_].next = b;
+  else
+    head_ = b;
   tail_ = b;
   block.in_free_queue = true;
   ++num_free_;
@@ -41,10 +43,14 @@ void BlockPool::PushBack(int b) {
 
 void BlockPool::Remove(int b) {
   Block& block = blocks_[b];
-  if (block.prev >= 0) blocks_[block.prev].next = block.next;
-  else head_ = block.next;
-  if (block.next >= 0) blocks_[block.next].prev = block.prev;
-  else tail_ = block.prev;
+  if (block.prev >= 0)
+    blocks_[block.prev].next = block.next;
+  else
+    head_ = block.next;
+  if (block.next >= 0)
+    blocks_[block.next].prev = block.prev;
+  else
+    tail_ = block.prev;
   block.prev = block.next = -1;
   block.in_free_queue = false;
   --num_free_;

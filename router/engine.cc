@@ -11,7 +11,8 @@ namespace {
 SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInfo& worker,
                                       const EngineOptions& options) {
   SchedulerOptions s;
-  s.max_num_batched_tokens = std::min(options.max_num_batched_tokens, worker.max_num_batched_tokens);
+  s.max_num_batched_tokens =
+      std::min(options.max_num_batched_tokens, worker.max_num_batched_tokens);
   s.max_num_seqs = std::min(options.max_num_seqs, worker.max_num_seqs);
   s.max_model_len = options.max_model_len > 0 ? std::min(options.max_model_len, config.max_seq_len)
                                               : config.max_seq_len;
@@ -39,8 +40,8 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
   }
   for (int id : r.stop_token_ids) {
     if (id < 0 || id >= config_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("stop_token_ids: token id ", id,
-                                                     " is outside the vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop_token_ids: token id ", id, " is outside the vocabulary"));
     }
   }
   RETURN_IF_ERROR(r.sampling.Validate());
@@ -50,12 +51,12 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
   }
   const int num_prompt = static_cast<int>(r.prompt_ids.size());
   if (num_prompt >= max_model_len()) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt: ", num_prompt,
-                                                   " tokens leave no room in the model length of ",
-                                                   max_model_len()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt: ", num_prompt, " tokens leave no room in the model length of ", max_model_len()));
   }
   if (r.max_tokens.has_value() && *r.max_tokens < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= 1"));
   }
   const int max_tokens = r.max_tokens.value_or(max_model_len() - num_prompt);
   RETURN_IF_ERROR(scheduler_.CheckFits(num_prompt, max_tokens));

@@ -27,12 +27,12 @@ struct EngineOptions {
 };
 
 struct GenerationRequest {
-  std::vector<int> prompt_ids;        // non-empty, each in [0, vocab)
+  std::vector<int> prompt_ids;  // non-empty, each in [0, vocab)
   SamplingParams sampling;
-  std::optional<int> max_tokens;      // >= 1; unset = up to the model length
-  int n = 1;                          // parallel samples sharing the prompt's KV
-  std::vector<int> stop_token_ids;    // extra stop tokens
-  bool ignore_eos = false;            // keep going past the model's EOS ids
+  std::optional<int> max_tokens;    // >= 1; unset = up to the model length
+  int n = 1;                        // parallel samples sharing the prompt's KV
+  std::vector<int> stop_token_ids;  // extra stop tokens
+  bool ignore_eos = false;          // keep going past the model's EOS ids
 };
 
 class Engine {
@@ -58,7 +58,7 @@ class Engine {
   Executor* executor_;  // Not owned.
   Scheduler scheduler_;
   struct RequestState {
-    int n;                // its sequences are ids request_id .. request_id + n - 1
+    int n;  // its sequences are ids request_id .. request_id + n - 1
     int num_unfinished;
   };
   absl::flat_hash_map<int64_t, RequestState> requests_;  // by request id (= first sequence id)

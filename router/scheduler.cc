@@ -9,10 +9,14 @@ namespace pagoda {
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kNone: break;
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kNone:
+      break;
   }
   return "";
 }
@@ -26,12 +30,13 @@ Scheduler::Scheduler(const SchedulerOptions& options)
 
 absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
   if (num_prompt_tokens + max_tokens > options_.max_model_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", num_prompt_tokens, " tokens) + max_tokens (", max_tokens,
-        ") exceeds the model length of ", options_.max_model_len, " tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", num_prompt_tokens, " tokens) + max_tokens (", max_tokens,
+                     ") exceeds the model length of ", options_.max_model_len, " tokens"));
   }
   // The last sampled token is never computed, so a sequence holds at most total - 1 in cache.
-  const int blocks = (num_prompt_tokens + max_tokens - 1 + options_.block_size - 1) / options_.block_size;
+  const int blocks =
+      (num_prompt_tokens + max_tokens - 1 + options_.block_size - 1) / options_.block_size;
   if (blocks > options_.num_blocks) {
     return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens needs ", blocks,
                                                    " KV blocks but the worker has ",
@@ -113,8 +118,10 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
         {.seq_id = seq->id,
          .sampling = seq->sampling,
          .seq_index = seq->seq_index,
-         .prompt_ids = std::vector<int>(seq->tokens.begin(), seq->tokens.begin() + seq->num_prompt_tokens),
-         .output_ids = std::vector<int>(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end())});
+         .prompt_ids =
+             std::vector<int>(seq->tokens.begin(), seq->tokens.begin() + seq->num_prompt_tokens),
+         .output_ids =
+             std::vector<int>(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end())});
     seq->on_worker = true;
     seq->num_synced_blocks = 0;
   }

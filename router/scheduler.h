@@ -37,7 +37,7 @@ struct SequenceUpdate {
   int64_t seq_id = 0;
   int64_t request_id = 0;
   int seq_index = 0;
-  std::vector<int> new_token_ids;  // 0 or 1 tokens
+  std::vector<int> new_token_ids;     // 0 or 1 tokens
   std::vector<SampledToken> samples;  // the sampler's reports for new_token_ids
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
@@ -80,7 +80,7 @@ class Scheduler {
   KVCacheManager kv_;
   absl::flat_hash_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;
-  std::vector<Sequence*> running_;  // admission order; the last is preempted first
+  std::vector<Sequence*> running_;           // admission order; the last is preempted first
   std::vector<int64_t> finished_on_worker_;  // for the next command's finished_ids
   struct Scheduled {
     Sequence* seq;

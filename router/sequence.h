@@ -19,25 +19,25 @@ struct Sequence {
   // Constant after creation.
   int64_t id = 0;
   int64_t request_id = 0;
-  int seq_index = 0;             // which of the request's n samples (the RNG counter uses it)
+  int seq_index = 0;  // which of the request's n samples (the RNG counter uses it)
   int num_prompt_tokens = 0;
   SamplingParams sampling;
-  int max_tokens = 0;            // output tokens at most
-  int max_total_tokens = 0;      // prompt + output at most (the model length)
+  int max_tokens = 0;               // output tokens at most
+  int max_total_tokens = 0;         // prompt + output at most (the model length)
   std::vector<int> stop_token_ids;  // sampling one ends the sequence (EOS unless ignore_eos)
 
   // Progress.
-  std::vector<int> tokens;       // prompt then output
-  int num_computed_tokens = 0;   // tokens whose K/V are in the cache
-  int num_cached_tokens = 0;     // prefix-cache hit at first admission
-  int num_pending_forks = 0;     // n - 1 until this sequence forks its siblings
+  std::vector<int> tokens;      // prompt then output
+  int num_computed_tokens = 0;  // tokens whose K/V are in the cache
+  int num_cached_tokens = 0;    // prefix-cache hit at first admission
+  int num_pending_forks = 0;    // n - 1 until this sequence forks its siblings
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   bool admitted_once = false;
 
   // What the worker knows about it.
-  bool on_worker = false;        // the worker holds its state (NewSequence sent)
-  int num_synced_blocks = 0;     // leading block-table entries the worker has
+  bool on_worker = false;     // the worker holds its state (NewSequence sent)
+  int num_synced_blocks = 0;  // leading block-table entries the worker has
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -40,8 +40,10 @@ void KvPool::Write(int layer, int64_t slot, const float* k_row, const float* v_r
 void KvPool::CopyBlock(int src, int dst) {
   const size_t block_floats = static_cast<size_t>(num_kv_heads_) * block_size_ * head_dim_;
   for (size_t l = 0; l < k_.size(); ++l) {
-    std::memcpy(&k_[l][dst * block_floats], &k_[l][src * block_floats], block_floats * sizeof(float));
-    std::memcpy(&v_[l][dst * block_floats], &v_[l][src * block_floats], block_floats * sizeof(float));
+    std::memcpy(&k_[l][dst * block_floats], &k_[l][src * block_floats],
+                block_floats * sizeof(float));
+    std::memcpy(&v_[l][dst * block_floats], &v_[l][src * block_floats],
+                block_floats * sizeof(float));
   }
 }
 

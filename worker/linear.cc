@@ -13,7 +13,8 @@ Linear::Linear(const dnnl::engine& engine, const float* weight, int in, int out,
   const memory::desc src_md({m, in}, dt::f32, tag::ab);
   const memory::desc any_weight_md({in, out}, dt::f32, tag::any);
   const memory::desc dst_md({m, out}, dt::f32, tag::ab);
-  const memory::desc bias_md = bias.empty() ? memory::desc() : memory::desc({1, out}, dt::f32, tag::ab);
+  const memory::desc bias_md =
+      bias.empty() ? memory::desc() : memory::desc({1, out}, dt::f32, tag::ab);
 
   dnnl::primitive_attr attr;
   if (accumulate) {

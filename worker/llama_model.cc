@@ -42,9 +42,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
                                                                int max_logit_rows) {
   const ModelConfig& c = w.config;
   if (max_tokens <= 0 || max_logit_rows <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max_tokens ", max_tokens,
-                                                   " and max_logit_rows ", max_logit_rows,
-                                                   " must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_tokens ", max_tokens, " and max_logit_rows ", max_logit_rows, " must be positive"));
   }
   if (static_cast<int>(w.layers.size()) != c.num_layers || c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError("weights do not match their config");
@@ -66,7 +65,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
     std::vector<float> gate_up = Concat(l.w_gate, l.w_up, none);
     layer.gate_up =
         std::make_unique<Linear>(model->engine_, gate_up.data(), dim, 2 * hidden, no_bias, false);
-    layer.down = std::make_unique<Linear>(model->engine_, l.w_down.data(), hidden, dim, no_bias, true);
+    layer.down =
+        std::make_unique<Linear>(model->engine_, l.w_down.data(), hidden, dim, no_bias, true);
     l = LayerWeights();
     model->layers_.push_back(std::move(layer));
   }

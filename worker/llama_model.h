@@ -25,11 +25,11 @@ namespace pagoda {
 
 // One step's tokens, flattened. All spans are borrowed for the duration of Forward.
 struct ForwardBatch {
-  std::span<const int> token_ids;            // (T)
-  std::span<const int> positions;            // (T) position of each token in its sequence
-  std::span<const int64_t> slots;            // (T) KV slot each token's K/V is written to
-  std::span<const AttentionSequence> seqs;   // rows of each sequence and its block table
-  std::span<const int> logit_rows;           // (S) rows whose logits are wanted
+  std::span<const int> token_ids;           // (T)
+  std::span<const int> positions;           // (T) position of each token in its sequence
+  std::span<const int64_t> slots;           // (T) KV slot each token's K/V is written to
+  std::span<const AttentionSequence> seqs;  // rows of each sequence and its block table
+  std::span<const int> logit_rows;          // (S) rows whose logits are wanted
 };
 
 class LlamaModel {
@@ -51,10 +51,10 @@ class LlamaModel {
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;  // (dim)
-    std::unique_ptr<Linear> qkv;    // dim -> q_dim + 2 kv_dim
-    std::unique_ptr<Linear> o;      // q_dim -> dim, accumulates into x
-    std::unique_ptr<Linear> gate_up;  // dim -> 2 hidden_dim  ([gate | up])
-    std::unique_ptr<Linear> down;   // hidden_dim -> dim, accumulates into x
+    std::unique_ptr<Linear> qkv;             // dim -> q_dim + 2 kv_dim
+    std::unique_ptr<Linear> o;               // q_dim -> dim, accumulates into x
+    std::unique_ptr<Linear> gate_up;         // dim -> 2 hidden_dim  ([gate | up])
+    std::unique_ptr<Linear> down;            // hidden_dim -> dim, accumulates into x
   };
 
   LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows);
@@ -66,8 +66,8 @@ class LlamaModel {
   dnnl::engine engine_;
   std::vector<float> token_embedding_;  // (vocab, dim)
   std::vector<Layer> layers_;
-  std::vector<float> final_norm_;       // (dim)
-  std::unique_ptr<Linear> classifier_;  // dim -> vocab
+  std::vector<float> final_norm_;           // (dim)
+  std::unique_ptr<Linear> classifier_;      // dim -> vocab
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, head_dim / 2)
 
   // Mutable run state, sized once.

@@ -26,8 +26,8 @@ inline float Dot(const float* a, const float* b, int n) {
 
 // One work item: rows [row_begin, row_end) x the query heads of one KV head.
 void AttendTile(const AttentionShape& shape, const AttentionSequence& seq, const WorkItem& item,
-                const float* q, int q_stride, const float* k_pool, const float* v_pool,
-                float* out, std::vector<float>& scratch) {
+                const float* q, int q_stride, const float* k_pool, const float* v_pool, float* out,
+                std::vector<float>& scratch) {
   const int hd = shape.head_dim, bs = shape.block_size;
   const int group = shape.num_heads / shape.num_kv_heads;
   const int rows = item.row_end - item.row_begin;
@@ -46,7 +46,8 @@ void AttendTile(const AttentionShape& shape, const AttentionSequence& seq, const
   const int num_blocks = last_pos / bs + 1;
   const size_t block_stride = static_cast<size_t>(shape.num_kv_heads) * bs * hd;
   for (int b = 0; b < num_blocks; ++b) {
-    const size_t at = seq.block_table[b] * block_stride + static_cast<size_t>(item.kv_head) * bs * hd;
+    const size_t at =
+        seq.block_table[b] * block_stride + static_cast<size_t>(item.kv_head) * bs * hd;
     const float* kb = k_pool + at;  // (bs, hd)
     const float* vb = v_pool + at;  // (bs, hd)
     const int base = b * bs;

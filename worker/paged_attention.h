@@ -3,7 +3,8 @@
 // For each sequence and KV head it walks the sequence's block table and merges one block at a
 // time into a running softmax (running max m, running sum l, rescaled output o):
 //
-//   m' = max(m, max_j s_j)     l' = l·e^(m-m') + Σ_j e^(s_j-m')     o' = o·e^(m-m') + Σ_j e^(s_j-m') v_j
+//   m' = max(m, max_j s_j)     l' = l·e^(m-m') + Σ_j e^(s_j-m')     o' = o·e^(m-m') + Σ_j
+//   e^(s_j-m') v_j
 //
 // so K/V are read in place from the pool, never gathered into a contiguous copy. Each K/V block
 // load serves every query row of the chunk and every query head of the GQA group. Query row r
@@ -24,9 +25,9 @@ struct AttentionShape {
 };
 
 struct AttentionSequence {
-  int first_row = 0;             // row of its first query token in q and out
-  int num_rows = 0;              // query tokens this step (1 for a decode)
-  int start_pos = 0;             // tokens already in the cache before this step
+  int first_row = 0;                 // row of its first query token in q and out
+  int num_rows = 0;                  // query tokens this step (1 for a decode)
+  int start_pos = 0;                 // tokens already in the cache before this step
   const int* block_table = nullptr;  // (ceil((start_pos + num_rows) / block_size)); not owned
 };
 

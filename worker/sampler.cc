@@ -53,8 +53,8 @@ void Sampler::ApplyPenalties(float* logits, const SamplingParams& p, std::span<c
     for (auto tokens : {prompt, output}) {
       for (int t : tokens) {
         if (counts_[t]++ == 0) {
-          logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty
-                                    : logits[t] * p.repetition_penalty;
+          logits[t] =
+              logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
         }
       }
     }
@@ -126,8 +126,7 @@ SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<c
       m = std::max(kept, 1);
       sum = cumulative > 0 ? cumulative : probs_[0];
     }
-    const double target =
-        CounterUniform(p.seed, seq_index, prompt.size() + output.size()) * sum;
+    const double target = CounterUniform(p.seed, seq_index, prompt.size() + output.size()) * sum;
     double cdf = 0.0;
     token = candidates_[m - 1];  // guards against rounding at the top of the CDF
     for (int i = 0; i < m; ++i) {

@@ -31,10 +31,10 @@ class Sampler {
                       std::span<const int> output);
 
   int vocab_size_;
-  std::vector<int> counts_;          // (vocab) scratch, all zero between calls
-  std::vector<float> raw_;           // (vocab) logits before penalties, for logprobs
-  std::vector<float> probs_;         // (vocab) scratch
-  std::vector<int> candidates_;      // (vocab) scratch
+  std::vector<int> counts_;      // (vocab) scratch, all zero between calls
+  std::vector<float> raw_;       // (vocab) logits before penalties, for logprobs
+  std::vector<float> probs_;     // (vocab) scratch
+  std::vector<int> candidates_;  // (vocab) scratch
 };
 
 }  // namespace pagoda

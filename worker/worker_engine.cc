@@ -14,22 +14,22 @@ namespace pagoda {
 absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights weights,
                                                                    const WorkerOptions& options) {
   if (options.block_size <= 0 || options.max_num_batched_tokens <= 0 || options.max_num_seqs <= 0) {
-    return absl::InvalidArgumentError("block_size, max_num_batched_tokens and max_num_seqs must be > 0");
+    return absl::InvalidArgumentError(
+        "block_size, max_num_batched_tokens and max_num_seqs must be > 0");
   }
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig config = weights.config;
-  const int num_blocks = options.num_blocks > 0
-                             ? options.num_blocks
-                             : KvPool::BlocksForBytes(config, options.block_size,
-                                                      options.kv_cache_bytes);
+  const int num_blocks = options.num_blocks > 0 ? options.num_blocks
+                                                : KvPool::BlocksForBytes(config, options.block_size,
+                                                                         options.kv_cache_bytes);
   if (num_blocks <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KV cache of ", options.kv_cache_bytes, " bytes holds no block of ",
-        KvPool::BytesPerBlock(config, options.block_size), " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache of ", options.kv_cache_bytes, " bytes holds no block of ",
+                     KvPool::BytesPerBlock(config, options.block_size), " bytes"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                   LlamaModel::Create(std::move(weights), options.max_num_batched_tokens,
-                                      options.max_num_seqs));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LlamaModel> model,
+      LlamaModel::Create(std::move(weights), options.max_num_batched_tokens, options.max_num_seqs));
   LOG(INFO) << "KV pool: " << num_blocks << " blocks of " << options.block_size << " tokens ("
             << KvPool::BytesPerBlock(config, options.block_size) * num_blocks / (1 << 20)
             << " MiB)";
@@ -55,18 +55,22 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
     return absl::InvalidArgumentError(absl::StrCat("step ", cmd.step_id, ": ", parts...));
   };
   for (const BlockCopy& copy : cmd.block_copies) {
-    if (copy.src < 0 || copy.src >= kv_.num_blocks() || copy.dst < 0 || copy.dst >= kv_.num_blocks()) {
-      return bad("block copy ", copy.src, " -> ", copy.dst, " outside the pool of ", kv_.num_blocks());
+    if (copy.src < 0 || copy.src >= kv_.num_blocks() || copy.dst < 0 ||
+        copy.dst >= kv_.num_blocks()) {
+      return bad("block copy ", copy.src, " -> ", copy.dst, " outside the pool of ",
+                 kv_.num_blocks());
     }
   }
   absl::flat_hash_map<int64_t, int> known_blocks;  // seq -> block table size after this step
   for (const auto& [id, s] : seqs_) known_blocks[id] = static_cast<int>(s.block_table.size());
   for (int64_t id : cmd.finished_ids) known_blocks.erase(id);
   for (const NewSequence& n : cmd.new_sequences) {
-    if (!known_blocks.emplace(n.seq_id, 0).second) return bad("sequence ", n.seq_id, " already exists");
+    if (!known_blocks.emplace(n.seq_id, 0).second)
+      return bad("sequence ", n.seq_id, " already exists");
     for (auto ids : {&n.prompt_ids, &n.output_ids}) {
       for (int t : *ids) {
-        if (t < 0 || t >= c.vocab_size) return bad("sequence ", n.seq_id, ": token id ", t, " out of range");
+        if (t < 0 || t >= c.vocab_size)
+          return bad("sequence ", n.seq_id, ": token id ", t, " out of range");
       }
     }
     RETURN_IF_ERROR(n.sampling.Validate());
@@ -83,7 +87,8 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
       if (b < 0 || b >= kv_.num_blocks()) return bad("block ", b, " outside the pool");
     }
     if (s.num_kept_blocks < 0 || s.num_kept_blocks > it->second) {
-      return bad("sequence ", s.seq_id, " keeps ", s.num_kept_blocks, " of its ", it->second, " blocks");
+      return bad("sequence ", s.seq_id, " keeps ", s.num_kept_blocks, " of its ", it->second,
+                 " blocks");
     }
     const int64_t end = static_cast<int64_t>(s.num_computed_tokens) + s.token_ids.size();
     const int64_t blocks = s.num_kept_blocks + static_cast<int64_t>(s.new_block_ids.size());
@@ -92,13 +97,16 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
                  ") do not fit ", blocks, " blocks or the context of ", c.max_seq_len);
     }
     for (int t : s.token_ids) {
-      if (t < 0 || t >= c.vocab_size) return bad("sequence ", s.seq_id, ": token id ", t, " out of range");
+      if (t < 0 || t >= c.vocab_size)
+        return bad("sequence ", s.seq_id, ": token id ", t, " out of range");
     }
     total += s.token_ids.size();
     num_sample += s.sample;
   }
-  if (total > model_->max_tokens()) return bad(total, " tokens exceed the step limit ", model_->max_tokens());
-  if (num_sample > model_->max_logit_rows()) return bad(num_sample, " samples exceed ", model_->max_logit_rows());
+  if (total > model_->max_tokens())
+    return bad(total, " tokens exceed the step limit ", model_->max_tokens());
+  if (num_sample > model_->max_logit_rows())
+    return bad(num_sample, " samples exceed ", model_->max_logit_rows());
   return absl::OkStatus();
 }
 
@@ -125,7 +133,8 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   for (const ScheduledSequence& sched : cmd.scheduled) {
     SequenceState& s = seqs_[sched.seq_id];
     s.block_table.resize(sched.num_kept_blocks);
-    s.block_table.insert(s.block_table.end(), sched.new_block_ids.begin(), sched.new_block_ids.end());
+    s.block_table.insert(s.block_table.end(), sched.new_block_ids.begin(),
+                         sched.new_block_ids.end());
     const int first_row = static_cast<int>(token_ids_.size());
     for (size_t i = 0; i < sched.token_ids.size(); ++i) {
       const int pos = sched.num_computed_tokens + static_cast<int>(i);
@@ -155,9 +164,9 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
       const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
       s.tokens.resize(std::max<int>(known, s.num_prompt_tokens));
       const std::span<const int> all(s.tokens);
-      SampledToken token = sampler_.Sample(row_logits_.data(), s.sampling,
-                                           all.first(s.num_prompt_tokens),
-                                           all.subspan(s.num_prompt_tokens), s.seq_index);
+      SampledToken token =
+          sampler_.Sample(row_logits_.data(), s.sampling, all.first(s.num_prompt_tokens),
+                          all.subspan(s.num_prompt_tokens), s.seq_index);
       token.seq_id = sched.seq_id;
       s.tokens.push_back(token.token_id);
       result.sampled.push_back(std::move(token));

@@ -32,7 +32,7 @@ struct WorkerOptions {
 class WorkerEngine {
  public:
   static absl::StatusOr<std::unique_ptr<WorkerEngine>> Create(ModelWeights weights,
-                                                             const WorkerOptions& options);
+                                                              const WorkerOptions& options);
 
   const WorkerInfo& info() const { return info_; }
   const ModelConfig& config() const { return model_->config(); }

@@ -1,0 +1,303 @@
+// The router core and the worker engine together, in one process (the offline mode): golden
+// outputs, batch invariance, preemption, prefix caching, forks and cancellation.
+#include "router/engine.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/llama2c_checkpoint.h"
+#include "common/llama2c_tokenizer.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "worker/in_process_executor.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  std::vector<std::vector<int>> outputs;  // (n)
+  std::vector<FinishReason> reasons;      // (n)
+  int num_cached_tokens = 0;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    golden_ = new std::vector<testing::GoldenCase>(testing::LoadGoldenCases());
+  }
+  static void TearDownTestSuite() { delete golden_; }
+
+  // A fresh worker + engine with `num_blocks` KV blocks of 16 tokens.
+  void Start(int num_blocks, int max_model_len = 257, int max_num_batched_tokens = 512) {
+    absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+    ASSERT_TRUE(w.ok()) << w.status();
+    config_ = w->config;
+    WorkerOptions wo;
+    wo.num_blocks = num_blocks;
+    wo.max_num_batched_tokens = max_num_batched_tokens;
+    wo.max_num_seqs = 64;
+    auto worker = WorkerEngine::Create(*std::move(w), wo);
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    executor_ = std::make_unique<InProcessExecutor>(*std::move(worker));
+    EngineOptions eo;
+    eo.max_num_batched_tokens = max_num_batched_tokens;
+    eo.max_num_seqs = 64;
+    eo.max_model_len = max_model_len;
+    engine_ = std::make_unique<Engine>(config_, executor_.get(), eo);
+  }
+
+  // Runs everything queued to completion, then checks that nothing leaked.
+  std::map<int64_t, Result> RunAll(std::map<int64_t, Result> results = {}) {
+    while (engine_->has_unfinished()) {
+      if (!StepInto(results)) break;
+    }
+    ExpectNothingLeaked();
+    return results;
+  }
+
+  // One step, its updates added to `results`.
+  bool StepInto(std::map<int64_t, Result>& results) {
+    auto updates = engine_->Step();
+    EXPECT_TRUE(updates.ok()) << updates.status();
+    if (!updates.ok()) return false;
+    for (const SequenceUpdate& u : *updates) {
+      {
+        Result& r = results[u.request_id];
+        if (static_cast<int>(r.outputs.size()) <= u.seq_index) {
+          r.outputs.resize(u.seq_index + 1);
+          r.reasons.resize(u.seq_index + 1);
+        }
+        for (int t : u.new_token_ids) r.outputs[u.seq_index].push_back(t);
+        if (u.finished) r.reasons[u.seq_index] = u.finish_reason;
+        r.num_cached_tokens = u.num_cached_tokens;
+      }
+    }
+    return true;
+  }
+
+  void ExpectNothingLeaked() {
+    ASSERT_TRUE(engine_->Step().ok());  // delivers the last finished ids to the worker
+    EXPECT_EQ(engine_->scheduler().kv().pool().num_used_blocks(), 0);
+    EXPECT_EQ(executor_->engine().num_sequences(), 0);
+  }
+
+  int64_t Add(const std::vector<int>& prompt, SamplingParams sampling = Greedy(), int n = 1,
+              std::optional<int> max_tokens = std::nullopt) {
+    GenerationRequest r;
+    r.prompt_ids = prompt;
+    r.sampling = sampling;
+    r.n = n;
+    r.max_tokens = max_tokens;
+    absl::StatusOr<int64_t> id = engine_->AddRequest(r);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or(-1);
+  }
+
+  static SamplingParams Greedy() {
+    SamplingParams p;
+    p.temperature = 0;
+    return p;
+  }
+  static SamplingParams Sampled(uint64_t seed) {
+    SamplingParams p;
+    p.temperature = 0.9f;
+    p.top_p = 0.95f;
+    p.seed = seed;
+    return p;
+  }
+
+  // 32 distinct prompts: the golden ones and variations of them.
+  std::vector<std::vector<int>> ManyPrompts() {
+    auto tok = Llama2cTokenizer::Load(testing::Stories260KTokenizer());
+    CHECK(tok.ok());
+    const char* subjects[] = {"The cat",     "A little boy", "Tom and Sue", "The old man",
+                              "A tiny bird", "Lily",         "The big dog", "Mom"};
+    const char* verbs[] = {" went to the park", " saw a ball", " was very happy", " liked to sing"};
+    std::vector<std::vector<int>> prompts;
+    for (const char* s : subjects) {
+      for (const char* v : verbs) {
+        std::vector<int> ids = {1};
+        for (int id : (*tok)->Encode(std::string(s) + v)) ids.push_back(id);
+        prompts.push_back(ids);
+      }
+    }
+    return prompts;
+  }
+
+  static std::vector<testing::GoldenCase>* golden_;
+  ModelConfig config_;
+  std::unique_ptr<InProcessExecutor> executor_;
+  std::unique_ptr<Engine> engine_;
+};
+
+std::vector<testing::GoldenCase>* EngineTest::golden_ = nullptr;
+
+TEST_F(EngineTest, GreedyMatchesRunCAloneAndBatched) {
+  Start(/*num_blocks=*/512);
+  for (const auto& c : *golden_) {
+    const int64_t id = Add(c.prompt_ids);
+    auto results = RunAll();
+    EXPECT_EQ(results[id].outputs[0], c.greedy_ids) << c.prompt;
+  }
+  std::vector<int64_t> ids;
+  for (const auto& c : *golden_) ids.push_back(Add(c.prompt_ids));
+  auto results = RunAll();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Result& r = results[ids[i]];
+    EXPECT_EQ(r.outputs[0], (*golden_)[i].greedy_ids) << (*golden_)[i].prompt;
+    // run.c stops on BOS (a stop) or at steps_total positions (a length limit).
+    EXPECT_EQ(r.reasons[0], r.outputs[0].back() == 1 ? FinishReason::kStop : FinishReason::kLength);
+  }
+}
+
+TEST_F(EngineTest, ThirtyTwoPromptsTogetherGiveTheSameTokensAsOneAtATime) {
+  Start(/*num_blocks=*/1024);
+  const auto prompts = ManyPrompts();
+  ASSERT_EQ(prompts.size(), 32u);
+  std::vector<std::vector<int>> alone;
+  for (const auto& p : prompts) {
+    const int64_t id = Add(p, Greedy(), 1, 96);
+    alone.push_back(RunAll()[id].outputs[0]);
+  }
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts) ids.push_back(Add(p, Greedy(), 1, 96));
+  auto together = RunAll();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[ids[i]].outputs[0], alone[i]) << "prompt " << i;
+  }
+}
+
+TEST_F(EngineTest, PreemptionUnderASmallPoolStillGivesTheSameTokens) {
+  // Each golden sequence needs up to 16 blocks; 40 blocks cannot hold all six at once.
+  std::map<int, std::vector<int>> greedy_small, sampled_small, sampled_large;
+  Start(/*num_blocks=*/40);
+  std::vector<int64_t> g, s;
+  for (const auto& c : *golden_) g.push_back(Add(c.prompt_ids));
+  for (size_t i = 0; i < golden_->size(); ++i)
+    s.push_back(Add((*golden_)[i].prompt_ids, Sampled(7 + i)));
+  auto small = RunAll();
+  EXPECT_GT(engine_->scheduler().num_preemptions(), 0) << "the pool was meant to be too small";
+  for (size_t i = 0; i < golden_->size(); ++i) {
+    EXPECT_EQ(small[g[i]].outputs[0], (*golden_)[i].greedy_ids) << (*golden_)[i].prompt;
+  }
+
+  Start(/*num_blocks=*/1024);
+  std::vector<int64_t> s2;
+  for (size_t i = 0; i < golden_->size(); ++i)
+    s2.push_back(Add((*golden_)[i].prompt_ids, Sampled(7 + i)));
+  auto large = RunAll();
+  EXPECT_EQ(engine_->scheduler().num_preemptions(), 0);
+  for (size_t i = 0; i < golden_->size(); ++i) {
+    EXPECT_EQ(small[s[i]].outputs[0], large[s2[i]].outputs[0]) << "seeded prompt " << i;
+    EXPECT_NE(large[s2[i]].outputs[0], (*golden_)[i].greedy_ids) << "sampling should differ";
+  }
+}
+
+TEST_F(EngineTest, SeededSamplingIsReproducibleAndSeedsMatter) {
+  Start(512);
+  const auto& p = (*golden_)[1].prompt_ids;
+  const int64_t a = Add(p, Sampled(11)), b = Add(p, Sampled(11)), c = Add(p, Sampled(12));
+  auto r = RunAll();
+  EXPECT_EQ(r[a].outputs[0], r[b].outputs[0]);
+  EXPECT_NE(r[a].outputs[0], r[c].outputs[0]);
+}
+
+TEST_F(EngineTest, ARepeatedPrefixIsServedFromTheCache) {
+  Start(512);
+  const auto& p = (*golden_)[5].prompt_ids;  // 19 tokens: one full block of 16
+  const int64_t first = Add(p);
+  auto r1 = RunAll();
+  EXPECT_EQ(r1[first].num_cached_tokens, 0);
+  const int64_t second = Add(p);
+  auto r2 = RunAll();
+  EXPECT_EQ(r2[second].num_cached_tokens, 16);
+  EXPECT_EQ(r2[second].outputs[0], r1[first].outputs[0]);
+  EXPECT_GT(engine_->scheduler().kv().num_prefix_hit_tokens(), 0);
+}
+
+TEST_F(EngineTest, ForksShareThePromptAndCopyOnWriteKeepsThemCorrect) {
+  // Greedy forks must each equal the golden output: any KV corruption from sharing the
+  // partial prompt block (13 tokens: 12 shared, then each fork writes position 12) shows.
+  Start(512);
+  const auto& c = (*golden_)[1];
+  ASSERT_NE((c.prompt_ids.size() - 1) % 16, 0u) << "the case must share a partial block";
+  const int64_t id = Add(c.prompt_ids, Greedy(), /*n=*/3);
+  auto r = RunAll();
+  ASSERT_EQ(r[id].outputs.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r[id].outputs[i], c.greedy_ids) << "fork " << i;
+
+  // Sampled forks differ from each other but are reproducible, also under preemption.
+  const int64_t s = Add(c.prompt_ids, Sampled(3), 4);
+  auto sampled = RunAll();
+  EXPECT_NE(sampled[s].outputs[0], sampled[s].outputs[1]);
+  Start(/*num_blocks=*/24);
+  const int64_t s2 = Add(c.prompt_ids, Sampled(3), 4);
+  auto small = RunAll();
+  EXPECT_GT(engine_->scheduler().num_preemptions(), 0);
+  EXPECT_EQ(small[s2].outputs, sampled[s].outputs);
+}
+
+TEST_F(EngineTest, RequestsThatCanNeverFitAreRejectedAtOnce) {
+  Start(/*num_blocks=*/8, /*max_model_len=*/512);
+  GenerationRequest r;
+  r.prompt_ids = std::vector<int>(600, 5);
+  EXPECT_THAT(engine_->AddRequest(r).status().message(), HasSubstr("prompt"));
+  r.prompt_ids = std::vector<int>(100, 5);
+  r.max_tokens = 100;  // 200 tokens need 13 blocks; the pool has 8
+  const absl::Status s = engine_->AddRequest(r).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("blocks"));
+  r.max_tokens = 500;
+  EXPECT_THAT(engine_->AddRequest(r).status().message(), HasSubstr("model length"));
+  r.max_tokens = 0;
+  EXPECT_THAT(engine_->AddRequest(r).status().message(), HasSubstr("max_tokens"));
+  r.max_tokens = 5;
+  r.prompt_ids = {1, 999};
+  EXPECT_THAT(engine_->AddRequest(r).status().message(), HasSubstr("999"));
+  r.prompt_ids = {};
+  EXPECT_THAT(engine_->AddRequest(r).status().message(), HasSubstr("prompt"));
+  r.prompt_ids = {1};
+  r.n = 100;
+  EXPECT_THAT(engine_->AddRequest(r).status().message(), HasSubstr("n = 100"));
+  EXPECT_FALSE(engine_->has_unfinished());
+}
+
+TEST_F(EngineTest, AbortFreesBlocksMidGeneration) {
+  Start(512);
+  const int64_t keep = Add((*golden_)[0].prompt_ids);
+  const int64_t drop = Add((*golden_)[1].prompt_ids, Greedy(), 2);
+  std::map<int64_t, Result> partial;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(StepInto(partial));
+  EXPECT_GT(engine_->scheduler().kv().pool().num_used_blocks(), 0);
+  EXPECT_EQ(partial[drop].outputs.size(), 2u) << "both forks were running";
+  engine_->AbortRequest(drop);
+  auto r = RunAll(partial);  // checks that every block came back
+  EXPECT_EQ(r[keep].outputs[0], (*golden_)[0].greedy_ids);
+}
+
+TEST_F(EngineTest, LongPromptsArePrefilledInChunks) {
+  // A 64-token step budget cuts the prompts into chunks while others decode.
+  Start(512, 257, /*max_num_batched_tokens=*/64);
+  std::vector<int64_t> ids;
+  for (const auto& c : *golden_) ids.push_back(Add(c.prompt_ids));
+  const std::vector<int> long_prompt = [&] {
+    std::vector<int> p = (*golden_)[0].prompt_ids;
+    p.insert(p.end(), (*golden_)[0].greedy_ids.begin(), (*golden_)[0].greedy_ids.begin() + 150);
+    return p;
+  }();
+  const int64_t long_id = Add(long_prompt, Greedy(), 1, 20);
+  auto r = RunAll();
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(r[ids[i]].outputs[0], (*golden_)[i].greedy_ids);
+  // Continuing the golden text from inside it must reproduce the golden continuation.
+  EXPECT_EQ(r[long_id].outputs[0], std::vector<int>((*golden_)[0].greedy_ids.begin() + 150,
+                                                    (*golden_)[0].greedy_ids.begin() + 170));
+}
+
+}  // namespace
+}  // namespace pagoda

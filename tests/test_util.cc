@@ -1,0 +1,110 @@
+#include "tests/test_util.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "glog/logging.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace pagoda::testing {
+
+std::string SharedPath(const std::string& rel) {
+  const char* env = std::getenv("PAGODA_SHARED");
+  const std::string root = env != nullptr ? env : PAGODA_DEFAULT_SHARED_DIR;
+  return root + "/" + rel;
+}
+
+std::string Stories260KModel() { return SharedPath("models/stories260K/stories260K.bin"); }
+std::string Stories260KTokenizer() { return SharedPath("models/stories260K/tok512.bin"); }
+std::string BinaryPath(const std::string& name) { return std::string(PAGODA_BIN_DIR) + "/" + name; }
+
+std::string TempDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("pagoda_test_" + std::to_string(getpid()) + "_" +
+       (info ? std::string(info->test_suite_name()) + "." + info->name() : "x"));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  CHECK(in) << "cannot read " << path;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+  CHECK(out) << "cannot write " << path;
+}
+
+namespace {
+
+std::vector<int> Ints(const google::protobuf::Value& v) {
+  std::vector<int> out;
+  for (const auto& x : v.list_value().values()) out.push_back(static_cast<int>(x.number_value()));
+  return out;
+}
+
+}  // namespace
+
+std::vector<GoldenCase> LoadGoldenCases() {
+  google::protobuf::Struct root;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      ReadFile(SharedPath("golden/stories260K_greedy.json")), &root);
+  CHECK(status.ok()) << status.ToString();
+  std::vector<GoldenCase> cases;
+  for (const auto& c : root.fields().at("cases").list_value().values()) {
+    const auto& f = c.struct_value().fields();
+    const auto& s = f.at("stories260K").struct_value().fields();
+    GoldenCase g;
+    g.prompt = f.at("prompt").string_value();
+    g.prompt_ids = Ints(s.at("prompt_ids"));
+    g.greedy_ids = Ints(s.at("greedy_ids"));
+    g.steps_total = static_cast<int>(s.at("steps_total").number_value());
+    g.stdout_text = s.at("stdout").string_value();
+    g.llama2_prompt_ids = Ints(f.at("llama2_tokenizer_prompt_ids"));
+    cases.push_back(std::move(g));
+  }
+  CHECK(!cases.empty());
+  return cases;
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv) {
+  const std::string dir = TempDir();
+  const std::string out_path = dir + "/stdout", err_path = dir + "/stderr";
+  const pid_t pid = fork();
+  CHECK_GE(pid, 0);
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadFile(out_path);
+  r.err = ReadFile(err_path);
+  return r;
+}
+
+}  // namespace pagoda::testing

@@ -1,0 +1,43 @@
+// Shared helpers for Pagoda's tests: where the shared models and golden files live, and the
+// golden outputs of llama2.c's run.c.
+#ifndef PAGODA_TESTS_TEST_UTIL_H_
+#define PAGODA_TESTS_TEST_UTIL_H_
+
+#include <string>
+#include <vector>
+
+namespace pagoda::testing {
+
+// `rel` under the shared data folder: $PAGODA_SHARED, else ../shared beside the source tree.
+std::string SharedPath(const std::string& rel);
+std::string Stories260KModel();      // stories260K.bin
+std::string Stories260KTokenizer();  // tok512.bin
+// The built binaries (build/bin).
+std::string BinaryPath(const std::string& name);
+// A fresh directory for the test's files.
+std::string TempDir();
+
+struct GoldenCase {
+  std::string prompt;
+  std::vector<int> prompt_ids;         // run.c's encoding with tok512.bin, BOS first
+  std::vector<int> greedy_ids;         // run.c's greedy continuation
+  int steps_total = 0;                 // run.c's -n: positions computed
+  std::string stdout_text;             // what run.c printed
+  std::vector<int> llama2_prompt_ids;  // the 32000-token tokenizer's encoding, BOS first
+};
+std::vector<GoldenCase> LoadGoldenCases();
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs `argv` (no shell) and collects its output.
+CommandResult RunCommand(const std::vector<std::string>& argv);
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& data);
+
+}  // namespace pagoda::testing
+
+#endif  // PAGODA_TESTS_TEST_UTIL_H_

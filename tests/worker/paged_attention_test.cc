@@ -1,0 +1,147 @@
+#include "worker/paged_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pagoda {
+namespace {
+
+// A sequence's K/V kept contiguously for the reference, and scattered over the pool.
+struct TestSequence {
+  int start_pos = 0, num_rows = 0;
+  std::vector<float> k, v;  // (context, kv_heads, head_dim) contiguous
+  std::vector<int> block_table;
+};
+
+// Plain softmax attention over contiguous K/V: the definition the kernel must match.
+void ReferenceAttention(const AttentionShape& s, const TestSequence& seq, const float* q,
+                        int q_stride, float* out) {
+  const int group = s.num_heads / s.num_kv_heads;
+  for (int r = 0; r < seq.num_rows; ++r) {
+    const int ctx = seq.start_pos + r + 1;
+    for (int h = 0; h < s.num_heads; ++h) {
+      const int kvh = h / group;
+      const float* qv = q + r * q_stride + h * s.head_dim;
+      std::vector<double> scores(ctx);
+      double max = -1e30;
+      for (int t = 0; t < ctx; ++t) {
+        double dot = 0;
+        for (int d = 0; d < s.head_dim; ++d) {
+          dot += qv[d] * seq.k[(static_cast<size_t>(t) * s.num_kv_heads + kvh) * s.head_dim + d];
+        }
+        scores[t] = dot / std::sqrt(static_cast<double>(s.head_dim));
+        max = std::max(max, scores[t]);
+      }
+      double sum = 0;
+      for (double& x : scores) sum += (x = std::exp(x - max));
+      for (int d = 0; d < s.head_dim; ++d) {
+        double acc = 0;
+        for (int t = 0; t < ctx; ++t) {
+          acc +=
+              scores[t] * seq.v[(static_cast<size_t>(t) * s.num_kv_heads + kvh) * s.head_dim + d];
+        }
+        out[r * s.num_heads * s.head_dim + h * s.head_dim + d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+struct Case {
+  int group;  // query heads per KV head
+  int block_size;
+  std::vector<std::pair<int, int>> seqs;  // (start_pos, num_rows)
+};
+
+class PagedAttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PagedAttentionTest, MatchesContiguousReference) {
+  const Case& c = GetParam();
+  omp_set_num_threads(3);  // more threads than work in some cases: exercises the split
+  std::mt19937 rng(1234 + c.group * 7 + c.block_size);
+  std::normal_distribution<float> normal;
+  AttentionShape shape{
+      .num_heads = 2 * c.group, .num_kv_heads = 2, .head_dim = 16, .block_size = c.block_size};
+  const int q_stride = shape.num_heads * shape.head_dim + 8;  // padded, like the fused QKV rows
+  int num_blocks = 0;
+  std::vector<TestSequence> seqs;
+  for (auto [start, rows] : c.seqs) {
+    TestSequence s;
+    s.start_pos = start;
+    s.num_rows = rows;
+    const int ctx = start + rows;
+    s.k.resize(static_cast<size_t>(ctx) * shape.num_kv_heads * shape.head_dim);
+    s.v.resize(s.k.size());
+    for (float& x : s.k) x = normal(rng);
+    for (float& x : s.v) x = normal(rng);
+    const int blocks = (ctx + c.block_size - 1) / c.block_size;
+    for (int b = 0; b < blocks; ++b) s.block_table.push_back(num_blocks++);
+    seqs.push_back(std::move(s));
+  }
+  // Scatter: shuffle the physical ids so tables are out of order and interleaved.
+  std::vector<int> perm(num_blocks + 5);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const int pool_blocks = num_blocks + 5;
+  const size_t block_floats =
+      static_cast<size_t>(shape.num_kv_heads) * c.block_size * shape.head_dim;
+  std::vector<float> k_pool(pool_blocks * block_floats, NAN), v_pool(k_pool.size(), NAN);
+  for (TestSequence& s : seqs) {
+    for (int& b : s.block_table) b = perm[b];
+    for (int t = 0; t < s.start_pos + s.num_rows; ++t) {
+      for (int h = 0; h < shape.num_kv_heads; ++h) {
+        const size_t dst =
+            (s.block_table[t / c.block_size] * static_cast<size_t>(shape.num_kv_heads) + h) *
+                c.block_size * shape.head_dim +
+            (t % c.block_size) * shape.head_dim;
+        const size_t src = (static_cast<size_t>(t) * shape.num_kv_heads + h) * shape.head_dim;
+        std::copy_n(&s.k[src], shape.head_dim, &k_pool[dst]);
+        std::copy_n(&s.v[src], shape.head_dim, &v_pool[dst]);
+      }
+    }
+  }
+  int total_rows = 0;
+  std::vector<AttentionSequence> attention;
+  for (const TestSequence& s : seqs) {
+    attention.push_back({total_rows, s.num_rows, s.start_pos, s.block_table.data()});
+    total_rows += s.num_rows;
+  }
+  std::vector<float> q(static_cast<size_t>(total_rows) * q_stride);
+  for (float& x : q) x = normal(rng);
+  const int out_width = shape.num_heads * shape.head_dim;
+  std::vector<float> out(static_cast<size_t>(total_rows) * out_width, NAN);
+  PagedAttention(shape, attention, q.data(), q_stride, k_pool.data(), v_pool.data(), out.data());
+
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    std::vector<float> ref(static_cast<size_t>(seqs[i].num_rows) * out_width);
+    ReferenceAttention(shape, seqs[i], &q[attention[i].first_row * q_stride], q_stride, ref.data());
+    float max_err = 0;
+    for (size_t j = 0; j < ref.size(); ++j) {
+      max_err = std::max(max_err, std::abs(ref[j] - out[attention[i].first_row * out_width + j]));
+    }
+    EXPECT_LT(max_err, 1e-4) << "sequence " << i << " start " << seqs[i].start_pos << " rows "
+                             << seqs[i].num_rows;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
+                         ::testing::Values(
+                             // Decodes only, MHA, positions crossing block boundaries.
+                             Case{1, 16, {{0, 1}, {15, 1}, {16, 1}, {47, 1}, {100, 1}}},
+                             // Mixed prefill chunks and decodes, GQA 2.
+                             Case{2, 16, {{0, 37}, {5, 1}, {16, 16}, {31, 2}, {64, 20}}},
+                             // GQA 4, small blocks, chunks that start mid-block.
+                             Case{4, 4, {{3, 9}, {0, 1}, {13, 1}, {7, 30}}},
+                             // GQA 4, chunk longer than the 16-row tile, large block.
+                             Case{4, 32, {{0, 70}, {50, 3}, {200, 1}}},
+                             // Block size 1: every token its own block.
+                             Case{2, 1, {{0, 5}, {9, 2}}}));
+
+}  // namespace
+}  // namespace pagoda

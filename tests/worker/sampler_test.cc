@@ -1,0 +1,145 @@
+#include "worker/sampler.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pagoda {
+namespace {
+
+std::vector<float> Logits() {
+  // Token 0 is most likely, then 1, 2, ... with decreasing logits.
+  std::vector<float> l(50);
+  for (int i = 0; i < 50; ++i) l[i] = -0.1f * i;
+  return l;
+}
+
+SampledToken SampleOnce(const SamplingParams& p, int seq_index, int position,
+                        std::vector<int> output = {}) {
+  Sampler sampler(50);
+  std::vector<float> logits = Logits();
+  std::vector<int> prompt(position - output.size(), 49);
+  return sampler.Sample(logits.data(), p, prompt, output, seq_index);
+}
+
+TEST(SamplerTest, GreedyTakesTheFirstMaximum) {
+  Sampler sampler(4);
+  std::vector<float> logits = {1.0f, 3.0f, 3.0f, 2.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0).token_id, 1);
+}
+
+TEST(SamplerTest, SameCounterSameToken) {
+  SamplingParams p;
+  p.seed = 42;
+  for (int pos = 1; pos < 40; ++pos) {
+    EXPECT_EQ(SampleOnce(p, 3, pos).token_id, SampleOnce(p, 3, pos).token_id);
+  }
+}
+
+TEST(SamplerTest, SeedIndexAndPositionAllChangeTheDraw) {
+  EXPECT_NE(CounterUniform(1, 0, 10), CounterUniform(2, 0, 10));
+  EXPECT_NE(CounterUniform(1, 0, 10), CounterUniform(1, 1, 10));
+  EXPECT_NE(CounterUniform(1, 0, 10), CounterUniform(1, 0, 11));
+  for (uint64_t i = 0; i < 1000; ++i) {
+    const float u = CounterUniform(i, i * 7, i * 13);
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+  }
+}
+
+TEST(SamplerTest, TopKOneIsGreedy) {
+  SamplingParams p;
+  p.top_k = 1;
+  for (int pos = 1; pos < 30; ++pos) EXPECT_EQ(SampleOnce(p, 0, pos).token_id, 0);
+}
+
+TEST(SamplerTest, TopKAndTopPRestrictTheCandidates) {
+  SamplingParams k3;
+  k3.top_k = 3;
+  SamplingParams p_small;
+  p_small.top_p = 0.05f;  // token 0 alone has p ≈ 0.1 > 0.05
+  SamplingParams min_p;
+  min_p.min_p = 0.8f;  // keeps tokens with p >= 0.8 p(0): logits within ln(1/0.8) ≈ 0.22 → 0..2
+  std::map<int, int> seen_k, seen_minp;
+  for (int pos = 1; pos < 400; ++pos) {
+    seen_k[SampleOnce(k3, 0, pos).token_id]++;
+    EXPECT_EQ(SampleOnce(p_small, 0, pos).token_id, 0);
+    seen_minp[SampleOnce(min_p, 0, pos).token_id]++;
+  }
+  EXPECT_EQ(seen_k.size(), 3u);
+  EXPECT_EQ(seen_k.rbegin()->first, 2);
+  EXPECT_EQ(seen_minp.size(), 3u);
+  EXPECT_EQ(seen_minp.rbegin()->first, 2);
+}
+
+TEST(SamplerTest, SamplingFollowsTheDistribution) {
+  // Two tokens with p = 0.75 / 0.25.
+  Sampler sampler(2);
+  SamplingParams p;
+  int ones = 0;
+  const int trials = 4000;
+  for (int pos = 0; pos < trials; ++pos) {
+    std::vector<float> logits = {std::log(3.0f), 0.0f};
+    std::vector<int> prompt(pos, 0);
+    ones += sampler.Sample(logits.data(), p, prompt, {}, 0).token_id;
+  }
+  EXPECT_NEAR(ones / static_cast<double>(trials), 0.25, 0.03);
+}
+
+TEST(SamplerTest, PenaltiesDemoteSeenTokens) {
+  Sampler sampler(3);
+  std::vector<float> logits = {2.0f, 1.9f, -1.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 0.2f;
+  // Token 0 appeared twice in the output: 2.0 - 0.4 < 1.9.
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, std::vector<int>{0, 0}, 0).token_id, 1);
+  logits = {2.0f, 1.9f, -1.0f};
+  p.frequency_penalty = 0;
+  p.repetition_penalty = 1.2f;  // in the prompt: 2.0 / 1.2 < 1.9
+  EXPECT_EQ(sampler.Sample(logits.data(), p, std::vector<int>{0}, {}, 0).token_id, 1);
+  logits = {2.0f, 1.9f, -1.0f};
+  p.repetition_penalty = 1;
+  p.presence_penalty = 0.5f;
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, std::vector<int>{0}, 0).token_id, 1);
+}
+
+TEST(SamplerTest, LogprobsAreOfTheRawDistribution) {
+  Sampler sampler(3);
+  std::vector<float> logits = {0.0f, std::log(3.0f), -100.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 2;
+  const SampledToken t = sampler.Sample(logits.data(), p, {}, {}, 0);
+  EXPECT_EQ(t.token_id, 1);
+  EXPECT_NEAR(t.logprob, std::log(0.75), 1e-5);
+  ASSERT_EQ(t.top_logprobs.size(), 2u);
+  EXPECT_EQ(t.top_logprobs[0].token_id, 1);
+  EXPECT_EQ(t.top_logprobs[1].token_id, 0);
+  EXPECT_NEAR(t.top_logprobs[1].logprob, std::log(0.25), 1e-5);
+}
+
+TEST(SamplingParamsTest, ValidateNamesTheField) {
+  SamplingParams p;
+  EXPECT_TRUE(p.Validate().ok());
+  p.temperature = NAN;
+  EXPECT_NE(p.Validate().message().find("temperature"), std::string::npos);
+  p = SamplingParams();
+  p.temperature = -1;
+  EXPECT_NE(p.Validate().message().find("temperature"), std::string::npos);
+  p = SamplingParams();
+  p.top_p = 0;
+  EXPECT_NE(p.Validate().message().find("top_p"), std::string::npos);
+  p.top_p = 1.5f;
+  EXPECT_NE(p.Validate().message().find("top_p"), std::string::npos);
+  p = SamplingParams();
+  p.logprobs = 100;
+  EXPECT_NE(p.Validate().message().find("logprobs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda
