@@ -9,13 +9,11 @@ KvPool::KvPool(const ModelConfig& config, int num_blocks, int block_size)
     : num_blocks_(num_blocks),
       block_size_(block_size),
       num_kv_heads_(config.num_kv_heads),
-      head_dim_(config.head_dim),
-      k_(config.num_layers),
-      v_(config.num_layers) {
+      head_dim_(config.head_dim) {
   const size_t floats = static_cast<size_t>(num_blocks) * num_kv_heads_ * block_size * head_dim_;
   for (int l = 0; l < config.num_layers; ++l) {
-    k_[l].assign(floats, 0.0f);
-    v_[l].assign(floats, 0.0f);
+    k_.emplace_back(floats);
+    v_.emplace_back(floats);
   }
 }
 
@@ -32,17 +30,17 @@ void KvPool::Write(int layer, int64_t slot, const float* k_row, const float* v_r
   const int64_t block = slot / block_size_, offset = slot % block_size_;
   for (int h = 0; h < num_kv_heads_; ++h) {
     const size_t at = ((block * num_kv_heads_ + h) * block_size_ + offset) * head_dim_;
-    std::memcpy(&k_[layer][at], k_row + h * head_dim_, head_dim_ * sizeof(float));
-    std::memcpy(&v_[layer][at], v_row + h * head_dim_, head_dim_ * sizeof(float));
+    std::memcpy(k_[layer].data() + at, k_row + h * head_dim_, head_dim_ * sizeof(float));
+    std::memcpy(v_[layer].data() + at, v_row + h * head_dim_, head_dim_ * sizeof(float));
   }
 }
 
 void KvPool::CopyBlock(int src, int dst) {
   const size_t block_floats = static_cast<size_t>(num_kv_heads_) * block_size_ * head_dim_;
   for (size_t l = 0; l < k_.size(); ++l) {
-    std::memcpy(&k_[l][dst * block_floats], &k_[l][src * block_floats],
+    std::memcpy(k_[l].data() + dst * block_floats, k_[l].data() + src * block_floats,
                 block_floats * sizeof(float));
-    std::memcpy(&v_[l][dst * block_floats], &v_[l][src * block_floats],
+    std::memcpy(v_[l].data() + dst * block_floats, v_[l].data() + src * block_floats,
                 block_floats * sizeof(float));
   }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/model_config.h"
+#include "worker/huge_page_buffer.h"
 
 namespace pagoda {
 
@@ -38,7 +39,7 @@ class KvPool {
 
  private:
   int num_blocks_, block_size_, num_kv_heads_, head_dim_;
-  std::vector<std::vector<float>> k_, v_;  // (num_layers) x [num_blocks, kv_heads, bs, head_dim]
+  std::vector<HugePageBuffer> k_, v_;  // (num_layers) x [num_blocks, kv_heads, bs, head_dim]
 };
 
 }  // namespace pagoda

@@ -77,8 +77,9 @@ SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<c
                              std::span<const int> output, int seq_index) {
   const int n = vocab_size_;
   SampledToken result;
-  // Logprobs describe the model's own distribution, before penalties and temperature.
-  const float log_z = LogSumExp(logits, n);
+  // Logprobs describe the model's own distribution, before penalties and temperature. The
+  // full-vocabulary log-sum-exp is only paid for when they are asked for.
+  const float log_z = p.logprobs > 0 ? LogSumExp(logits, n) : 0.0f;
   if (p.logprobs > 0) {
     std::iota(candidates_.begin(), candidates_.end(), 0);
     const int k = std::min(p.logprobs, n);
@@ -88,7 +89,7 @@ SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<c
       result.top_logprobs.push_back({candidates_[i], logits[candidates_[i]] - log_z});
     }
   }
-  std::copy(logits, logits + n, raw_.begin());
+  if (p.logprobs > 0) std::copy(logits, logits + n, raw_.begin());
   ApplyPenalties(logits, p, prompt, output);
 
   int token;
@@ -138,7 +139,7 @@ SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<c
     }
   }
   result.token_id = token;
-  result.logprob = raw_[token] - log_z;
+  if (p.logprobs > 0) result.logprob = raw_[token] - log_z;
   return result;
 }
 
