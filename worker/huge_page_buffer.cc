@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
 #include <utility>
 
 #include "glog/logging.h"
@@ -16,6 +17,8 @@ HugePageBuffer::HugePageBuffer(size_t num_floats) : size_(num_floats) {
   PCHECK(p != MAP_FAILED) << "mmap of " << bytes_ << " bytes";
   // Best effort: without THP the buffer still works, on 4 KB pages.
   madvise(p, bytes_, MADV_HUGEPAGE);
+  // Fault every page in now: a first touch mid-step (with THP compaction) costs milliseconds.
+  std::memset(p, 0, bytes_);
   data_ = static_cast<float*>(p);
 }
 

@@ -1,6 +1,7 @@
 // A zero-filled float buffer backed by anonymous memory with transparent huge pages requested
 // (madvise): the KV pool and weights are read at random 4 KB offsets every step, and 2 MB pages
-// keep those reads from missing the TLB. Move-only; owns its mapping.
+// keep those reads from missing the TLB. Every page is faulted in at construction, so steps never
+// pay for a first touch. Move-only; owns its mapping.
 #ifndef PAGODA_WORKER_HUGE_PAGE_BUFFER_H_
 #define PAGODA_WORKER_HUGE_PAGE_BUFFER_H_
 

@@ -62,7 +62,27 @@ inline float Scores(const float* q, const float* k, int n, int hd, float scale, 
   float max = -std::numeric_limits<float>::infinity();
 #if defined(__AVX2__) && defined(__FMA__)
   if (hd % 8 == 0) {
-    for (int j = 0; j < n; ++j) {
+    int j = 0;
+    // Four keys at a time: four independent FMA chains, q loaded once for all four.
+    for (; j + 4 <= n; j += 4) {
+      const float* k0 = k + j * hd;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int d = 0; d < hd; d += 8) {
+        const __m256 qd = _mm256_loadu_ps(q + d);
+        a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + hd + d), a1);
+        a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + 2 * hd + d), a2);
+        a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + 3 * hd + d), a3);
+      }
+      // [a0 a1 a2 a3] lane sums: two rounds of hadd, then the two 128-bit halves.
+      const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+      const __m128 sums = _mm_mul_ps(
+          _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), _mm_set1_ps(scale));
+      _mm_storeu_ps(scores + j, sums);
+      max = std::max(max, std::max(std::max(scores[j], scores[j + 1]),
+                                   std::max(scores[j + 2], scores[j + 3])));
+    }
+    for (; j < n; ++j) {
       const float* kj = k + j * hd;
       __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(kj));
       for (int d = 8; d < hd; d += 8) {
@@ -104,7 +124,27 @@ inline void AccumulateValues(const float* p, const float* v, int n, int hd, floa
 #if defined(__AVX2__) && defined(__FMA__)
   if (hd % 8 == 0) {
     const __m256 c = _mm256_set1_ps(correction);
-    for (int d = 0; d < hd; d += 8) {
+    int d = 0;
+    // 32 outputs at a time: each broadcast of p_j feeds four FMAs.
+    for (; d + 32 <= hd; d += 32) {
+      __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(o + d), c);
+      __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 8), c);
+      __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 16), c);
+      __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 24), c);
+      for (int j = 0; j < n; ++j) {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        const float* vj = v + j * hd + d;
+        a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj), a0);
+        a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
+        a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
+        a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
+      }
+      _mm256_storeu_ps(o + d, a0);
+      _mm256_storeu_ps(o + d + 8, a1);
+      _mm256_storeu_ps(o + d + 16, a2);
+      _mm256_storeu_ps(o + d + 24, a3);
+    }
+    for (; d < hd; d += 8) {
       __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d), c);
       for (int j = 0; j < n; ++j) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * hd + d), acc);
