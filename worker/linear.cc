@@ -1,9 +1,9 @@
 #include "worker/linear.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
+
+#include "worker/simd.h"
 
 namespace pagoda {
 namespace {
@@ -21,11 +21,7 @@ float Dot(const float* a, const float* b, int n) {
     acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
   }
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  sum = _mm_cvtss_f32(s);
+  sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
 #endif
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "worker/simd.h"
 
 namespace pagoda {
 namespace {
@@ -16,6 +17,21 @@ void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
   const float scale = 1.0f / std::sqrt(ss / n + eps);
 #pragma omp simd
   for (int i = 0; i < n; ++i) out[i] = w[i] * (scale * x[i]);
+}
+
+// h = SiLU(gate) · up = gate / (1 + e^-gate) · up.
+void SwiGlu(const float* gate, const float* up, int n, float* h) {
+  int i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(h + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 // Rows of `a` then rows of `b`: fuses two (rows, in) matrices into one.
@@ -163,7 +179,7 @@ const float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
       const float* gate = &gate_up_[static_cast<size_t>(r) * 2 * hidden];
       const float* up = gate + hidden;
       float* h = &hidden_[static_cast<size_t>(r) * hidden];
-      for (int i = 0; i < hidden; ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      SwiGlu(gate, up, hidden, h);
     }
     layer.down->Run(stream_, hidden_.data(), rows, x_.data());
   }
