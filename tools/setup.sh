@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgoogle-glog-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
 )
 missing=()
 for p in "${packages[@]}"; do

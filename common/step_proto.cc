@@ -1,0 +1,139 @@
+#include "common/step_proto.h"
+
+namespace pagoda {
+namespace {
+
+template <typename T, typename Repeated>
+std::vector<T> ToVector(const Repeated& r) {
+  return std::vector<T>(r.begin(), r.end());
+}
+
+void ToProto(const SamplingParams& in, v1::SamplingState* out) {
+  out->set_temperature(in.temperature);
+  out->set_top_p(in.top_p);
+  out->set_top_k(in.top_k);
+  out->set_min_p(in.min_p);
+  out->set_repetition_penalty(in.repetition_penalty);
+  out->set_presence_penalty(in.presence_penalty);
+  out->set_frequency_penalty(in.frequency_penalty);
+  out->set_seed(in.seed);
+  out->set_logprobs(in.logprobs);
+}
+
+SamplingParams FromProto(const v1::SamplingState& in) {
+  SamplingParams p;
+  p.temperature = in.temperature();
+  p.top_p = in.top_p();
+  p.top_k = in.top_k();
+  p.min_p = in.min_p();
+  p.repetition_penalty = in.repetition_penalty();
+  p.presence_penalty = in.presence_penalty();
+  p.frequency_penalty = in.frequency_penalty();
+  p.seed = in.seed();
+  p.logprobs = in.logprobs();
+  return p;
+}
+
+}  // namespace
+
+void ToProto(const StepCommand& in, v1::StepCommand* out) {
+  out->set_step_id(in.step_id);
+  out->mutable_finished_ids()->Add(in.finished_ids.begin(), in.finished_ids.end());
+  for (const NewSequence& n : in.new_sequences) {
+    v1::NewSequence* p = out->add_new_sequences();
+    p->set_seq_id(n.seq_id);
+    ToProto(n.sampling, p->mutable_sampling());
+    p->set_seq_index(n.seq_index);
+    p->mutable_prompt_ids()->Add(n.prompt_ids.begin(), n.prompt_ids.end());
+    p->mutable_output_ids()->Add(n.output_ids.begin(), n.output_ids.end());
+  }
+  for (const BlockCopy& c : in.block_copies) {
+    v1::BlockCopy* p = out->add_block_copies();
+    p->set_src(c.src);
+    p->set_dst(c.dst);
+  }
+  for (const ScheduledSequence& s : in.scheduled) {
+    v1::ScheduledSequence* p = out->add_scheduled();
+    p->set_seq_id(s.seq_id);
+    p->mutable_token_ids()->Add(s.token_ids.begin(), s.token_ids.end());
+    p->set_num_computed_tokens(s.num_computed_tokens);
+    p->set_num_kept_blocks(s.num_kept_blocks);
+    p->mutable_new_block_ids()->Add(s.new_block_ids.begin(), s.new_block_ids.end());
+    p->set_sample(s.sample);
+  }
+}
+
+StepCommand FromProto(const v1::StepCommand& in) {
+  StepCommand out;
+  out.step_id = in.step_id();
+  out.finished_ids = ToVector<int64_t>(in.finished_ids());
+  for (const v1::NewSequence& p : in.new_sequences()) {
+    NewSequence& n = out.new_sequences.emplace_back();
+    n.seq_id = p.seq_id();
+    n.sampling = FromProto(p.sampling());
+    n.seq_index = p.seq_index();
+    n.prompt_ids = ToVector<int>(p.prompt_ids());
+    n.output_ids = ToVector<int>(p.output_ids());
+  }
+  for (const v1::BlockCopy& p : in.block_copies()) out.block_copies.push_back({p.src(), p.dst()});
+  for (const v1::ScheduledSequence& p : in.scheduled()) {
+    ScheduledSequence& s = out.scheduled.emplace_back();
+    s.seq_id = p.seq_id();
+    s.token_ids = ToVector<int>(p.token_ids());
+    s.num_computed_tokens = p.num_computed_tokens();
+    s.num_kept_blocks = p.num_kept_blocks();
+    s.new_block_ids = ToVector<int>(p.new_block_ids());
+    s.sample = p.sample();
+  }
+  return out;
+}
+
+void ToProto(const StepResult& in, v1::StepResult* out) {
+  out->set_step_id(in.step_id);
+  out->set_forward_seconds(in.forward_seconds);
+  for (const SampledToken& t : in.sampled) {
+    v1::SampledToken* p = out->add_sampled();
+    p->set_seq_id(t.seq_id);
+    p->set_token_id(t.token_id);
+    p->set_logprob(t.logprob);
+    for (const TokenLogprob& top : t.top_logprobs) {
+      p->add_top_token_ids(top.token_id);
+      p->add_top_logprobs(top.logprob);
+    }
+  }
+}
+
+StepResult FromProto(const v1::StepResult& in) {
+  StepResult out;
+  out.step_id = in.step_id();
+  out.forward_seconds = in.forward_seconds();
+  for (const v1::SampledToken& p : in.sampled()) {
+    SampledToken& t = out.sampled.emplace_back();
+    t.seq_id = p.seq_id();
+    t.token_id = p.token_id();
+    t.logprob = p.logprob();
+    const int n = std::min(p.top_token_ids_size(), p.top_logprobs_size());
+    for (int i = 0; i < n; ++i) t.top_logprobs.push_back({p.top_token_ids(i), p.top_logprobs(i)});
+  }
+  return out;
+}
+
+void ToProto(const WorkerInfo& in, v1::Hello* out) {
+  out->set_model_fingerprint(in.model_fingerprint);
+  out->set_num_blocks(in.num_blocks);
+  out->set_block_size(in.block_size);
+  out->set_max_num_batched_tokens(in.max_num_batched_tokens);
+  out->set_max_num_seqs(in.max_num_seqs);
+}
+
+WorkerInfo FromProto(const v1::Hello& in) {
+  WorkerInfo out;
+  out.model_fingerprint = in.model_fingerprint();
+  out.num_blocks = in.num_blocks();
+  out.block_size = in.block_size();
+  out.max_num_batched_tokens = in.max_num_batched_tokens();
+  out.max_num_seqs = in.max_num_seqs();
+  return out;
+}
+
+}  // namespace pagoda

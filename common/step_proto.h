@@ -1,0 +1,24 @@
+// Translation between the step-protocol structs (common/step.h) and their wire form
+// (proto/pagoda/v1/worker.proto). The only code besides the *_service files that sees the
+// generated types; both the router's and the worker's service use it.
+#ifndef PAGODA_COMMON_STEP_PROTO_H_
+#define PAGODA_COMMON_STEP_PROTO_H_
+
+#include "common/executor.h"
+#include "common/step.h"
+#include "pagoda/v1/worker.pb.h"
+
+namespace pagoda {
+
+void ToProto(const StepCommand& in, v1::StepCommand* out);
+StepCommand FromProto(const v1::StepCommand& in);
+
+void ToProto(const StepResult& in, v1::StepResult* out);
+StepResult FromProto(const v1::StepResult& in);
+
+void ToProto(const WorkerInfo& in, v1::Hello* out);
+WorkerInfo FromProto(const v1::Hello& in);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_STEP_PROTO_H_

@@ -1,0 +1,80 @@
+#include "common/step_proto.h"
+
+#include "gtest/gtest.h"
+
+namespace pagoda {
+namespace {
+
+TEST(StepProtoTest, CommandSurvivesTheWire) {
+  StepCommand c;
+  c.step_id = 42;
+  c.finished_ids = {3, 9};
+  NewSequence& n = c.new_sequences.emplace_back();
+  n.seq_id = 7;
+  n.seq_index = 2;
+  n.sampling.temperature = 0.5f;
+  n.sampling.top_k = 40;
+  n.sampling.seed = 1234567890123ULL;
+  n.sampling.logprobs = 3;
+  n.prompt_ids = {1, 2, 3};
+  n.output_ids = {4};
+  c.block_copies.push_back({5, 6});
+  ScheduledSequence& s = c.scheduled.emplace_back();
+  s.seq_id = 7;
+  s.token_ids = {2, 3, 4};
+  s.num_computed_tokens = 1;
+  s.num_kept_blocks = 0;
+  s.new_block_ids = {11, 12};
+  s.sample = true;
+
+  v1::StepCommand wire;
+  ToProto(c, &wire);
+  v1::StepCommand parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  const StepCommand back = FromProto(parsed);
+  EXPECT_EQ(back.step_id, 42);
+  EXPECT_EQ(back.finished_ids, c.finished_ids);
+  ASSERT_EQ(back.new_sequences.size(), 1u);
+  EXPECT_EQ(back.new_sequences[0].seq_index, 2);
+  EXPECT_EQ(back.new_sequences[0].sampling.temperature, 0.5f);
+  EXPECT_EQ(back.new_sequences[0].sampling.top_k, 40);
+  EXPECT_EQ(back.new_sequences[0].sampling.seed, 1234567890123ULL);
+  EXPECT_EQ(back.new_sequences[0].sampling.logprobs, 3);
+  EXPECT_EQ(back.new_sequences[0].prompt_ids, n.prompt_ids);
+  EXPECT_EQ(back.new_sequences[0].output_ids, n.output_ids);
+  ASSERT_EQ(back.block_copies.size(), 1u);
+  EXPECT_EQ(back.block_copies[0].dst, 6);
+  ASSERT_EQ(back.scheduled.size(), 1u);
+  EXPECT_EQ(back.scheduled[0].token_ids, s.token_ids);
+  EXPECT_EQ(back.scheduled[0].new_block_ids, s.new_block_ids);
+  EXPECT_EQ(back.scheduled[0].num_computed_tokens, 1);
+  EXPECT_TRUE(back.scheduled[0].sample);
+}
+
+TEST(StepProtoTest, ResultAndHelloSurviveTheWire) {
+  StepResult r;
+  r.step_id = 5;
+  SampledToken& t = r.sampled.emplace_back();
+  t.seq_id = 8;
+  t.token_id = 99;
+  t.logprob = -0.25f;
+  t.top_logprobs = {{99, -0.25f}, {3, -2.0f}};
+  v1::StepResult wire;
+  ToProto(r, &wire);
+  const StepResult back = FromProto(wire);
+  ASSERT_EQ(back.sampled.size(), 1u);
+  EXPECT_EQ(back.sampled[0].token_id, 99);
+  ASSERT_EQ(back.sampled[0].top_logprobs.size(), 2u);
+  EXPECT_EQ(back.sampled[0].top_logprobs[1].token_id, 3);
+
+  WorkerInfo info{"fp", 100, 16, 2048, 256};
+  v1::Hello hello;
+  ToProto(info, &hello);
+  const WorkerInfo info_back = FromProto(hello);
+  EXPECT_EQ(info_back.model_fingerprint, "fp");
+  EXPECT_EQ(info_back.num_blocks, 100);
+  EXPECT_EQ(info_back.max_num_seqs, 256);
+}
+
+}  // namespace
+}  // namespace pagoda
