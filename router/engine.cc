@@ -29,42 +29,56 @@ Engine::Engine(const ModelConfig& config, Executor* executor, const EngineOption
       executor_(executor),
       scheduler_(MakeSchedulerOptions(config, executor->info(), options)) {}
 
-absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
+absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& config,
+                             int max_model_len, int max_n) {
   if (r.prompt_ids.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
   for (int id : r.prompt_ids) {
-    if (id < 0 || id >= config_.vocab_size) {
+    if (id < 0 || id >= config.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids: token id ", id,
                                                      " is outside the vocabulary [0, ",
-                                                     config_.vocab_size, ")"));
+                                                     config.vocab_size, ")"));
     }
   }
   for (int id : r.stop_token_ids) {
-    if (id < 0 || id >= config_.vocab_size) {
+    if (id < 0 || id >= config.vocab_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("stop_token_ids: token id ", id, " is outside the vocabulary"));
     }
   }
   RETURN_IF_ERROR(r.sampling.Validate());
-  if (r.n < 1 || r.n > options_.max_n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("n = ", r.n, ": must be in [1, ", options_.max_n, "]"));
+  if (r.n < 1 || r.n > max_n) {
+    return absl::InvalidArgumentError(absl::StrCat("n = ", r.n, ": must be in [1, ", max_n, "]"));
   }
   const int num_prompt = static_cast<int>(r.prompt_ids.size());
-  if (num_prompt >= max_model_len()) {
+  if (num_prompt >= max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt: ", num_prompt, " tokens leave no room in the model length of ", max_model_len()));
+        "prompt: ", num_prompt, " tokens leave no room in the model length of ", max_model_len));
   }
   if (r.max_tokens.has_value() && *r.max_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= 1"));
   }
+  if (r.max_tokens.has_value() && num_prompt + *r.max_tokens > max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", num_prompt, " tokens) + max_tokens (", *r.max_tokens,
+                     ") exceeds the model length of ", max_model_len, " tokens"));
+  }
+  if (!r.output_ids.empty() && r.n != 1) {
+    return absl::InvalidArgumentError("output_ids: a resumed sequence must have n = 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
+  RETURN_IF_ERROR(ValidateRequest(r, config_, max_model_len(), options_.max_n));
+  const int num_prompt = static_cast<int>(r.prompt_ids.size());
   const int max_tokens = r.max_tokens.value_or(max_model_len() - num_prompt);
   RETURN_IF_ERROR(scheduler_.CheckFits(num_prompt, max_tokens));
 
   auto seq = std::make_unique<Sequence>();
   seq->id = next_seq_id_;
   seq->request_id = next_seq_id_;
-  seq->seq_index = 0;
+  seq->seq_index = r.first_seq_index;
   seq->num_prompt_tokens = num_prompt;
   seq->sampling = r.sampling;
   seq->max_tokens = max_tokens;
@@ -75,6 +89,7 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
                                config_.eos_ids.end());
   }
   seq->tokens = r.prompt_ids;
+  seq->tokens.insert(seq->tokens.end(), r.output_ids.begin(), r.output_ids.end());
   seq->num_pending_forks = r.n - 1;
   next_seq_id_ += r.n;
   requests_[seq->request_id] = {r.n, r.n};

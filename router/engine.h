@@ -33,7 +33,16 @@ struct GenerationRequest {
   int n = 1;                        // parallel samples sharing the prompt's KV
   std::vector<int> stop_token_ids;  // extra stop tokens
   bool ignore_eos = false;          // keep going past the model's EOS ids
+  // Resuming one sequence elsewhere (after a worker failure): its index among the request's n
+  // samples and the tokens it had generated. REQUIRES: n == 1 when output_ids is set.
+  int first_seq_index = 0;
+  std::vector<int> output_ids;
 };
+
+// INVALID_ARGUMENT naming the field when `request` can never run on `config` with sequences of
+// at most `max_model_len` tokens and at most `max_n` samples.
+absl::Status ValidateRequest(const GenerationRequest& request, const ModelConfig& config,
+                             int max_model_len, int max_n);
 
 class Engine {
  public:
@@ -41,7 +50,7 @@ class Engine {
   Engine(const ModelConfig& config, Executor* executor, const EngineOptions& options);
 
   // Queues a request; INVALID_ARGUMENT naming the field for a bad one. Sequence i of the
-  // request reports seq_index i and request_id = the returned id.
+  // request reports seq_index first_seq_index + i and request_id = the returned id.
   absl::StatusOr<int64_t> AddRequest(const GenerationRequest& request);
   // Finishes every sequence of the request and frees its blocks.
   void AbortRequest(int64_t request_id);

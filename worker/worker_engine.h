@@ -39,6 +39,8 @@ class WorkerEngine {
   // INVALID_ARGUMENT for a command that does not fit this worker's state (nothing changes).
   absl::StatusOr<StepResult> Execute(const StepCommand& command);
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
+  // Forgets every sequence (a new router connection starts from an empty pool).
+  void Reset() { seqs_.clear(); }
 
  private:
   struct SequenceState {

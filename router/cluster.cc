@@ -1,0 +1,330 @@
+#include "router/cluster.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "router/block_pool.h"
+
+namespace pagoda {
+
+struct Cluster::Worker {
+  int id = 0;
+  std::shared_ptr<Executor> executor;
+  std::unique_ptr<Engine> engine;  // only the loop thread touches it after construction
+  std::thread thread;
+  // Guarded by Cluster::mu_.
+  std::deque<Work> inbox;
+  std::vector<int64_t> aborts;  // request ids
+  bool alive = true;
+  absl::CondVar wake;
+  // Loop thread only: engine request id <-> router request id.
+  struct EngineRequest {
+    int64_t request_id;
+    int num_unfinished;  // its sequences still running
+  };
+  absl::flat_hash_map<int64_t, EngineRequest> to_request;
+  absl::flat_hash_map<int64_t, std::vector<int64_t>> to_engine;
+  // Published by the loop after each step, read by placement and stats.
+  std::atomic<int64_t> num_used_blocks{0};
+  std::atomic<int> num_running{0}, num_waiting{0};
+};
+
+struct Cluster::Request {
+  GenerationRequest request;
+  RequestSink sink;
+  std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
+  std::vector<bool> finished;             // (n)
+  std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
+  int num_unfinished = 0;
+};
+
+Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
+    : config_(config), options_(options) {}
+
+Cluster::~Cluster() {
+  std::vector<Worker*> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& w : workers_) {
+      w->alive = false;
+      w->wake.Signal();
+      workers.push_back(w.get());
+    }
+  }
+  for (Worker* w : workers) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+int Cluster::max_model_len() const {
+  const int limit = options_.engine.max_model_len;
+  return limit > 0 ? std::min(limit, config_.max_seq_len) : config_.max_seq_len;
+}
+
+absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
+  const WorkerInfo& info = executor->info();
+  if (info.model_fingerprint != config_.Fingerprint()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker serves a different model: ", info.model_fingerprint,
+                     " (router: ", config_.Fingerprint(), ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto w = std::make_unique<Worker>();
+  w->id = static_cast<int>(workers_.size());
+  w->executor = std::move(executor);
+  w->engine = std::make_unique<Engine>(config_, w->executor.get(), options_.engine);
+  Worker* raw = w.get();
+  workers_.push_back(std::move(w));
+  raw->thread = std::thread([this, raw] { Loop(raw); });
+  LOG(INFO) << "worker " << raw->id << " joined: " << info.num_blocks << " blocks of "
+            << info.block_size;
+  // Requests that waited for a worker go to the newcomer.
+  std::deque<Work> parked;
+  parked.swap(parked_);
+  for (Work& work : parked) PlaceLocked(std::move(work));
+  return raw->id;
+}
+
+void Cluster::RemoveWorker(int worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
+  Worker* w = workers_[worker_id].get();
+  if (!w->alive) return;
+  LOG(WARNING) << "worker " << worker_id << " is gone; moving its sequences";
+  w->alive = false;
+  w->wake.Signal();
+  ResubmitLocked(w);
+}
+
+absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, RequestSink sink) {
+  const int max_len = max_model_len();
+  RETURN_IF_ERROR(ValidateRequest(request, config_, max_len, options_.engine.max_n));
+  absl::MutexLock lock(&mu_);
+  int waiting = static_cast<int>(parked_.size());
+  for (const auto& w : workers_) {
+    if (w->alive) waiting += w->num_waiting.load() + static_cast<int>(w->inbox.size());
+  }
+  if (waiting >= options_.max_waiting) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the router has ", waiting, " requests waiting; try again later"));
+  }
+  const int64_t id = next_request_id_++;
+  auto r = std::make_shared<Request>();
+  r->request = request;
+  r->sink = std::move(sink);
+  r->outputs.resize(request.n);
+  r->finished.assign(request.n, false);
+  r->worker.assign(request.n, -1);
+  r->num_unfinished = request.n;
+  requests_[id] = r;
+  PlaceLocked({id, request});
+  return id;
+}
+
+void Cluster::Abort(int64_t request_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (int worker : it->second->worker) {
+    if (worker < 0) continue;
+    Worker* w = workers_[worker].get();
+    w->aborts.push_back(request_id);
+    w->wake.Signal();
+  }
+  std::erase_if(parked_, [&](const Work& work) { return work.request_id == request_id; });
+  requests_.erase(it);
+}
+
+void Cluster::PlaceLocked(Work work) {
+  std::vector<Worker*> live;
+  for (auto& w : workers_) {
+    if (w->alive) live.push_back(w.get());
+  }
+  if (live.empty()) {
+    parked_.push_back(std::move(work));
+    return;
+  }
+  const int block_size = live.front()->executor->info().block_size;
+  const std::vector<int>& prompt = work.request.prompt_ids;
+  std::vector<uint64_t> hashes;
+  for (size_t i = 0; (i + 1) * block_size <= prompt.size(); ++i) {
+    hashes.push_back(HashBlock(hashes.empty() ? 0 : hashes.back(),
+                               std::span<const int>(prompt).subspan(i * block_size, block_size)));
+  }
+  Worker* best = live.front();
+  if (options_.placement == PlacementPolicy::kRoundRobin) {
+    best = live[next_round_robin_++ % live.size()];
+  } else {
+    double best_cost = 0;
+    for (size_t k = 0; k < live.size(); ++k) {
+      Worker* w = live[k];
+      size_t hit = 0;
+      if (options_.placement == PlacementPolicy::kPrefixAware) {
+        while (hit < hashes.size()) {
+          auto owner = block_owner_.find(hashes[hit]);
+          if (owner == block_owner_.end() || owner->second != w->id) break;
+          ++hit;
+        }
+      }
+      // Active blocks, plus a rough share for requests queued there but not yet admitted.
+      const double load =
+          w->num_used_blocks.load() +
+          (w->num_waiting.load() + static_cast<double>(w->inbox.size())) * (hashes.size() + 1);
+      const double cost = options_.prefix_weight * (hashes.size() - hit) + load;
+      if (k == 0 || cost < best_cost) {
+        best = w;
+        best_cost = cost;
+      }
+    }
+  }
+  if (block_owner_.size() > (1 << 20)) block_owner_.clear();  // bounded memory; only a hint
+  for (uint64_t h : hashes) block_owner_[h] = best->id;
+  auto it = requests_.find(work.request_id);
+  if (it != requests_.end()) {
+    const int first = work.request.first_seq_index;
+    for (int i = 0; i < work.request.n; ++i) it->second->worker[first + i] = best->id;
+  }
+  best->inbox.push_back(std::move(work));
+  best->wake.Signal();
+}
+
+void Cluster::ResubmitLocked(Worker* w) {
+  std::deque<Work> queued;
+  queued.swap(w->inbox);
+  w->aborts.clear();
+  for (auto& [id, r] : requests_) {
+    for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
+      if (r->worker[i] != w->id || r->finished[i]) continue;
+      const bool in_inbox = std::any_of(queued.begin(), queued.end(),
+                                        [&](const Work& work) { return work.request_id == id; });
+      if (in_inbox) continue;  // never started there: placed again below as it was
+      Work work{id, r->request};
+      work.request.n = 1;
+      work.request.first_seq_index = i;
+      work.request.output_ids = r->outputs[i];
+      r->worker[i] = -1;
+      PlaceLocked(std::move(work));
+    }
+  }
+  for (Work& work : queued) PlaceLocked(std::move(work));
+}
+
+void Cluster::Deliver(Worker* w, const std::vector<SequenceUpdate>& updates) {
+  absl::MutexLock lock(&mu_);
+  if (!w->alive) return;  // its requests were moved; their new worker reports from here on
+  for (const SequenceUpdate& u : updates) {
+    auto engine_id = w->to_request.find(u.request_id);
+    if (engine_id == w->to_request.end()) continue;
+    const int64_t request_id = engine_id->second.request_id;
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) continue;  // aborted
+    Request& r = *it->second;
+    if (u.new_token_ids.empty() && !u.finished) continue;  // a fork was created
+    r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.new_token_ids.begin(),
+                                  u.new_token_ids.end());
+    RequestUpdate out;
+    out.worker_id = w->id;
+    out.seq_index = u.seq_index;
+    out.token_ids = u.new_token_ids;
+    out.samples = u.samples;
+    out.finished = u.finished;
+    out.finish_reason = u.finish_reason;
+    out.num_prompt_tokens = u.num_prompt_tokens;
+    out.num_output_tokens = u.num_output_tokens;
+    out.num_cached_tokens = u.num_cached_tokens;
+    r.sink(out);  // under mu_: keeps a request's updates in order across a worker change
+    if (u.finished && !r.finished[u.seq_index]) {
+      r.finished[u.seq_index] = true;
+      if (--r.num_unfinished == 0) requests_.erase(it);
+    }
+  }
+}
+
+void Cluster::Loop(Worker* w) {
+  for (;;) {
+    std::deque<Work> adds;
+    std::vector<int64_t> aborts;
+    const bool busy = w->engine->has_unfinished() || w->engine->scheduler().has_pending_finishes();
+    {
+      absl::MutexLock lock(&mu_);
+      while (!busy && w->alive && w->inbox.empty() && w->aborts.empty()) w->wake.Wait(&mu_);
+      if (!w->alive) break;
+      adds.swap(w->inbox);
+      aborts.swap(w->aborts);
+    }
+    for (int64_t request_id : aborts) {
+      auto it = w->to_engine.find(request_id);
+      if (it == w->to_engine.end()) continue;
+      for (int64_t engine_id : it->second) {
+        w->engine->AbortRequest(engine_id);
+        w->to_request.erase(engine_id);
+      }
+      w->to_engine.erase(it);
+    }
+    for (Work& work : adds) {
+      absl::StatusOr<int64_t> engine_id = w->engine->AddRequest(work.request);
+      if (!engine_id.ok()) {
+        // Validated at Submit; a worker-specific limit (its pool) can still refuse it.
+        LOG(WARNING) << "worker " << w->id << " refused request " << work.request_id << ": "
+                     << engine_id.status();
+        absl::MutexLock lock(&mu_);
+        auto it = requests_.find(work.request_id);
+        if (it != requests_.end()) {
+          RequestUpdate out;
+          out.finished = true;
+          out.finish_reason = FinishReason::kAbort;
+          it->second->sink(out);
+          requests_.erase(it);
+        }
+        continue;
+      }
+      w->to_request[*engine_id] = {work.request_id, work.request.n};
+      w->to_engine[work.request_id].push_back(*engine_id);
+    }
+    absl::StatusOr<std::vector<SequenceUpdate>> updates = w->engine->Step();
+    if (!updates.ok()) {
+      LOG(WARNING) << "worker " << w->id << " failed a step: " << updates.status();
+      absl::MutexLock lock(&mu_);
+      if (w->alive) {
+        w->alive = false;
+        ResubmitLocked(w);
+      }
+      break;
+    }
+    Deliver(w, *updates);
+    for (const SequenceUpdate& u : *updates) {
+      if (!u.finished) continue;
+      auto it = w->to_request.find(u.request_id);
+      if (it == w->to_request.end() || --it->second.num_unfinished > 0) continue;
+      std::erase(w->to_engine[it->second.request_id], u.request_id);
+      if (w->to_engine[it->second.request_id].empty()) w->to_engine.erase(it->second.request_id);
+      w->to_request.erase(it);
+    }
+    const Scheduler& s = w->engine->scheduler();
+    w->num_used_blocks = s.kv().pool().num_used_blocks();
+    w->num_running = s.num_running();
+    w->num_waiting = s.num_waiting();
+  }
+  w->num_used_blocks = 0;
+  w->num_running = 0;
+  w->num_waiting = 0;
+}
+
+ClusterStats Cluster::stats() const {
+  absl::MutexLock lock(&mu_);
+  ClusterStats s;
+  s.num_waiting = static_cast<int>(parked_.size());
+  for (const auto& w : workers_) {
+    if (!w->alive) continue;
+    ++s.num_workers;
+    s.num_blocks += w->executor->info().num_blocks;
+    s.num_used_blocks += w->num_used_blocks.load();
+    s.num_running += w->num_running.load();
+    s.num_waiting += w->num_waiting.load() + static_cast<int>(w->inbox.size());
+  }
+  return s;
+}
+
+}  // namespace pagoda

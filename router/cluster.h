@@ -1,0 +1,118 @@
+// The router's core over many workers (DESIGN §1, §3, §5), plain C++ with no gRPC: one Engine
+// (scheduler + block manager over that worker's pool) per worker, each driven by its own loop
+// thread, so all workers step in parallel and only a worker's own thread touches its scheduler.
+// Requests and aborts reach a loop through its inbox.
+//
+//   Submit ─ validate ─ Place ─▶ worker inbox ─▶ loop: drain inbox → Engine::Step() → sinks
+//
+// Placement is prefix-aware: the router remembers which worker holds which prompt blocks (by
+// chained block hash) and picks the lowest  w · uncached_prompt_blocks + active_blocks.
+// A worker whose Execute fails is dead: its unfinished sequences are resubmitted elsewhere with
+// the tokens generated so far; counter-based sampling makes their continuation identical.
+// Thread-safe.
+#ifndef PAGODA_ROUTER_CLUSTER_H_
+#define PAGODA_ROUTER_CLUSTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/executor.h"
+#include "router/engine.h"
+
+namespace pagoda {
+
+enum class PlacementPolicy { kPrefixAware, kRoundRobin, kLeastLoaded };
+
+struct ClusterOptions {
+  EngineOptions engine;
+  PlacementPolicy placement = PlacementPolicy::kPrefixAware;
+  double prefix_weight = 1.0;  // w in the placement cost
+  int max_waiting = 1024;      // requests queued beyond this fail with RESOURCE_EXHAUSTED
+};
+
+// A request's progress as its sink sees it: one sequence's new tokens or its end.
+struct RequestUpdate {
+  int worker_id = -1;  // where the sequence ran this step
+  int seq_index = 0;
+  std::vector<int> token_ids;
+  std::vector<SampledToken> samples;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int num_prompt_tokens = 0;
+  int num_output_tokens = 0;
+  int num_cached_tokens = 0;
+};
+// Called on a worker's loop thread; must not block.
+using RequestSink = std::function<void(const RequestUpdate&)>;
+
+struct ClusterStats {
+  int num_workers = 0;
+  int64_t num_blocks = 0;
+  int64_t num_used_blocks = 0;
+  int num_running = 0;
+  int num_waiting = 0;  // queued in schedulers and waiting for a worker
+};
+
+class Cluster {
+ public:
+  explicit Cluster(const ModelConfig& config, const ClusterOptions& options);
+  ~Cluster();  // stops every loop
+
+  // Adds a worker and starts its loop. The executor is shared with its transport.
+  // INVALID_ARGUMENT when its model differs from the router's.
+  absl::StatusOr<int> AddWorker(std::shared_ptr<Executor> executor);
+  // Marks a worker dead (its stream broke): its loop resubmits its sequences and exits.
+  void RemoveWorker(int worker_id);
+
+  // Validates and queues a request; `sink` gets every update until each sequence finished.
+  absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink);
+  // Ends the request's sequences and frees their blocks. Its sink gets nothing more.
+  void Abort(int64_t request_id);
+
+  ClusterStats stats() const;
+  const ModelConfig& config() const { return config_; }
+  int max_model_len() const;
+
+ private:
+  struct Worker;
+  struct Request;
+  struct Work {  // one engine request to add: a request, or one resumed sequence of it
+    int64_t request_id;
+    GenerationRequest request;
+  };
+
+  void Loop(Worker* w);
+  // REQUIRES: mu_ held. Chooses a live worker for `work` and queues it (or parks it).
+  void PlaceLocked(Work work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES: mu_ held. Requeues every unfinished sequence that was on `w`.
+  void ResubmitLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Deliver(Worker* w, const std::vector<SequenceUpdate>& updates);
+
+  // Constant after construction.
+  const ModelConfig config_;
+  const ClusterOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);  // by id; dead ones stay
+  absl::flat_hash_map<int64_t, std::shared_ptr<Request>> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work> parked_ ABSL_GUARDED_BY(mu_);  // waiting for a live worker
+  // Prefix locality: chained block hash -> worker that computed it (approximate, never wrong
+  // about correctness: the worker's own cache decides real hits).
+  absl::flat_hash_map<uint64_t, int> block_owner_ ABSL_GUARDED_BY(mu_);
+  int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int next_round_robin_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_CLUSTER_H_

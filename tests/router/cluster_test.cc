@@ -1,0 +1,222 @@
+// The multi-worker router core with in-process workers: placement, failover, parking.
+#include "router/cluster.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/llama2c_checkpoint.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "worker/in_process_executor.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Collects one request's updates; Wait() blocks until every sequence finished.
+class Collector {
+ public:
+  explicit Collector(int n) : outputs_(n), finished_(n, false), workers_(n) {}
+  RequestSink Sink() {
+    return [this](const RequestUpdate& u) {
+      absl::MutexLock lock(&mu_);
+      auto& out = outputs_[u.seq_index];
+      out.insert(out.end(), u.token_ids.begin(), u.token_ids.end());
+      if (!u.token_ids.empty()) workers_[u.seq_index].push_back(u.worker_id);
+      if (u.finished) finished_[u.seq_index] = true;
+      cached_ = u.num_cached_tokens;
+    };
+  }
+  bool Wait(absl::Duration timeout = absl::Seconds(120)) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this] {
+      return std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  }
+  std::vector<int> output(int i = 0) {
+    absl::MutexLock lock(&mu_);
+    return outputs_[i];
+  }
+  std::vector<int> workers(int i = 0) {
+    absl::MutexLock lock(&mu_);
+    return workers_[i];
+  }
+  size_t num_tokens(int i = 0) {
+    absl::MutexLock lock(&mu_);
+    return outputs_[i].size();
+  }
+  int cached() {
+    absl::MutexLock lock(&mu_);
+    return cached_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::vector<int>> outputs_;
+  std::vector<bool> finished_;
+  std::vector<std::vector<int>> workers_;
+  int cached_ = 0;
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    golden_ = testing::LoadGoldenCases();
+    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+    ASSERT_TRUE(w.ok()) << w.status();
+    config_ = w->config;
+    ClusterOptions o;
+    o.engine.max_model_len = 257;
+    cluster_ = std::make_unique<Cluster>(config_, o);
+  }
+
+  std::shared_ptr<Executor> NewWorker(int num_blocks = 256) {
+    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+    WorkerOptions wo;
+    wo.num_blocks = num_blocks;
+    wo.max_num_batched_tokens = 512;
+    auto engine = WorkerEngine::Create(*std::move(w), wo);
+    CHECK(engine.ok()) << engine.status();
+    return std::make_shared<InProcessExecutor>(*std::move(engine));
+  }
+
+  int AddWorker(int num_blocks = 256) {
+    auto id = cluster_->AddWorker(NewWorker(num_blocks));
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or(-1);
+  }
+
+  GenerationRequest Greedy(const std::vector<int>& prompt) {
+    GenerationRequest r;
+    r.prompt_ids = prompt;
+    r.sampling.temperature = 0;
+    return r;
+  }
+
+  std::vector<testing::GoldenCase> golden_;
+  ModelConfig config_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+TEST_F(ClusterTest, ThirtyTwoConcurrentRequestsOverTwoWorkersMatchRunC) {
+  AddWorker();
+  AddWorker();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  for (int i = 0; i < 32; ++i) {
+    collectors.push_back(std::make_unique<Collector>(1));
+    const auto& c = golden_[i % golden_.size()];
+    ASSERT_TRUE(cluster_->Submit(Greedy(c.prompt_ids), collectors.back()->Sink()).ok());
+  }
+  std::set<int> used;
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(collectors[i]->Wait());
+    EXPECT_EQ(collectors[i]->output(), golden_[i % golden_.size()].greedy_ids) << i;
+    used.insert(collectors[i]->workers()[0]);
+  }
+  EXPECT_EQ(used.size(), 2u) << "both workers should take load";
+}
+
+TEST_F(ClusterTest, ARequestSharingAPrefixGoesWhereThePrefixIs) {
+  AddWorker();
+  AddWorker();
+  const auto& c = golden_[5];  // 19 tokens: one full block
+  Collector first(1);
+  ASSERT_TRUE(cluster_->Submit(Greedy(c.prompt_ids), first.Sink()).ok());
+  ASSERT_TRUE(first.Wait());
+  // Load the other worker less than this one would look without the prefix term.
+  Collector second(1);
+  ASSERT_TRUE(cluster_->Submit(Greedy(c.prompt_ids), second.Sink()).ok());
+  ASSERT_TRUE(second.Wait());
+  EXPECT_EQ(second.workers()[0], first.workers()[0]);
+  EXPECT_GT(second.cached(), 0);
+  EXPECT_EQ(second.output(), c.greedy_ids);
+}
+
+TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
+  const int a = AddWorker();
+  GenerationRequest sampled = Greedy(golden_[0].prompt_ids);
+  sampled.sampling.temperature = 0.8f;
+  sampled.sampling.seed = 99;
+  sampled.n = 2;
+  sampled.ignore_eos = true;
+  // Reference: the same requests on a healthy worker.
+  Collector ref_greedy(1), ref_sampled(2);
+  ASSERT_TRUE(cluster_->Submit(Greedy(golden_[0].prompt_ids), ref_greedy.Sink()).ok());
+  ASSERT_TRUE(cluster_->Submit(sampled, ref_sampled.Sink()).ok());
+  ASSERT_TRUE(ref_greedy.Wait() && ref_sampled.Wait());
+
+  Collector greedy(1), sampled_out(2);
+  ASSERT_TRUE(cluster_->Submit(Greedy(golden_[0].prompt_ids), greedy.Sink()).ok());
+  ASSERT_TRUE(cluster_->Submit(sampled, sampled_out.Sink()).ok());
+  while (greedy.num_tokens() < 40) absl::SleepFor(absl::Milliseconds(1));
+  cluster_->RemoveWorker(a);  // no worker left: the sequences park
+  EXPECT_EQ(cluster_->stats().num_workers, 0);
+  const int b = AddWorker();  // a late joiner takes the load
+  ASSERT_TRUE(greedy.Wait() && sampled_out.Wait());
+  EXPECT_EQ(greedy.output(), golden_[0].greedy_ids);
+  EXPECT_EQ(sampled_out.output(0), ref_sampled.output(0));
+  EXPECT_EQ(sampled_out.output(1), ref_sampled.output(1));
+  EXPECT_EQ(greedy.workers().back(), b);
+}
+
+TEST_F(ClusterTest, RequestsWaitForAWorkerAndAbortFreesBlocks) {
+  Collector parked(1);
+  ASSERT_TRUE(cluster_->Submit(Greedy(golden_[1].prompt_ids), parked.Sink()).ok());
+  EXPECT_EQ(cluster_->stats().num_waiting, 1);
+  AddWorker();
+  ASSERT_TRUE(parked.Wait());
+  EXPECT_EQ(parked.output(), golden_[1].greedy_ids);
+
+  Collector dropped(1);
+  GenerationRequest long_one = Greedy(golden_[0].prompt_ids);
+  long_one.ignore_eos = true;
+  auto id = cluster_->Submit(long_one, dropped.Sink());
+  ASSERT_TRUE(id.ok());
+  while (dropped.num_tokens() < 10) absl::SleepFor(absl::Milliseconds(1));
+  cluster_->Abort(*id);
+  for (int i = 0; i < 2000 && cluster_->stats().num_used_blocks > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(cluster_->stats().num_used_blocks, 0);
+  EXPECT_EQ(cluster_->stats().num_running, 0);
+}
+
+TEST_F(ClusterTest, AWorkerWithAnotherModelIsRefused) {
+  ModelConfig other = config_;
+  other.num_layers = 3;
+  auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  w->config.num_layers = 3;
+  w->layers.resize(3);
+  WorkerOptions wo;
+  wo.num_blocks = 16;
+  auto engine = WorkerEngine::Create(*std::move(w), wo);
+  ASSERT_TRUE(engine.ok());
+  auto id = cluster_->AddWorker(std::make_shared<InProcessExecutor>(*std::move(engine)));
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(id.status().message(), HasSubstr("different model"));
+}
+
+TEST_F(ClusterTest, BadRequestsAreRejectedNamingTheField) {
+  AddWorker();
+  GenerationRequest r = Greedy({});
+  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) {}).status().message(),
+              HasSubstr("prompt"));
+  r.prompt_ids = {1, 5000};
+  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) {}).status().message(),
+              HasSubstr("5000"));
+  r.prompt_ids = {1, 2};
+  r.max_tokens = 300;
+  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) {}).status().message(),
+              HasSubstr("max_tokens"));
+}
+
+}  // namespace
+}  // namespace pagoda
