@@ -6,11 +6,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "cli/generate_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
+#include "common/command_line.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(std::string, model, "", "llama2.c checkpoint (.bin)");
@@ -38,13 +41,30 @@ ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step (chunked-prefill budget)");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "generate: the router's public address");
+ABSL_FLAG(std::vector<std::string>, stop, {}, "generate: stop strings, comma-separated");
+ABSL_FLAG(double, timeout, 600, "generate: deadline of the call, seconds");
 
 namespace {
 
 constexpr char kUsage[] =
     "pagoda <command> [flags]\n"
     "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts_file=F) [sampling] [--json]\n"
+    "  generate  --server=HOST:PORT --prompt=TEXT [sampling] [--stop=A,B] [--json]\n"
     "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
+
+pagoda::SamplingParams SamplingFromFlags() {
+  pagoda::SamplingParams s;
+  s.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  s.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  s.top_k = absl::GetFlag(FLAGS_top_k);
+  s.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
+  s.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
+  s.presence_penalty = static_cast<float>(absl::GetFlag(FLAGS_presence_penalty));
+  s.frequency_penalty = static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
+  s.seed = absl::GetFlag(FLAGS_seed);
+  return s;
+}
 
 int Run() {
   pagoda::RunOptions o;
@@ -79,14 +99,7 @@ int Run() {
   o.n = absl::GetFlag(FLAGS_n);
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   o.json = absl::GetFlag(FLAGS_json);
-  o.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  o.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  o.sampling.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
-  o.sampling.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
-  o.sampling.presence_penalty = static_cast<float>(absl::GetFlag(FLAGS_presence_penalty));
-  o.sampling.frequency_penalty = static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
-  o.sampling.seed = absl::GetFlag(FLAGS_seed);
+  o.sampling = SamplingFromFlags();
   o.worker.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
   o.worker.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   o.worker.block_size = absl::GetFlag(FLAGS_block_size);
@@ -99,6 +112,22 @@ int Run() {
   return pagoda::RunOffline(o, std::cout, std::cerr);
 }
 
+int Generate() {
+  pagoda::GenerateOptions o;
+  o.server = absl::GetFlag(FLAGS_server);
+  o.prompt = absl::GetFlag(FLAGS_prompt);
+  if (const int max_tokens = absl::GetFlag(FLAGS_max_tokens); max_tokens != 0) {
+    o.max_tokens = max_tokens;
+  }
+  o.sampling = SamplingFromFlags();
+  o.n = absl::GetFlag(FLAGS_n);
+  o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  o.stop = absl::GetFlag(FLAGS_stop);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout);
+  return pagoda::GenerateCommand(o, std::cout, std::cerr);
+}
+
 int Tokenize() {
   pagoda::TokenizeOptions o;
   o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
@@ -107,33 +136,17 @@ int Tokenize() {
   return pagoda::TokenizeCommand(o, std::cout, std::cerr);
 }
 
-// DESIGN spells flags with dashes (--max-tokens); Abseil names them with underscores.
-std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
-  std::vector<std::string> out(argv, argv + argc);
-  for (std::string& arg : out) {
-    if (arg.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(arg.find('='), arg.size());
-    for (size_t i = 2; i < end; ++i) {
-      if (arg[i] == '-') arg[i] = '_';
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  std::vector<std::string> normalized = DashesToUnderscores(argc, argv);
-  std::vector<char*> normalized_argv;
-  for (std::string& arg : normalized) normalized_argv.push_back(arg.data());
-  std::vector<char*> args =
-      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
+  const std::vector<std::string> args = pagoda::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 1;  // quiet CLI by default
   google::InitGoogleLogging(argv[0]);
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "run") return Run();
+  if (command == "generate") return Generate();
   if (command == "tokenize") return Tokenize();
   std::cerr << kUsage;
   return 2;

@@ -293,6 +293,12 @@ void Cluster::Loop(Worker* w) {
       }
       break;
     }
+    // Publish the load before the sinks hear of it, so a client reacting to a finish sees
+    // this worker's blocks already freed.
+    const Scheduler& s = w->engine->scheduler();
+    w->num_used_blocks = s.kv().pool().num_used_blocks();
+    w->num_running = s.num_running();
+    w->num_waiting = s.num_waiting();
     Deliver(w, *updates);
     for (const SequenceUpdate& u : *updates) {
       if (!u.finished) continue;
@@ -302,10 +308,6 @@ void Cluster::Loop(Worker* w) {
       if (w->to_engine[it->second.request_id].empty()) w->to_engine.erase(it->second.request_id);
       w->to_request.erase(it);
     }
-    const Scheduler& s = w->engine->scheduler();
-    w->num_used_blocks = s.kv().pool().num_used_blocks();
-    w->num_running = s.num_running();
-    w->num_waiting = s.num_waiting();
   }
   w->num_used_blocks = 0;
   w->num_running = 0;
@@ -319,6 +321,7 @@ ClusterStats Cluster::stats() const {
   for (const auto& w : workers_) {
     if (!w->alive) continue;
     ++s.num_workers;
+    s.block_size = w->executor->info().block_size;
     s.num_blocks += w->executor->info().num_blocks;
     s.num_used_blocks += w->num_used_blocks.load();
     s.num_running += w->num_running.load();

@@ -57,6 +57,7 @@ using RequestSink = std::function<void(const RequestUpdate&)>;
 
 struct ClusterStats {
   int num_workers = 0;
+  int block_size = 0;
   int64_t num_blocks = 0;
   int64_t num_used_blocks = 0;
   int num_running = 0;
@@ -82,6 +83,7 @@ class Cluster {
   ClusterStats stats() const;
   const ModelConfig& config() const { return config_; }
   int max_model_len() const;
+  int max_n() const { return options_.engine.max_n; }
 
  private:
   struct Worker;

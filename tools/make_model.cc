@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "common/command_line.h"
 #include "common/llama2c_checkpoint.h"
 #include "common/random_weights.h"
 
@@ -14,7 +14,7 @@ ABSL_FLAG(std::string, out, "", "output .bin path");
 ABSL_FLAG(uint64_t, seed, 1, "random seed");
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  pagoda::ParseCommandLine(argc, argv);
   pagoda::ModelConfig config;
   if (!pagoda::NamedModelConfig(absl::GetFlag(FLAGS_shape), &config)) {
     std::cerr << "error: unknown --shape " << absl::GetFlag(FLAGS_shape) << "\n";

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/model_loader.h"
 #include "glog/logging.h"
 #include "worker/worker_service.h"
@@ -22,7 +22,7 @@ ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
 ABSL_FLAG(std::string, name, "", "name in the router's logs; default host:pid");
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  pagoda::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   const std::string model = absl::GetFlag(FLAGS_model);

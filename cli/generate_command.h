@@ -1,0 +1,32 @@
+// `pagoda generate`: a client of a running router. Streams text to the terminal as it
+// arrives, or with --json prints one object per sequence, like `pagoda run --json`.
+#ifndef PAGODA_CLI_GENERATE_COMMAND_H_
+#define PAGODA_CLI_GENERATE_COMMAND_H_
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/sampling_params.h"
+
+namespace pagoda {
+
+struct GenerateOptions {
+  std::string server;  // host:port of the router's public port
+  std::string prompt;
+  std::optional<int> max_tokens;
+  SamplingParams sampling;
+  int n = 1;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  bool json = false;
+  double timeout_s = 600;  // the call's deadline
+};
+
+// Returns the exit code: 0, or 1 with the server's status on `err`.
+int GenerateCommand(const GenerateOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_CLI_GENERATE_COMMAND_H_

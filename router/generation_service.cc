@@ -1,0 +1,245 @@
+#include "router/generation_service.h"
+
+#include <deque>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "router/text_assembler.h"
+
+namespace pagoda {
+namespace {
+
+// One Generate call. Updates arrive on worker loop threads (under the Cluster's lock, in order)
+// and queue here; one write is in flight at a time.
+class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  GenerateReactor(GenerationService* service, GenerationRequest request,
+                  std::vector<std::string> stops)
+      : service_(service), prompt_ids_(request.prompt_ids), num_unfinished_(request.n) {
+    for (int i = 0; i < request.n; ++i) {
+      texts_.emplace_back(service->tokenizer(), request.prompt_ids.back(), stops);
+    }
+    stopped_.assign(request.n, false);
+    completion_tokens_.assign(request.n, 0);
+    absl::StatusOr<int64_t> id =
+        service_->cluster()->Submit(request, [this](const RequestUpdate& u) { OnUpdate(u); });
+    absl::MutexLock lock(&mu_);
+    if (!id.ok()) {
+      FinishLocked(ToGrpcStatus(id.status()));
+      return;
+    }
+    request_id_ = *id;
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    queue_.pop_front();
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    MaybeWriteLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+  }
+
+  void OnDone() override {
+    // Abort returns only once no update can reach this reactor any more.
+    int64_t id;
+    {
+      absl::MutexLock lock(&mu_);
+      id = request_id_;
+    }
+    if (id >= 0) service_->cluster()->Abort(id);
+    delete this;
+  }
+
+ private:
+  void OnUpdate(const RequestUpdate& u) {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || stopped_[u.seq_index]) return;
+    v1::GenerateResponse r;
+    r.set_index(u.seq_index);
+    TextAssembler& text = texts_[u.seq_index];
+    std::string piece;
+    for (size_t i = 0; i < u.token_ids.size(); ++i) {
+      const int id = u.token_ids[i];
+      const bool stop_token = u.finish_reason == FinishReason::kStop && i + 1 == u.token_ids.size();
+      if (!stop_token) piece += text.Add(id);
+      if (text.stopped()) break;  // the token that completed a stop string is not sent
+      r.add_token_ids(id);
+      ++completion_tokens_[u.seq_index];
+      if (i < u.samples.size() && u.samples[i].top_logprobs.size() > 0) {
+        v1::TokenLogprobs* lp = r.add_logprobs();
+        lp->set_token_id(id);
+        lp->set_logprob(u.samples[i].logprob);
+        for (const TokenLogprob& t : u.samples[i].top_logprobs) {
+          v1::TopLogprob* top = lp->add_top();
+          top->set_token_id(t.token_id);
+          top->set_logprob(t.logprob);
+        }
+      }
+    }
+    const bool done = u.finished || text.stopped();
+    if (u.finished && !text.stopped()) piece += text.Flush();
+    r.set_text(piece);
+    if (done) {
+      stopped_[u.seq_index] = true;
+      --num_unfinished_;
+      r.set_finish_reason(text.stopped() ? "stop" : FinishReasonName(u.finish_reason));
+      r.mutable_usage()->set_prompt_tokens(u.num_prompt_tokens);
+      r.mutable_usage()->set_completion_tokens(completion_tokens_[u.seq_index]);
+      r.mutable_usage()->set_cached_tokens(u.num_cached_tokens);
+      r.mutable_prompt_token_ids()->Add(prompt_ids_.begin(), prompt_ids_.end());
+      if (u.finish_reason == FinishReason::kAbort) {
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::INTERNAL, "the request was dropped by its worker"));
+        return;
+      }
+    }
+    if (r.token_ids_size() > 0 || done) queue_.push_back(std::move(r));
+    MaybeWriteLocked();
+  }
+
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return;
+    if (!queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());  // deque: the element stays put while others are appended
+    } else if (num_unfinished_ == 0) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  GenerationService* const service_;
+  const std::vector<int> prompt_ids_;
+  absl::Mutex mu_;
+  int64_t request_id_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<TextAssembler> texts_ ABSL_GUARDED_BY(mu_);  // (n)
+  std::vector<bool> stopped_ ABSL_GUARDED_BY(mu_);         // (n) the client saw its end
+  int num_unfinished_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> completion_tokens_ ABSL_GUARDED_BY(mu_);  // (n) tokens sent
+  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Ends a call that failed validation.
+class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit ErrorReactor(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
+                                     std::string model_name)
+    : cluster_(cluster), tokenizer_(tokenizer), model_name_(std::move(model_name)) {}
+
+absl::StatusOr<GenerationRequest> GenerationService::Translate(
+    const v1::GenerateRequest& in) const {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (in.request_id().size() > kMaxRequestIdBytes) {
+    return bad("request_id: longer than ", kMaxRequestIdBytes, " bytes");
+  }
+  const int max_len = cluster_->max_model_len();
+  GenerationRequest r;
+  if (!in.prompt().empty() && in.prompt_token_ids_size() > 0) {
+    return bad("prompt: set either prompt or prompt_token_ids, not both");
+  }
+  if (in.prompt_token_ids_size() > 0) {
+    r.prompt_ids.assign(in.prompt_token_ids().begin(), in.prompt_token_ids().end());
+  } else {
+    if (in.prompt().empty()) return bad("prompt: must not be empty");
+    // No token covers more than a few dozen bytes: a longer text cannot fit the context, and
+    // is refused before it costs a tokenization.
+    if (in.prompt().size() > static_cast<size_t>(max_len) * 64) {
+      return bad("prompt: ", in.prompt().size(), " bytes cannot fit the model length of ", max_len,
+                 " tokens");
+    }
+    r.prompt_ids.push_back(tokenizer_->bos_id());
+    for (int id : tokenizer_->Encode(in.prompt())) r.prompt_ids.push_back(id);
+  }
+  if (in.has_max_tokens()) r.max_tokens = in.max_tokens();
+  const v1::SamplingParams& s = in.sampling();
+  r.sampling.temperature = s.has_temperature() ? s.temperature() : 1.0f;
+  r.sampling.top_p = s.has_top_p() ? s.top_p() : 1.0f;
+  r.sampling.top_k = s.top_k();
+  r.sampling.min_p = s.min_p();
+  r.sampling.seed = s.seed();
+  r.sampling.repetition_penalty = s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
+  r.sampling.presence_penalty = s.presence_penalty();
+  r.sampling.frequency_penalty = s.frequency_penalty();
+  r.sampling.logprobs = in.logprobs();
+  if (in.stop_size() > kMaxStopStrings) {
+    return bad("stop: ", in.stop_size(), " strings; at most ", kMaxStopStrings);
+  }
+  for (const std::string& stop : in.stop()) {
+    if (stop.empty() || stop.size() > kMaxStopStringBytes) {
+      return bad("stop: each string must be 1 to ", kMaxStopStringBytes, " bytes");
+    }
+  }
+  r.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
+  r.ignore_eos = in.ignore_eos();
+  r.n = in.has_n() ? in.n() : 1;
+  return r;  // the Cluster validates the rest (ids, sampling ranges, lengths, n)
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
+    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
+  absl::StatusOr<GenerationRequest> r = Translate(*request);
+  if (!r.ok()) {
+    return new ErrorReactor(ToGrpcStatus(r.status()));
+  }
+  return new GenerateReactor(
+      this, *std::move(r),
+      std::vector<std::string>(request->stop().begin(), request->stop().end()));
+}
+
+grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
+                                                      const v1::TokenizeRequest* request,
+                                                      v1::TokenizeResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (request->text().size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: too long"));
+    return reactor;
+  }
+  for (int id : tokenizer_->Encode(request->text())) response->add_token_ids(id);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                          const v1::GetModelInfoRequest*,
+                                                          v1::ModelInfo* response) {
+  const ClusterStats stats = cluster_->stats();
+  response->set_model_name(model_name_);
+  response->set_context_length(cluster_->max_model_len());
+  response->set_vocab_size(cluster_->config().vocab_size);
+  response->set_block_size(stats.block_size);
+  response->set_num_workers(stats.num_workers);
+  response->set_num_blocks(stats.num_blocks);
+  response->set_num_used_blocks(stats.num_used_blocks);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,52 @@
+// pagoda.v1.Generation on gRPC's callback API: translates and validates requests, hands them to
+// the Cluster, and streams each sequence's tokens back through one reactor per call (the
+// scheduler never waits for a slow client: updates queue in the reactor). Cancellation and
+// deadlines abort the request, which frees its blocks within a step.
+#ifndef PAGODA_ROUTER_GENERATION_SERVICE_H_
+#define PAGODA_ROUTER_GENERATION_SERVICE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/tokenizer.h"
+#include "pagoda/v1/generation.grpc.pb.h"
+#include "router/cluster.h"
+
+namespace pagoda {
+
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxStopStringBytes = 256;
+inline constexpr int kMaxRequestIdBytes = 256;
+
+class GenerationService final : public v1::Generation::CallbackService {
+ public:
+  // Not owned; both must outlive the service.
+  GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+  // The core request for a wire request, or INVALID_ARGUMENT naming the bad field.
+  absl::StatusOr<GenerationRequest> Translate(const v1::GenerateRequest& request) const;
+
+  Cluster* cluster() const { return cluster_; }
+  const Tokenizer* tokenizer() const { return tokenizer_; }
+
+ private:
+  Cluster* cluster_;            // Not owned.
+  const Tokenizer* tokenizer_;  // Not owned.
+  const std::string model_name_;
+};
+
+// absl::Status -> grpc::Status with the same code and message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_GENERATION_SERVICE_H_

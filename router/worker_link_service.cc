@@ -1,0 +1,128 @@
+#include "router/worker_link_service.h"
+
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/step_proto.h"
+#include "glog/logging.h"
+
+namespace pagoda {
+namespace {
+
+using Stream = grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>;
+
+// Executes steps over one worker's stream. Execute runs on the worker's loop thread while the
+// service's handler thread reads results; they meet under mu_.
+class WorkerConnection final : public Executor {
+ public:
+  WorkerConnection(const WorkerInfo& info, Stream* stream) : info_(info), stream_(stream) {}
+
+  const WorkerInfo& info() const override { return info_; }
+
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    v1::RouterMessage message;
+    ToProto(command, message.mutable_step());
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return absl::UnavailableError("worker connection closed");
+      result_.reset();
+      waiting_for_ = command.step_id;
+      // Writes are serialised by mu_ (one Execute at a time per worker anyway).
+      if (!stream_->Write(message)) {
+        closed_ = true;
+        return absl::UnavailableError("worker stream broke");
+      }
+      mu_.Await(absl::Condition(
+          +[](WorkerConnection* c) { return c->closed_ || c->result_.has_value(); }, this));
+      if (!result_.has_value()) return absl::UnavailableError("worker connection closed");
+      if (!result_->error().empty()) {
+        return absl::InternalError(absl::StrCat("worker rejected step: ", result_->error()));
+      }
+      return FromProto(*result_);
+    }
+  }
+
+  void OnResult(const v1::StepResult& result) {
+    absl::MutexLock lock(&mu_);
+    if (result.step_id() == waiting_for_) result_ = result;
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+
+ private:
+  const WorkerInfo info_;
+  Stream* const stream_;  // Not owned; valid until Close().
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = -1;
+  std::optional<v1::StepResult> result_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+WorkerLinkService::WorkerLinkService(Cluster* cluster, absl::Duration heartbeat_timeout)
+    : cluster_(cluster), heartbeat_timeout_(heartbeat_timeout) {}
+
+WorkerLinkService::~WorkerLinkService() = default;
+
+grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* stream) {
+  v1::WorkerMessage first;
+  if (!stream->Read(&first) || !first.has_hello()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello");
+  }
+  const std::string name = first.hello().worker_name();
+  auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()), stream);
+  absl::StatusOr<int> id = cluster_->AddWorker(connection);
+  v1::RouterMessage reply;
+  reply.mutable_hello_reply()->set_accepted(id.ok());
+  if (!id.ok()) {
+    LOG(WARNING) << "refused worker " << name << ": " << id.status().message();
+    reply.mutable_hello_reply()->set_message(std::string(id.status().message()));
+    stream->Write(reply);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message()));
+  }
+  reply.mutable_hello_reply()->set_worker_id(*id);
+  stream->Write(reply);
+  ++num_connected_;
+  LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
+
+  // A watchdog cancels the call when the worker goes silent (e.g. its link is cut), which
+  // makes the Read below fail.
+  absl::Mutex beat_mu;
+  absl::Time last_seen = absl::Now();
+  bool done = false;
+  std::thread watchdog([&] {
+    absl::MutexLock lock(&beat_mu);
+    while (!done) {
+      beat_mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(200));
+      if (!done && absl::Now() - last_seen > heartbeat_timeout_) {
+        LOG(WARNING) << "worker " << *id << " missed its heartbeats";
+        context->TryCancel();
+        break;
+      }
+    }
+  });
+  v1::WorkerMessage message;
+  while (stream->Read(&message)) {
+    {
+      absl::MutexLock lock(&beat_mu);
+      last_seen = absl::Now();
+    }
+    if (message.has_result()) connection->OnResult(message.result());
+  }
+  {
+    absl::MutexLock lock(&beat_mu);
+    done = true;
+  }
+  watchdog.join();
+  connection->Close();
+  cluster_->RemoveWorker(*id);
+  --num_connected_;
+  LOG(WARNING) << "worker " << *id << " (" << name << ") disconnected";
+  return grpc::Status::OK;
+}
+
+}  // namespace pagoda

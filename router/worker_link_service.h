@@ -1,0 +1,39 @@
+// The router's side of the WorkerLink stream (sync gRPC API: one handler thread per worker).
+// A worker's Hello is checked against the router's model; an accepted worker becomes a
+// Cluster worker whose Executor (WorkerConnection) writes StepCommands to the stream and waits
+// for the matching StepResult. A broken stream, or no message for `heartbeat_timeout`, makes
+// the worker dead: Execute fails and the Cluster moves its sequences.
+#ifndef PAGODA_ROUTER_WORKER_LINK_SERVICE_H_
+#define PAGODA_ROUTER_WORKER_LINK_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "pagoda/v1/worker.grpc.pb.h"
+#include "router/cluster.h"
+
+namespace pagoda {
+
+class WorkerLinkService final : public v1::WorkerLink::Service {
+ public:
+  // `cluster` is not owned and must outlive the service.
+  WorkerLinkService(Cluster* cluster, absl::Duration heartbeat_timeout);
+  ~WorkerLinkService() override;
+
+  grpc::Status Connect(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>* stream) override;
+
+  int num_connected() const { return num_connected_.load(); }
+
+ private:
+  Cluster* cluster_;  // Not owned.
+  const absl::Duration heartbeat_timeout_;
+  std::atomic<int> num_connected_{0};
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_WORKER_LINK_SERVICE_H_

@@ -1,0 +1,346 @@
+// Router and workers as real processes on loopback ports, driven by real gRPC clients.
+// Ready means grpc.health.v1 says SERVING and GetModelInfo counts the workers: no sleeps.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/llama2c_checkpoint.h"
+#include "common/random_weights.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "pagoda/v1/generation.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::HasSubstr;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const pid_t pid = fork();
+  CHECK_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+struct Output {
+  grpc::Status status;
+  std::vector<std::vector<int>> ids;  // by index
+  std::vector<std::string> text, finish;
+  int cached_tokens = 0;
+};
+
+class ServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    golden_ = testing::LoadGoldenCases();
+    dir_ = testing::TempDir();
+    port_ = FreePort();
+    worker_port_ = FreePort();
+    StartRouter();
+  }
+  void TearDown() override {
+    for (pid_t pid : workers_) Kill(pid);
+    Kill(router_);
+  }
+  static void Kill(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+
+  void StartRouter() {
+    router_ = Spawn(
+        {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
+         absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
+         "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
+         "--max-model-len=257", "--heartbeat-timeout-s=3"},
+        dir_ + "/router.log");
+    // Reconnect quickly while the router starts (the default backoff grows to seconds).
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port_),
+                                         grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::Generation::NewStub(channel_);
+  }
+  pid_t StartWorker(const std::string& model = "") {
+    const pid_t pid = Spawn(
+        {testing::BinaryPath("pagoda-worker"), absl::StrCat("--router=127.0.0.1:", worker_port_),
+         "--model=" + (model.empty() ? testing::Stories260KModel() : model), "--threads=1",
+         "--kv-cache-mb=8"},
+        absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
+    workers_.push_back(pid);
+    return pid;
+  }
+
+  // Waits until health says SERVING and `n` workers are connected.
+  void WaitForWorkers(int n) {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    for (int i = 0; i < 600; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      ctx.set_wait_for_ready(true);  // wait for the connection rather than fail fast
+      grpc::health::v1::HealthCheckRequest req;
+      grpc::health::v1::HealthCheckResponse resp;
+      if (health->Check(&ctx, req, &resp).ok() &&
+          resp.status() == grpc::health::v1::HealthCheckResponse::SERVING &&
+          Info().num_workers() == n) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "router never had " << n << " workers; see " << dir_;
+  }
+
+  v1::ModelInfo Info() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ModelInfo info;
+    stub_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+    return info;
+  }
+
+  void WaitForNoUsedBlocks() {
+    for (int i = 0; i < 200 && Info().num_used_blocks() != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    EXPECT_EQ(Info().num_used_blocks(), 0);
+  }
+
+  v1::GenerateRequest Greedy(const std::string& prompt) {
+    v1::GenerateRequest r;
+    r.set_prompt(prompt);
+    r.mutable_sampling()->set_temperature(0);
+    return r;
+  }
+
+  // `after_tokens(n)` runs once, when the stream has received n tokens in all.
+  Output Generate(const v1::GenerateRequest& request, int trigger_at = -1,
+                  std::function<void(grpc::ClientContext&)> trigger = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    auto reader = stub_->Generate(&ctx, request);
+    Output out;
+    const int n = request.has_n() ? request.n() : 1;
+    out.ids.resize(n);
+    out.text.resize(n);
+    out.finish.resize(n);
+    v1::GenerateResponse r;
+    int total = 0;
+    while (reader->Read(&r)) {
+      out.ids[r.index()].insert(out.ids[r.index()].end(), r.token_ids().begin(),
+                                r.token_ids().end());
+      out.text[r.index()] += r.text();
+      if (!r.finish_reason().empty()) out.finish[r.index()] = r.finish_reason();
+      if (r.has_usage()) out.cached_tokens = r.usage().cached_tokens();
+      total += r.token_ids_size();
+      if (trigger && total >= trigger_at) {
+        trigger(ctx);
+        trigger = nullptr;
+      }
+    }
+    out.status = reader->Finish();
+    return out;
+  }
+
+  std::vector<testing::GoldenCase> golden_;
+  std::string dir_;
+  int port_ = 0, worker_port_ = 0;
+  pid_t router_ = -1;
+  std::vector<pid_t> workers_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  std::vector<Output> outputs(32);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 32; ++i) {
+    clients.emplace_back(
+        [&, i] { outputs[i] = Generate(Greedy(golden_[i % golden_.size()].prompt)); });
+  }
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 32; ++i) {
+    const auto& c = golden_[i % golden_.size()];
+    ASSERT_TRUE(outputs[i].status.ok()) << outputs[i].status.error_message();
+    EXPECT_EQ(outputs[i].ids[0], c.greedy_ids) << c.prompt;
+    EXPECT_TRUE(c.stdout_text.starts_with(c.prompt + outputs[i].text[0])) << outputs[i].text[0];
+  }
+  WaitForNoUsedBlocks();
+}
+
+TEST_F(ServingTest, ARepeatedPrefixIsReportedAsCached) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  const auto& c = golden_[5];
+  const Output first = Generate(Greedy(c.prompt));
+  const Output second = Generate(Greedy(c.prompt));
+  ASSERT_TRUE(second.status.ok());
+  EXPECT_EQ(first.cached_tokens, 0);
+  EXPECT_GT(second.cached_tokens, 0) << "the prefix should be served from the same worker";
+  EXPECT_EQ(second.ids[0], c.greedy_ids);
+}
+
+TEST_F(ServingTest, KillingAWorkerMidStreamLosesNoToken) {
+  StartWorker();
+  const pid_t victim = StartWorker();
+  WaitForWorkers(2);
+  auto sampled = [&](int i) {
+    v1::GenerateRequest r = Greedy(golden_[i % golden_.size()].prompt);
+    r.mutable_sampling()->set_temperature(0.8f);
+    r.mutable_sampling()->set_seed(1000 + i);
+    return r;
+  };
+  // Reference for the sampled half, without a fault.
+  std::vector<Output> reference(16);
+  for (int i = 0; i < 16; ++i) reference[i] = Generate(sampled(i));
+
+  std::vector<Output> outputs(32);
+  std::vector<std::thread> clients;
+  std::atomic<bool> killed{false};
+  for (int i = 0; i < 32; ++i) {
+    clients.emplace_back([&, i] {
+      const v1::GenerateRequest r =
+          i < 16 ? sampled(i) : Greedy(golden_[i % golden_.size()].prompt);
+      outputs[i] = Generate(r, 30, [&](grpc::ClientContext&) {
+        if (!killed.exchange(true)) kill(victim, SIGKILL);
+      });
+    });
+  }
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(killed);
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
+    if (i < 16) {
+      EXPECT_EQ(outputs[i].ids[0], reference[i].ids[0]) << "sampled stream " << i;
+    } else {
+      EXPECT_EQ(outputs[i].ids[0], golden_[i % golden_.size()].greedy_ids) << "greedy stream " << i;
+    }
+  }
+  WaitForWorkers(1);
+  StartWorker();  // a late joiner adds capacity
+  WaitForWorkers(2);
+  EXPECT_TRUE(Generate(Greedy(golden_[0].prompt)).status.ok());
+  WaitForNoUsedBlocks();
+}
+
+TEST_F(ServingTest, BadRequestsAreRejectedNamingTheField) {
+  StartWorker();
+  WaitForWorkers(1);
+  struct Case {
+    std::string field;
+    std::function<void(v1::GenerateRequest&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"prompt", [](auto& r) { r.set_prompt(""); }},
+      {"prompt_token_ids",
+       [](auto& r) {
+         r.clear_prompt();
+         r.add_prompt_token_ids(1);
+         r.add_prompt_token_ids(99999);
+       }},
+      {"temperature", [](auto& r) { r.mutable_sampling()->set_temperature(-1); }},
+      {"temperature", [](auto& r) { r.mutable_sampling()->set_temperature(NAN); }},
+      {"top_p", [](auto& r) { r.mutable_sampling()->set_top_p(0); }},
+      {"top_p", [](auto& r) { r.mutable_sampling()->set_top_p(1.5f); }},
+      {"max_tokens", [](auto& r) { r.set_max_tokens(0); }},
+      {"max_tokens", [](auto& r) { r.set_max_tokens(300); }},
+      {"stop",
+       [](auto& r) {
+         for (int i = 0; i < 17; ++i) r.add_stop()->push_back('x');
+       }},
+      {"stop", [](auto& r) { r.add_stop()->assign(300, 'x'); }},
+      {"n", [](auto& r) { r.set_n(100); }},
+      {"prompt", [](auto& r) { r.set_prompt(std::string(1 << 20, 'a')); }},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest r = Greedy("Once upon a time");
+    c.spoil(r);
+    const Output out = Generate(r);
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_THAT(out.status.error_message(), HasSubstr(c.field));
+  }
+  EXPECT_EQ(Generate(Greedy(golden_[0].prompt)).ids[0], golden_[0].greedy_ids);
+}
+
+TEST_F(ServingTest, CancelledAndExpiredStreamsFreeTheirBlocks) {
+  StartWorker();
+  WaitForWorkers(1);
+  v1::GenerateRequest r = Greedy(golden_[0].prompt);
+  r.set_ignore_eos(true);
+  const Output cancelled = Generate(r, 10, [](grpc::ClientContext& ctx) { ctx.TryCancel(); });
+  EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
+  WaitForNoUsedBlocks();
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+  auto reader = stub_->Generate(&ctx, r);
+  v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  WaitForNoUsedBlocks();
+}
+
+TEST_F(ServingTest, AWorkerWithAnotherModelIsRefused) {
+  ModelConfig c;
+  ASSERT_TRUE(NamedModelConfig("stories260K", &c));
+  c.num_layers = 2;
+  const std::string other = dir_ + "/other.bin";
+  ASSERT_TRUE(WriteLlama2cCheckpoint(RandomModelWeights(c, 3), other).ok());
+  const pid_t pid = StartWorker(other);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  workers_.pop_back();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  EXPECT_THAT(testing::ReadFile(absl::StrCat(dir_, "/worker0.log")), HasSubstr("different model"));
+}
+
+TEST_F(ServingTest, WorkersSurviveARouterRestart) {
+  StartWorker();
+  WaitForWorkers(1);
+  Kill(router_);
+  StartRouter();
+  WaitForWorkers(1);  // the worker reconnects by itself
+  EXPECT_EQ(Generate(Greedy(golden_[2].prompt)).ids[0], golden_[2].greedy_ids);
+}
+
+}  // namespace
+}  // namespace pagoda
