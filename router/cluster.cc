@@ -29,6 +29,7 @@ struct Cluster::Worker {
   // Published by the loop after each step, read by placement and stats.
   std::atomic<int64_t> num_used_blocks{0};
   std::atomic<int> num_running{0}, num_waiting{0};
+  std::atomic<int64_t> num_steps{0}, step_micros{0}, forward_micros{0};
 };
 
 struct Cluster::Request {
@@ -204,6 +205,7 @@ void Cluster::ResubmitLocked(Worker* w) {
       work.request.n = 1;
       work.request.first_seq_index = i;
       work.request.output_ids = r->outputs[i];
+      work.request.front_of_queue = true;
       r->worker[i] = -1;
       PlaceLocked(std::move(work));
     }
@@ -283,6 +285,7 @@ void Cluster::Loop(Worker* w) {
       w->to_request[*engine_id] = {work.request_id, work.request.n};
       w->to_engine[work.request_id].push_back(*engine_id);
     }
+    const absl::Time step_start = absl::Now();
     absl::StatusOr<std::vector<SequenceUpdate>> updates = w->engine->Step();
     if (!updates.ok()) {
       LOG(WARNING) << "worker " << w->id << " failed a step: " << updates.status();
@@ -295,6 +298,11 @@ void Cluster::Loop(Worker* w) {
     }
     // Publish the load before the sinks hear of it, so a client reacting to a finish sees
     // this worker's blocks already freed.
+    if (w->engine->last_forward_seconds() > 0) {
+      ++w->num_steps;
+      w->step_micros += absl::ToInt64Microseconds(absl::Now() - step_start);
+      w->forward_micros += static_cast<int64_t>(w->engine->last_forward_seconds() * 1e6);
+    }
     const Scheduler& s = w->engine->scheduler();
     w->num_used_blocks = s.kv().pool().num_used_blocks();
     w->num_running = s.num_running();
@@ -326,6 +334,9 @@ ClusterStats Cluster::stats() const {
     s.num_used_blocks += w->num_used_blocks.load();
     s.num_running += w->num_running.load();
     s.num_waiting += w->num_waiting.load() + static_cast<int>(w->inbox.size());
+    s.num_steps += w->num_steps.load();
+    s.step_seconds += w->step_micros.load() * 1e-6;
+    s.forward_seconds += w->forward_micros.load() * 1e-6;
   }
   return s;
 }

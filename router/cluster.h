@@ -62,6 +62,11 @@ struct ClusterStats {
   int64_t num_used_blocks = 0;
   int num_running = 0;
   int num_waiting = 0;  // queued in schedulers and waiting for a worker
+  // Summed over live workers since they joined: steps that ran tokens, their wall time in the
+  // router's loop, and the part the workers spent in the forward pass.
+  int64_t num_steps = 0;
+  double step_seconds = 0;
+  double forward_seconds = 0;
 };
 
 class Cluster {

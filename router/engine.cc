@@ -94,7 +94,7 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
   next_seq_id_ += r.n;
   requests_[seq->request_id] = {r.n, r.n};
   const int64_t id = seq->request_id;
-  scheduler_.Add(std::move(seq));
+  scheduler_.Add(std::move(seq), r.front_of_queue);
   return id;
 }
 
@@ -106,11 +106,13 @@ void Engine::AbortRequest(int64_t request_id) {
 }
 
 absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
+  last_forward_seconds_ = 0;
   if (!scheduler_.has_work() && !scheduler_.has_pending_finishes()) {
     return std::vector<SequenceUpdate>();
   }
   const StepCommand command = scheduler_.Schedule();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
+  last_forward_seconds_ = result.forward_seconds;
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   // Forget requests whose sequences have all finished.
   for (const SequenceUpdate& u : updates) {

@@ -37,6 +37,7 @@ struct GenerationRequest {
   // samples and the tokens it had generated. REQUIRES: n == 1 when output_ids is set.
   int first_seq_index = 0;
   std::vector<int> output_ids;
+  bool front_of_queue = false;  // queue ahead of waiting requests (moved from a dead worker)
 };
 
 // INVALID_ARGUMENT naming the field when `request` can never run on `config` with sequences of
@@ -58,6 +59,8 @@ class Engine {
   absl::StatusOr<std::vector<SequenceUpdate>> Step();
 
   bool has_unfinished() const { return scheduler_.has_work(); }
+  // The worker's forward-pass time in the last Step() (0 when it ran nothing).
+  double last_forward_seconds() const { return last_forward_seconds_; }
   const Scheduler& scheduler() const { return scheduler_; }
   int max_model_len() const { return scheduler_.options().max_model_len; }
 
@@ -72,6 +75,7 @@ class Engine {
   };
   absl::flat_hash_map<int64_t, RequestState> requests_;  // by request id (= first sequence id)
   int64_t next_seq_id_ = 0;
+  double last_forward_seconds_ = 0;
 };
 
 }  // namespace pagoda

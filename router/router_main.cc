@@ -12,6 +12,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/command_line.h"
 #include "common/model_loader.h"
 #include "glog/logging.h"
@@ -137,8 +139,24 @@ int main(int argc, char** argv) {
 
   // Ready (SERVING) exactly while at least one worker is connected.
   bool serving = false;
+  pagoda::ClusterStats last;
+  absl::Time last_log = absl::Now();
   for (;;) {
-    const bool now = cluster.stats().num_workers > 0;
+    const pagoda::ClusterStats stats = cluster.stats();
+    if (absl::Now() - last_log > absl::Seconds(5) && stats.num_steps > last.num_steps) {
+      // One line while busy, over the last interval (like vLLM's periodic stats).
+      const double steps = static_cast<double>(stats.num_steps - last.num_steps);
+      const double step_ms = (stats.step_seconds - last.step_seconds) / steps * 1e3;
+      const double forward_ms = (stats.forward_seconds - last.forward_seconds) / steps * 1e3;
+      LOG(INFO) << absl::StrFormat(
+          "steps %.0f, step %.2f ms (forward %.2f, outside %.2f), running %d, waiting %d, KV "
+          "usage %.1f%%",
+          steps, step_ms, forward_ms, step_ms - forward_ms, stats.num_running, stats.num_waiting,
+          stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0);
+      last = stats;
+      last_log = absl::Now();
+    }
+    const bool now = stats.num_workers > 0;
     if (now != serving) {
       health->SetServingStatus(now);
       serving = now;

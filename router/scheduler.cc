@@ -45,9 +45,13 @@ absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
   return absl::OkStatus();
 }
 
-void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+void Scheduler::Add(std::unique_ptr<Sequence> seq, bool front) {
   seq->status = SequenceStatus::kWaiting;
-  waiting_.push_back(seq.get());
+  if (front) {
+    waiting_.push_front(seq.get());
+  } else {
+    waiting_.push_back(seq.get());
+  }
   seqs_[seq->id] = std::move(seq);
 }
 

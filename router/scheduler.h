@@ -52,8 +52,9 @@ class Scheduler {
 
   // INVALID_ARGUMENT when a sequence of this size could never run here.
   absl::Status CheckFits(int num_prompt_tokens, int max_tokens) const;
-  // Queues a sequence (status waiting). Its forks (num_pending_forks) get ids `id + 1 ...`.
-  void Add(std::unique_ptr<Sequence> seq);
+  // Queues a sequence (status waiting), last or first. Its forks (num_pending_forks) get ids
+  // `id + 1 ...`.
+  void Add(std::unique_ptr<Sequence> seq, bool front = false);
   // Finishes a sequence with kAbort wherever it is; its blocks are freed at once.
   void Abort(int64_t seq_id);
 

@@ -189,6 +189,18 @@ TEST_F(ClusterTest, RequestsWaitForAWorkerAndAbortFreesBlocks) {
   EXPECT_EQ(cluster_->stats().num_running, 0);
 }
 
+TEST_F(ClusterTest, AFullWaitingQueueFailsFastWithResourceExhausted) {
+  ClusterOptions o;
+  o.engine.max_model_len = 257;
+  o.max_waiting = 2;
+  Cluster small(config_, o);  // no worker: everything waits
+  Collector a(1), b(1), c(1);
+  ASSERT_TRUE(small.Submit(Greedy(golden_[0].prompt_ids), a.Sink()).ok());
+  ASSERT_TRUE(small.Submit(Greedy(golden_[1].prompt_ids), b.Sink()).ok());
+  const absl::Status full = small.Submit(Greedy(golden_[2].prompt_ids), c.Sink()).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(ClusterTest, AWorkerWithAnotherModelIsRefused) {
   ModelConfig other = config_;
   other.num_layers = 3;
