@@ -25,6 +25,9 @@ class WorkerConnection final : public Executor {
     ToProto(command, message.mutable_step());
     {
       absl::MutexLock lock(&mu_);
+      // The handler writes the Hello reply first; a step must not race it onto the stream.
+      mu_.Await(absl::Condition(
+          +[](WorkerConnection* c) { return c->closed_ || c->ready_; }, this));
       if (closed_) return absl::UnavailableError("worker connection closed");
       result_.reset();
       waiting_for_ = command.step_id;
@@ -51,12 +54,18 @@ class WorkerConnection final : public Executor {
     absl::MutexLock lock(&mu_);
     closed_ = true;
   }
+  // The stream is the connection's from now on (the Hello reply has been written).
+  void MarkReady() {
+    absl::MutexLock lock(&mu_);
+    ready_ = true;
+  }
 
  private:
   const WorkerInfo info_;
   Stream* const stream_;  // Not owned; valid until Close().
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
   int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = -1;
   std::optional<v1::StepResult> result_ ABSL_GUARDED_BY(mu_);
 };
@@ -86,6 +95,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
   }
   reply.mutable_hello_reply()->set_worker_id(*id);
   stream->Write(reply);
+  connection->MarkReady();
   ++num_connected_;
   LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
 
