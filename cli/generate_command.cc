@@ -1,6 +1,7 @@
 #include "cli/generate_command.h"
 
 #include <chrono>
+#include <thread>
 
 #include "common/json_writer.h"
 #include "grpcpp/grpcpp.h"
@@ -8,11 +9,23 @@
 
 namespace pagoda {
 
-int GenerateCommand(const GenerateOptions& o, std::ostream& out, std::ostream& err) {
-  auto stub =
-      v1::Generation::NewStub(grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials()));
+namespace {
+
+struct Sequence {
+  std::vector<int> prompt_ids, output_ids;
+  std::string text, finish_reason;
+};
+
+struct Result {
+  grpc::Status status;
+  std::vector<Sequence> seqs;  // (n)
+};
+
+// One streaming call; `echo` (if set) gets the text as it arrives.
+Result GenerateOne(v1::Generation::Stub& stub, const GenerateOptions& o, const std::string& prompt,
+                   std::ostream* echo) {
   v1::GenerateRequest request;
-  request.set_prompt(o.prompt);
+  request.set_prompt(prompt);
   if (o.max_tokens.has_value()) request.set_max_tokens(*o.max_tokens);
   v1::SamplingParams* s = request.mutable_sampling();
   s->set_temperature(o.sampling.temperature);
@@ -31,18 +44,13 @@ int GenerateCommand(const GenerateOptions& o, std::ostream& out, std::ostream& e
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
-      stub->Generate(&context, request);
-  struct Sequence {
-    std::vector<int> prompt_ids, output_ids;
-    std::string text, finish_reason;
-  };
-  std::vector<Sequence> seqs(o.n);
-  const bool stream = !o.json && o.n == 1;
-  if (stream) out << o.prompt << std::flush;
+      stub.Generate(&context, request);
+  Result result;
+  result.seqs.resize(o.n);
   v1::GenerateResponse response;
   while (reader->Read(&response)) {
     if (response.index() < 0 || response.index() >= o.n) continue;
-    Sequence& seq = seqs[response.index()];
+    Sequence& seq = result.seqs[response.index()];
     seq.output_ids.insert(seq.output_ids.end(), response.token_ids().begin(),
                           response.token_ids().end());
     seq.text += response.text();
@@ -50,25 +58,52 @@ int GenerateCommand(const GenerateOptions& o, std::ostream& out, std::ostream& e
     if (response.prompt_token_ids_size() > 0) {
       seq.prompt_ids.assign(response.prompt_token_ids().begin(), response.prompt_token_ids().end());
     }
-    if (stream) out << response.text() << std::flush;
+    if (echo != nullptr) *echo << response.text() << std::flush;
   }
-  const grpc::Status status = reader->Finish();
-  if (stream) out << "\n";
-  if (!status.ok()) {
-    err << "error: " << status.error_message() << " (" << status.error_code() << ")\n";
-    return 1;
+  result.status = reader->Finish();
+  return result;
+}
+
+}  // namespace
+
+int GenerateCommand(const GenerateOptions& o, std::ostream& out, std::ostream& err) {
+  auto stub =
+      v1::Generation::NewStub(grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials()));
+  const bool stream = !o.json && o.n == 1 && o.prompts.size() == 1;
+  std::vector<Result> results(o.prompts.size());
+  if (stream) {
+    out << o.prompts[0] << std::flush;
+    results[0] = GenerateOne(*stub, o, o.prompts[0], &out);
+    out << "\n";
+  } else {
+    std::vector<std::thread> calls;
+    for (size_t i = 0; i < o.prompts.size(); ++i) {
+      calls.emplace_back([&, i] { results[i] = GenerateOne(*stub, o, o.prompts[i], nullptr); });
+    }
+    for (std::thread& t : calls) t.join();
   }
-  for (const Sequence& seq : seqs) {
-    if (o.json) {
-      out << "{\"prompt_ids\":" << JsonIntArray(seq.prompt_ids)
-          << ",\"output_ids\":" << JsonIntArray(seq.output_ids)
-          << ",\"text\":" << JsonQuote(seq.text) << ",\"finish_reason\":\"" << seq.finish_reason
-          << "\"}\n";
-    } else if (!stream) {
-      out << o.prompt << seq.text << "\n\n";
+  bool all_ok = true;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    if (!r.status.ok()) {
+      all_ok = false;
+      err << "error: prompt " << i + 1 << ": " << r.status.error_message() << " ("
+          << r.status.error_code() << ")\n";
+      if (o.json) out << "{\"error\":" << JsonQuote(r.status.error_message()) << "}\n";
+      continue;
+    }
+    for (const Sequence& seq : r.seqs) {
+      if (o.json) {
+        out << "{\"prompt_ids\":" << JsonIntArray(seq.prompt_ids)
+            << ",\"output_ids\":" << JsonIntArray(seq.output_ids)
+            << ",\"text\":" << JsonQuote(seq.text) << ",\"finish_reason\":\"" << seq.finish_reason
+            << "\"}\n";
+      } else if (!stream) {
+        out << o.prompts[i] << seq.text << "\n\n";
+      }
     }
   }
-  return 0;
+  return all_ok ? 0 : 1;
 }
 
 }  // namespace pagoda

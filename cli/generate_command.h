@@ -1,5 +1,6 @@
-// `pagoda generate`: a client of a running router. Streams text to the terminal as it
-// arrives, or with --json prints one object per sequence, like `pagoda run --json`.
+// `pagoda generate`: a client of a running router. One prompt streams its text to the terminal
+// as it arrives; several (--prompts-file) run as concurrent streams over one channel. With
+// --json it prints one object per sequence in input order, like `pagoda run --json`.
 #ifndef PAGODA_CLI_GENERATE_COMMAND_H_
 #define PAGODA_CLI_GENERATE_COMMAND_H_
 
@@ -13,8 +14,8 @@
 namespace pagoda {
 
 struct GenerateOptions {
-  std::string server;  // host:port of the router's public port
-  std::string prompt;
+  std::string server;                // host:port of the router's public port
+  std::vector<std::string> prompts;  // all sent at once, as concurrent streams
   std::optional<int> max_tokens;
   SamplingParams sampling;
   int n = 1;
@@ -24,7 +25,7 @@ struct GenerateOptions {
   double timeout_s = 600;  // the call's deadline
 };
 
-// Returns the exit code: 0, or 1 with the server's status on `err`.
+// Returns the exit code: 0, or 1 when any stream failed (its status goes to `err`).
 int GenerateCommand(const GenerateOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace pagoda

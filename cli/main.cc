@@ -50,7 +50,8 @@ namespace {
 constexpr char kUsage[] =
     "pagoda <command> [flags]\n"
     "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts_file=F) [sampling] [--json]\n"
-    "  generate  --server=HOST:PORT --prompt=TEXT [sampling] [--stop=A,B] [--json]\n"
+    "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts_file=F) [sampling] [--stop=A,B]\n"
+    "            [--json]\n"
     "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
 
 pagoda::SamplingParams SamplingFromFlags() {
@@ -66,6 +67,30 @@ pagoda::SamplingParams SamplingFromFlags() {
   return s;
 }
 
+// --prompt or --prompts-file (one prompt per non-empty line).
+bool ReadPrompts(std::vector<std::string>* prompts) {
+  const std::string prompt = absl::GetFlag(FLAGS_prompt);
+  const std::string prompts_file = absl::GetFlag(FLAGS_prompts_file);
+  if (prompt.empty() == prompts_file.empty()) {
+    std::cerr << "error: give exactly one of --prompt and --prompts_file\n";
+    return false;
+  }
+  if (!prompt.empty()) {
+    prompts->push_back(prompt);
+    return true;
+  }
+  std::ifstream in(prompts_file);
+  if (!in) {
+    std::cerr << "error: cannot open --prompts_file " << prompts_file << "\n";
+    return false;
+  }
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts->push_back(line);
+  }
+  return true;
+}
+
 int Run() {
   pagoda::RunOptions o;
   o.model = absl::GetFlag(FLAGS_model);
@@ -74,25 +99,7 @@ int Run() {
     std::cerr << "error: --model is required\n";
     return 2;
   }
-  const std::string prompt = absl::GetFlag(FLAGS_prompt);
-  const std::string prompts_file = absl::GetFlag(FLAGS_prompts_file);
-  if (prompt.empty() == prompts_file.empty()) {
-    std::cerr << "error: give exactly one of --prompt and --prompts_file\n";
-    return 2;
-  }
-  if (!prompt.empty()) {
-    o.prompts.push_back(prompt);
-  } else {
-    std::ifstream in(prompts_file);
-    if (!in) {
-      std::cerr << "error: cannot open --prompts_file " << prompts_file << "\n";
-      return 2;
-    }
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) o.prompts.push_back(line);
-    }
-  }
+  if (!ReadPrompts(&o.prompts)) return 2;
   if (const int max_tokens = absl::GetFlag(FLAGS_max_tokens); max_tokens != 0) {
     o.max_tokens = max_tokens;
   }
@@ -115,7 +122,7 @@ int Run() {
 int Generate() {
   pagoda::GenerateOptions o;
   o.server = absl::GetFlag(FLAGS_server);
-  o.prompt = absl::GetFlag(FLAGS_prompt);
+  if (!ReadPrompts(&o.prompts)) return 2;
   if (const int max_tokens = absl::GetFlag(FLAGS_max_tokens); max_tokens != 0) {
     o.max_tokens = max_tokens;
   }

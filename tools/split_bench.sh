@@ -33,12 +33,14 @@ port=$((20000 + RANDOM % 20000)); wport=$((port + 1))
 until "$bin/pagoda" generate --server=127.0.0.1:$port --prompt=x --max-tokens=1 --timeout=2 \
   > /dev/null 2>&1; do sleep 0.2; done
 t3=$(now)
-xargs -P "$prompts" -I{} "$bin/pagoda" generate --server=127.0.0.1:$port --prompt={} \
-  --temperature=0 --ignore-eos --max-tokens="$tokens" --json < "$work/prompts.txt" > "$work/router.json"
+"$bin/pagoda" generate --server=127.0.0.1:$port --prompts-file="$work/prompts.txt" \
+  --temperature=0 --ignore-eos --max-tokens="$tokens" --json > "$work/router.json"
 t4=$(now)
 routed=$(echo "$prompts * $tokens / ($t4 - $t3)" | bc -l)
 sleep 6  # one more periodic stats line
 printf 'in-process (pagoda run):   %8.1f tok/s  (model load %.2f s excluded)\n' "$inproc" "$load"
 printf 'router + 1 worker (gRPC):  %8.1f tok/s\n' "$routed"
 printf 'ratio:                     %8.3f\n' "$(echo "$routed / $inproc" | bc -l)"
+cmp -s <(grep -o '"output_ids":[^]]*' "$work/run.json") <(grep -o '"output_ids":[^]]*' "$work/router.json") \
+  && echo "outputs: identical" || echo "outputs: DIFFER"
 grep -h "steps .* step" "$work/router.log" | tail -2 | sed 's/^[^]]*] /router: /'
