@@ -71,6 +71,8 @@ class ServingTest : public ::testing::Test {
     StartRouter();
   }
   void TearDown() override {
+    // Whatever the test did, every block must be free again once its streams are over.
+    if (Info().num_workers() > 0) WaitForNoUsedBlocks();
     for (pid_t pid : workers_) Kill(pid);
     Kill(router_);
   }
@@ -274,6 +276,49 @@ TEST_F(ServingTest, KillingAWorkerMidStreamLosesNoToken) {
   WaitForWorkers(2);
   EXPECT_TRUE(Generate(Greedy(golden_[0].prompt)).status.ok());
   WaitForNoUsedBlocks();
+}
+
+TEST_F(ServingTest, ParallelSamplesLogprobsAndStopStringsThroughTheApi) {
+  StartWorker();
+  WaitForWorkers(1);
+  v1::GenerateRequest r = Greedy(golden_[0].prompt);
+  r.mutable_sampling()->set_temperature(0.9f);
+  r.mutable_sampling()->set_seed(4);
+  r.set_n(3);
+  r.set_max_tokens(24);
+  r.set_logprobs(2);
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, r);
+  std::vector<std::vector<int>> ids(3);
+  std::vector<int> finished(3, 0);
+  v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    ASSERT_GE(resp.index(), 0);
+    ASSERT_LT(resp.index(), 3);
+    ids[resp.index()].insert(ids[resp.index()].end(), resp.token_ids().begin(),
+                             resp.token_ids().end());
+    ASSERT_EQ(resp.logprobs_size(), resp.token_ids_size());
+    for (const auto& lp : resp.logprobs()) {
+      EXPECT_EQ(lp.top_size(), 2);
+      EXPECT_LE(lp.logprob(), 0.0f);
+    }
+    if (!resp.finish_reason().empty()) {
+      ++finished[resp.index()];
+      EXPECT_EQ(resp.usage().completion_tokens(), static_cast<int>(ids[resp.index()].size()));
+      EXPECT_EQ(resp.usage().prompt_tokens(), static_cast<int>(golden_[0].prompt_ids.size()));
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(finished, std::vector<int>({1, 1, 1}));
+  EXPECT_NE(ids[0], ids[1]);
+
+  // A stop string ends the text before it; the tokens stop there too.
+  v1::GenerateRequest stop = Greedy(golden_[0].prompt);
+  stop.add_stop("little girl");
+  const Output out = Generate(stop);
+  ASSERT_TRUE(out.status.ok());
+  EXPECT_EQ(out.text[0], ", there was a ");
+  EXPECT_EQ(out.finish[0], "stop");
 }
 
 TEST_F(ServingTest, BadRequestsAreRejectedNamingTheField) {
