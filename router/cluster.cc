@@ -39,6 +39,7 @@ struct Cluster::Request {
   std::vector<bool> finished;             // (n)
   std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
   int num_unfinished = 0;
+  absl::Time give_up_at;  // while parked, UNAVAILABLE after this
 };
 
 Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
@@ -99,7 +100,8 @@ void Cluster::RemoveWorker(int worker_id) {
   ResubmitLocked(w);
 }
 
-absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, RequestSink sink) {
+absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, RequestSink sink,
+                                        absl::Time give_up_at) {
   const int max_len = max_model_len();
   RETURN_IF_ERROR(ValidateRequest(request, config_, max_len, options_.engine.max_n));
   absl::MutexLock lock(&mu_);
@@ -119,6 +121,7 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   r->finished.assign(request.n, false);
   r->worker.assign(request.n, -1);
   r->num_unfinished = request.n;
+  r->give_up_at = give_up_at;
   requests_[id] = r;
   PlaceLocked({id, request});
   return id;
@@ -136,6 +139,21 @@ void Cluster::Abort(int64_t request_id) {
   }
   std::erase_if(parked_, [&](const Work& work) { return work.request_id == request_id; });
   requests_.erase(it);
+}
+
+void Cluster::Tick(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::erase_if(parked_, [&](const Work& work) {
+    auto it = requests_.find(work.request_id);
+    if (it == requests_.end()) return true;
+    if (it->second->give_up_at > now) return false;
+    RequestUpdate out;
+    out.error = absl::UnavailableError("no worker became available before the deadline");
+    out.finished = true;
+    it->second->sink(out);
+    requests_.erase(it);
+    return true;
+  });
 }
 
 void Cluster::PlaceLocked(Work work) {

@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/executor.h"
 #include "router/engine.h"
 
@@ -42,6 +43,7 @@ struct ClusterOptions {
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
 struct RequestUpdate {
+  absl::Status error;  // not OK: the request ended without running (e.g. no worker came)
   int worker_id = -1;  // where the sequence ran this step
   int seq_index = 0;
   std::vector<int> token_ids;
@@ -81,7 +83,11 @@ class Cluster {
   void RemoveWorker(int worker_id);
 
   // Validates and queues a request; `sink` gets every update until each sequence finished.
-  absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink);
+  // A request still waiting for a worker at `give_up_at` ends with UNAVAILABLE (see Tick).
+  absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink,
+                                 absl::Time give_up_at = absl::InfiniteFuture());
+  // Ends the requests that waited for a worker past their give_up_at. Call it periodically.
+  void Tick(absl::Time now);
   // Ends the request's sequences and frees their blocks. Its sink gets nothing more.
   void Abort(int64_t request_id);
 

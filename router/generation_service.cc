@@ -16,15 +16,15 @@ namespace {
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   GenerateReactor(GenerationService* service, GenerationRequest request,
-                  std::vector<std::string> stops)
+                  std::vector<std::string> stops, absl::Time give_up_at)
       : service_(service), prompt_ids_(request.prompt_ids), num_unfinished_(request.n) {
     for (int i = 0; i < request.n; ++i) {
       texts_.emplace_back(service->tokenizer(), request.prompt_ids.back(), stops);
     }
     stopped_.assign(request.n, false);
     completion_tokens_.assign(request.n, 0);
-    absl::StatusOr<int64_t> id =
-        service_->cluster()->Submit(request, [this](const RequestUpdate& u) { OnUpdate(u); });
+    absl::StatusOr<int64_t> id = service_->cluster()->Submit(
+        request, [this](const RequestUpdate& u) { OnUpdate(u); }, give_up_at);
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
       FinishLocked(ToGrpcStatus(id.status()));
@@ -63,6 +63,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
  private:
   void OnUpdate(const RequestUpdate& u) {
     absl::MutexLock lock(&mu_);
+    if (!u.error.ok()) {
+      FinishLocked(ToGrpcStatus(u.error));
+      return;
+    }
     if (finished_ || stopped_[u.seq_index]) return;
     v1::GenerateResponse r;
     r.set_index(u.seq_index);
@@ -203,14 +207,20 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
-    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   absl::StatusOr<GenerationRequest> r = Translate(*request);
   if (!r.ok()) {
     return new ErrorReactor(ToGrpcStatus(r.status()));
   }
+  // Waiting for a worker ends a little before the client's deadline, so it hears UNAVAILABLE
+  // (no worker) rather than a bare DEADLINE_EXCEEDED.
+  const auto deadline = context->deadline();
+  const absl::Time give_up_at = deadline == std::chrono::system_clock::time_point::max()
+                                    ? absl::InfiniteFuture()
+                                    : absl::FromChrono(deadline) - absl::Milliseconds(200);
   return new GenerateReactor(
-      this, *std::move(r),
-      std::vector<std::string>(request->stop().begin(), request->stop().end()));
+      this, *std::move(r), std::vector<std::string>(request->stop().begin(), request->stop().end()),
+      give_up_at);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,

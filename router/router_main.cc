@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
       last = stats;
       last_log = absl::Now();
     }
+    cluster.Tick(absl::Now());
     const bool now = stats.num_workers > 0;
     if (now != serving) {
       health->SetServingStatus(now);

@@ -222,6 +222,17 @@ TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
   EXPECT_EQ(out.ids[0], golden_[3].greedy_ids);
 }
 
+TEST_F(ServingTest, WithNoWorkerARequestFailsUnavailableAtItsDeadline) {
+  WaitForWorkers(0);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(800));
+  auto reader = stub_->Generate(&ctx, Greedy(golden_[0].prompt));
+  v1::GenerateResponse resp;
+  EXPECT_FALSE(reader->Read(&resp));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+}
+
 TEST_F(ServingTest, ARepeatedPrefixIsReportedAsCached) {
   StartWorker();
   StartWorker();

@@ -189,6 +189,19 @@ TEST_F(ClusterTest, RequestsWaitForAWorkerAndAbortFreesBlocks) {
   EXPECT_EQ(cluster_->stats().num_running, 0);
 }
 
+TEST_F(ClusterTest, WithNoWorkerARequestGivesUpAtItsDeadlineWithUnavailable) {
+  absl::Status error;
+  auto id = cluster_->Submit(
+      Greedy(golden_[0].prompt_ids), [&](const RequestUpdate& u) { error = u.error; },
+      absl::Now() + absl::Milliseconds(50));
+  ASSERT_TRUE(id.ok());
+  cluster_->Tick(absl::Now());
+  EXPECT_TRUE(error.ok()) << "not yet: the deadline has not passed";
+  cluster_->Tick(absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(cluster_->stats().num_waiting, 0);
+}
+
 TEST_F(ClusterTest, AFullWaitingQueueFailsFastWithResourceExhausted) {
   ClusterOptions o;
   o.engine.max_model_len = 257;
