@@ -82,14 +82,15 @@ std::vector<GoldenCase> LoadGoldenCases() {
   return cases;
 }
 
-CommandResult RunCommand(const std::vector<std::string>& argv) {
-  const std::string dir = TempDir();
-  const std::string out_path = dir + "/stdout", err_path = dir + "/stderr";
+int StartProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
+                 const std::string& stderr_path) {
   const pid_t pid = fork();
   CHECK_GE(pid, 0);
   if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = stderr_path == stdout_path
+                        ? out
+                        : open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
     dup2(err, 2);
     std::vector<char*> args;
@@ -98,8 +99,14 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
     execv(args[0], args.data());
     _exit(127);
   }
+  return pid;
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv) {
+  const std::string dir = TempDir();
+  const std::string out_path = dir + "/stdout", err_path = dir + "/stderr";
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(StartProcess(argv, out_path, err_path), &status, 0);
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = ReadFile(out_path);

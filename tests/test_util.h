@@ -34,6 +34,10 @@ struct CommandResult {
 };
 // Runs `argv` (no shell) and collects its output.
 CommandResult RunCommand(const std::vector<std::string>& argv);
+// Starts `argv` (no shell) with stdout and stderr going to files (the same one if equal).
+// Returns its pid; the caller waits for it.
+int StartProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
+                 const std::string& stderr_path);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data);
