@@ -64,10 +64,10 @@ absl::Status CheckRange(const std::string& path, const char* name, int64_t v, in
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
-  File file(std::fopen(path.c_str(), "rb"));
+// Opens `path`, parses and checks the header and the file size. On success `file` is
+// positioned after the header and `*size` holds the file size.
+absl::StatusOr<ModelConfig> ReadHeader(const std::string& path, File& file, int64_t* size_out) {
+  file.reset(std::fopen(path.c_str(), "rb"));
   if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot open checkpoint"));
   if (std::fseek(file.get(), 0, SEEK_END) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a seekable file"));
@@ -80,7 +80,6 @@ absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": truncated checkpoint: ", size, " bytes, header needs 28"));
   }
-
   ModelConfig c;
   c.name = path;
   c.dim = h[0];
@@ -125,6 +124,24 @@ absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
                                                    " bytes where the header implies ", expected));
   }
 
+  *size_out = size;
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> LoadLlama2cConfig(const std::string& path) {
+  File file;
+  int64_t size;
+  return ReadHeader(path, file, &size);
+}
+
+absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
+  File file;
+  int64_t size;
+  ASSIGN_OR_RETURN(const ModelConfig c, ReadHeader(path, file, &size));
+  const int64_t dim = c.dim, hidden = c.hidden_dim, layers = c.num_layers, kv_dim = c.kv_dim();
+  const int64_t vocab = c.vocab_size;
   ModelWeights w;
   w.config = c;
   Reader r(file.get(), path, size);

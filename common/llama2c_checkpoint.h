@@ -23,6 +23,10 @@ namespace pagoda {
 // eps 1e-5, BOS 1, and stop ids {1, 2} (these models end a story with BOS).
 absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path);
 
+// Reads only the header (and checks the file size against it): the shape of the model, for
+// the router, which holds no weights.
+absl::StatusOr<ModelConfig> LoadLlama2cConfig(const std::string& path);
+
 // Writes `weights` in the same format (for tests and the random-model generator).
 // REQUIRES: weights are consistent with weights.config; head_dim == dim / num_heads.
 absl::Status WriteLlama2cCheckpoint(const ModelWeights& weights, const std::string& path);

@@ -10,6 +10,10 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path) {
   return LoadLlama2cCheckpoint(model_path);
 }
 
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path) {
+  return LoadLlama2cConfig(model_path);
+}
+
 std::string DefaultTokenizerPath(const std::string& model_path) {
   return (std::filesystem::path(model_path).parent_path() / "tokenizer.bin").string();
 }

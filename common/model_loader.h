@@ -12,6 +12,8 @@
 namespace pagoda {
 
 absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path);
+// The model's shape without its weights (validated as far as the header allows).
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path);
 
 // The tokenizer to use with `model_path` when none is given: `tokenizer.bin` beside a
 // llama2.c checkpoint.

@@ -64,14 +64,13 @@ int main(int argc, char** argv) {
     std::cerr << "error: --model is required\n";
     return 2;
   }
-  // The router holds no weights: it reads the checkpoint for its shape and fingerprint.
-  absl::StatusOr<pagoda::ModelWeights> weights = pagoda::LoadModelWeights(model);
-  if (!weights.ok()) {
-    std::cerr << "error: " << weights.status().message() << "\n";
+  // The router holds no weights: the checkpoint's header gives the shape and fingerprint.
+  absl::StatusOr<pagoda::ModelConfig> loaded = pagoda::LoadModelConfig(model);
+  if (!loaded.ok()) {
+    std::cerr << "error: " << loaded.status().message() << "\n";
     return 1;
   }
-  const pagoda::ModelConfig config = weights->config;
-  weights = pagoda::ModelWeights();
+  const pagoda::ModelConfig config = *loaded;
   auto tokenizer = pagoda::LoadModelTokenizer(model, absl::GetFlag(FLAGS_tokenizer), config);
   if (!tokenizer.ok()) {
     std::cerr << "error: " << tokenizer.status().message() << "\n";

@@ -35,6 +35,16 @@ TEST(Llama2cCheckpointTest, LoadsStories260KHeaderAsDocumented) {
   EXPECT_EQ(w->layers[4].w_down.size(), 64u * 172u);
 }
 
+TEST(Llama2cCheckpointTest, ConfigAloneMatchesTheFullLoadAndChecksTheSize) {
+  auto full = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  auto config = LoadLlama2cConfig(testing::Stories260KModel());
+  ASSERT_TRUE(full.ok() && config.ok());
+  EXPECT_EQ(config->Fingerprint(), full->config.Fingerprint());
+  const std::string path = TempDir() + "/long.bin";
+  WriteFile(path, ReadFile(testing::Stories260KModel()) + "xx");
+  EXPECT_THAT(LoadLlama2cConfig(path).status().message(), HasSubstr("oversized"));
+}
+
 TEST(Llama2cCheckpointTest, WriteThenLoadRoundTripsAnUntiedModel) {
   ModelConfig c;
   ASSERT_TRUE(NamedModelConfig("stories260K", &c));
