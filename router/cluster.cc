@@ -16,7 +16,11 @@ struct Cluster::Worker {
   std::thread thread;
   // Guarded by Cluster::mu_.
   std::deque<Work> inbox;
-  std::vector<int64_t> aborts;  // request ids
+  struct Abort {
+    int64_t request_id;
+    int seq_index;  // -1: every sequence of the request
+  };
+  std::vector<Abort> aborts;
   bool alive = true;
   absl::CondVar wake;
   // Loop thread only: engine request id <-> router request id.
@@ -134,7 +138,7 @@ void Cluster::Abort(int64_t request_id) {
   for (int worker : it->second->worker) {
     if (worker < 0) continue;
     Worker* w = workers_[worker].get();
-    w->aborts.push_back(request_id);
+    w->aborts.push_back({request_id, -1});
     w->wake.Signal();
   }
   std::erase_if(parked_, [&](const Work& work) { return work.request_id == request_id; });
@@ -254,8 +258,12 @@ void Cluster::Deliver(Worker* w, const std::vector<SequenceUpdate>& updates) {
     out.num_prompt_tokens = u.num_prompt_tokens;
     out.num_output_tokens = u.num_output_tokens;
     out.num_cached_tokens = u.num_cached_tokens;
-    r.sink(out);  // under mu_: keeps a request's updates in order across a worker change
-    if (u.finished && !r.finished[u.seq_index]) {
+    // Under mu_: keeps a request's updates in order across a worker change.
+    const bool keep_going = r.sink(out);
+    if (!keep_going && !u.finished && !r.finished[u.seq_index]) {
+      w->aborts.push_back({request_id, u.seq_index});  // drained right after this step
+    }
+    if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
       r.finished[u.seq_index] = true;
       if (--r.num_unfinished == 0) requests_.erase(it);
     }
@@ -265,7 +273,7 @@ void Cluster::Deliver(Worker* w, const std::vector<SequenceUpdate>& updates) {
 void Cluster::Loop(Worker* w) {
   for (;;) {
     std::deque<Work> adds;
-    std::vector<int64_t> aborts;
+    std::vector<Worker::Abort> aborts;
     const bool busy = w->engine->has_unfinished() || w->engine->scheduler().has_pending_finishes();
     {
       absl::MutexLock lock(&mu_);
@@ -274,14 +282,23 @@ void Cluster::Loop(Worker* w) {
       adds.swap(w->inbox);
       aborts.swap(w->aborts);
     }
-    for (int64_t request_id : aborts) {
-      auto it = w->to_engine.find(request_id);
+    for (const Worker::Abort& abort : aborts) {
+      auto it = w->to_engine.find(abort.request_id);
       if (it == w->to_engine.end()) continue;
-      for (int64_t engine_id : it->second) {
-        w->engine->AbortRequest(engine_id);
+      std::vector<int64_t>& engine_ids = it->second;
+      for (size_t k = 0; k < engine_ids.size();) {
+        const int64_t engine_id = engine_ids[k];
+        if (abort.seq_index < 0) {
+          w->engine->AbortRequest(engine_id);
+        } else if (!w->engine->AbortSequence(engine_id, abort.seq_index) ||
+                   --w->to_request[engine_id].num_unfinished > 0) {
+          ++k;
+          continue;
+        }
         w->to_request.erase(engine_id);
+        engine_ids.erase(engine_ids.begin() + k);
       }
-      w->to_engine.erase(it);
+      if (engine_ids.empty()) w->to_engine.erase(it);
     }
     for (Work& work : adds) {
       absl::StatusOr<int64_t> engine_id = w->engine->AddRequest(work.request);

@@ -54,8 +54,9 @@ struct RequestUpdate {
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
 };
-// Called on a worker's loop thread; must not block.
-using RequestSink = std::function<void(const RequestUpdate&)>;
+// Called on a worker's loop thread; must not block. Returns false to end that sequence now
+// (e.g. its text reached a stop string): its worker drops it within a step.
+using RequestSink = std::function<bool(const RequestUpdate&)>;
 
 struct ClusterStats {
   int num_workers = 0;

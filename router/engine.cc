@@ -92,7 +92,7 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
   seq->tokens.insert(seq->tokens.end(), r.output_ids.begin(), r.output_ids.end());
   seq->num_pending_forks = r.n - 1;
   next_seq_id_ += r.n;
-  requests_[seq->request_id] = {r.n, r.n};
+  requests_[seq->request_id] = {r.n, r.n, r.first_seq_index};
   const int64_t id = seq->request_id;
   scheduler_.Add(std::move(seq), r.front_of_queue);
   return id;
@@ -103,6 +103,16 @@ void Engine::AbortRequest(int64_t request_id) {
   if (it == requests_.end()) return;
   for (int i = 0; i < it->second.n; ++i) scheduler_.Abort(request_id + i);
   requests_.erase(it);
+}
+
+bool Engine::AbortSequence(int64_t request_id, int seq_index) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  const int offset = seq_index - it->second.first_seq_index;
+  if (offset < 0 || offset >= it->second.n) return false;
+  scheduler_.Abort(request_id + offset);
+  if (--it->second.num_unfinished == 0) requests_.erase(it);
+  return true;
 }
 
 absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {

@@ -55,6 +55,8 @@ class Engine {
   absl::StatusOr<int64_t> AddRequest(const GenerationRequest& request);
   // Finishes every sequence of the request and frees its blocks.
   void AbortRequest(int64_t request_id);
+  // Finishes one sequence of the request (by its seq_index). Returns whether one was running.
+  bool AbortSequence(int64_t request_id, int seq_index);
   // One step; an error means the worker failed.
   absl::StatusOr<std::vector<SequenceUpdate>> Step();
 
@@ -72,6 +74,7 @@ class Engine {
   struct RequestState {
     int n;  // its sequences are ids request_id .. request_id + n - 1
     int num_unfinished;
+    int first_seq_index;
   };
   absl::flat_hash_map<int64_t, RequestState> requests_;  // by request id (= first sequence id)
   int64_t next_seq_id_ = 0;

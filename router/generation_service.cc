@@ -24,7 +24,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
     stopped_.assign(request.n, false);
     completion_tokens_.assign(request.n, 0);
     absl::StatusOr<int64_t> id = service_->cluster()->Submit(
-        request, [this](const RequestUpdate& u) { OnUpdate(u); }, give_up_at);
+        request, [this](const RequestUpdate& u) { return OnUpdate(u); }, give_up_at);
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
       FinishLocked(ToGrpcStatus(id.status()));
@@ -61,13 +61,14 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   }
 
  private:
-  void OnUpdate(const RequestUpdate& u) {
+  // Returns whether the sequence should go on (false once the client has seen its end).
+  bool OnUpdate(const RequestUpdate& u) {
     absl::MutexLock lock(&mu_);
     if (!u.error.ok()) {
       FinishLocked(ToGrpcStatus(u.error));
-      return;
+      return false;
     }
-    if (finished_ || stopped_[u.seq_index]) return;
+    if (finished_ || stopped_[u.seq_index]) return false;
     v1::GenerateResponse r;
     r.set_index(u.seq_index);
     TextAssembler& text = texts_[u.seq_index];
@@ -104,11 +105,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
       if (u.finish_reason == FinishReason::kAbort) {
         FinishLocked(
             grpc::Status(grpc::StatusCode::INTERNAL, "the request was dropped by its worker"));
-        return;
+        return false;
       }
     }
     if (r.token_ids_size() > 0 || done) queue_.push_back(std::move(r));
     MaybeWriteLocked();
+    return !done;
   }
 
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

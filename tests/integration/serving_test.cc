@@ -315,6 +315,16 @@ TEST_F(ServingTest, ParallelSamplesLogprobsAndStopStringsThroughTheApi) {
   EXPECT_EQ(finished, std::vector<int>({1, 1, 1}));
   EXPECT_NE(ids[0], ids[1]);
 
+  // With n = 2, each sequence stops at its own stop string; the workers drop them at once
+  // (TearDown checks that every block is free again).
+  v1::GenerateRequest two = Greedy(golden_[0].prompt);
+  two.set_n(2);
+  two.add_stop("little girl");
+  const Output both = Generate(two);
+  ASSERT_TRUE(both.status.ok());
+  EXPECT_EQ(both.text, std::vector<std::string>({", there was a ", ", there was a "}));
+  EXPECT_EQ(both.finish, std::vector<std::string>({"stop", "stop"}));
+
   // A stop string ends the text before it; the tokens stop there too.
   v1::GenerateRequest stop = Greedy(golden_[0].prompt);
   stop.add_stop("little girl");

@@ -32,6 +32,7 @@ class Collector {
       if (!u.token_ids.empty()) workers_[u.seq_index].push_back(u.worker_id);
       if (u.finished) finished_[u.seq_index] = true;
       cached_ = u.num_cached_tokens;
+      return true;
     };
   }
   bool Wait(absl::Duration timeout = absl::Seconds(120)) {
@@ -192,7 +193,11 @@ TEST_F(ClusterTest, RequestsWaitForAWorkerAndAbortFreesBlocks) {
 TEST_F(ClusterTest, WithNoWorkerARequestGivesUpAtItsDeadlineWithUnavailable) {
   absl::Status error;
   auto id = cluster_->Submit(
-      Greedy(golden_[0].prompt_ids), [&](const RequestUpdate& u) { error = u.error; },
+      Greedy(golden_[0].prompt_ids),
+      [&](const RequestUpdate& u) {
+        error = u.error;
+        return true;
+      },
       absl::Now() + absl::Milliseconds(50));
   ASSERT_TRUE(id.ok());
   cluster_->Tick(absl::Now());
@@ -232,14 +237,14 @@ TEST_F(ClusterTest, AWorkerWithAnotherModelIsRefused) {
 TEST_F(ClusterTest, BadRequestsAreRejectedNamingTheField) {
   AddWorker();
   GenerationRequest r = Greedy({});
-  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) {}).status().message(),
+  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status().message(),
               HasSubstr("prompt"));
   r.prompt_ids = {1, 5000};
-  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) {}).status().message(),
+  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status().message(),
               HasSubstr("5000"));
   r.prompt_ids = {1, 2};
   r.max_tokens = 300;
-  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) {}).status().message(),
+  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status().message(),
               HasSubstr("max_tokens"));
 }
 

@@ -281,6 +281,25 @@ TEST_F(EngineTest, AbortFreesBlocksMidGeneration) {
   EXPECT_EQ(r[keep].outputs[0], (*golden_)[0].greedy_ids);
 }
 
+TEST_F(EngineTest, AbortSequenceDropsOneForkAndKeepsTheOther) {
+  Start(512);
+  GenerationRequest r;
+  r.prompt_ids = (*golden_)[0].prompt_ids;
+  r.sampling = Greedy();
+  r.n = 2;
+  const int64_t id = *engine_->AddRequest(r);
+  std::map<int64_t, Result> partial;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(StepInto(partial));
+  ASSERT_EQ(engine_->scheduler().num_running(), 2);
+  EXPECT_TRUE(engine_->AbortSequence(id, 1));
+  EXPECT_EQ(engine_->scheduler().num_running(), 1) << "the fork leaves the batch at once";
+  EXPECT_FALSE(engine_->AbortSequence(id, 7)) << "no such sequence";
+  const size_t dropped_len = partial[id].outputs[1].size();
+  auto r2 = RunAll(partial);  // and every block comes back
+  EXPECT_EQ(r2[id].outputs[0], (*golden_)[0].greedy_ids);
+  EXPECT_EQ(r2[id].outputs[1].size(), dropped_len);
+}
+
 TEST_F(EngineTest, LongPromptsArePrefilledInChunks) {
   // A 64-token step budget cuts the prompts into chunks while others decode.
   Start(512, 257, /*max_num_batched_tokens=*/64);
