@@ -55,12 +55,18 @@ bool WorkerService::ServeOneConnection() {
   ToProto(engine_->info(), hello.mutable_hello());
   hello.mutable_hello()->set_worker_name(options_.name);
   v1::RouterMessage reply;
+  auto end_call = [&] {
+    context.TryCancel();
+    stream->Finish();
+  };
   if (!stream->Write(hello) || !stream->Read(&reply)) {
     VLOG(1) << "router " << options_.router_address << " not reachable";
+    end_call();
     return true;
   }
   if (!reply.has_hello_reply() || !reply.hello_reply().accepted()) {
     LOG(ERROR) << "router refused this worker: " << reply.hello_reply().message();
+    end_call();
     return false;
   }
   LOG(INFO) << "connected to router " << options_.router_address << " as worker "
