@@ -38,7 +38,6 @@ class BlockPool {
   // Records that full `block` holds `tokens` with chained hash `hash`. A hash that another
   // block already caches keeps that block.
   void Cache(int block, uint64_t hash, std::span<const int> tokens);
-  bool is_cached(int block) const { return blocks_[block].cached; }
 
  private:
   struct Block {

@@ -95,7 +95,6 @@ class Cluster {
   ClusterStats stats() const;
   const ModelConfig& config() const { return config_; }
   int max_model_len() const;
-  int max_n() const { return options_.engine.max_n; }
 
  private:
   struct Worker;

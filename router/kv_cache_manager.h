@@ -60,7 +60,6 @@ class KVCacheManager {
   void CacheFullBlocks(int64_t seq, std::span<const int> tokens, int num_computed);
 
   const std::vector<int>& block_table(int64_t seq) const { return tables_.at(seq).blocks; }
-  bool has_sequence(int64_t seq) const { return tables_.contains(seq); }
 
   // Stats: prefix-cache queries and hits, in tokens.
   int64_t num_prefix_query_tokens() const { return num_query_tokens_; }

@@ -46,7 +46,6 @@ absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
 }
 
 void Scheduler::Add(std::unique_ptr<Sequence> seq, bool front) {
-  seq->status = SequenceStatus::kWaiting;
   if (front) {
     waiting_.push_front(seq.get());
   } else {
@@ -59,7 +58,6 @@ void Scheduler::Finish(Sequence* seq, FinishReason reason) {
   kv_.Free(seq->id);
   if (seq->on_worker) finished_on_worker_.push_back(seq->id);
   seq->on_worker = false;
-  seq->status = SequenceStatus::kFinished;
   seq->finish_reason = reason;
 }
 
@@ -81,7 +79,6 @@ void Scheduler::Preempt(Sequence* seq) {
   seq->on_worker = false;
   seq->num_synced_blocks = 0;
   seq->num_computed_tokens = 0;
-  seq->status = SequenceStatus::kWaiting;
   std::erase(running_, seq);
   waiting_.push_front(seq);
   ++num_preemptions_;
@@ -195,7 +192,6 @@ StepCommand Scheduler::Schedule() {
     if (!seq->admitted_once) seq->num_cached_tokens = cached;
     seq->admitted_once = true;
     seq->num_computed_tokens = cached;
-    seq->status = SequenceStatus::kRunning;
     waiting_.pop_front();
     running_.push_back(seq);
     if (n > 0) {

@@ -1,5 +1,6 @@
 // One output sequence of a request (a request with n samples has n of them), as the scheduler
-// tracks it: waiting → running (prefill, then decode) → finished.
+// tracks it: waiting → running (prefill, then decode) → finished. Which of these it is, is
+// which of the scheduler's lists holds it.
 #ifndef PAGODA_ROUTER_SEQUENCE_H_
 #define PAGODA_ROUTER_SEQUENCE_H_
 
@@ -10,7 +11,6 @@
 
 namespace pagoda {
 
-enum class SequenceStatus { kWaiting, kRunning, kFinished };
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 
 const char* FinishReasonName(FinishReason reason);  // "stop", "length", "abort", ""
@@ -31,7 +31,6 @@ struct Sequence {
   int num_computed_tokens = 0;  // tokens whose K/V are in the cache
   int num_cached_tokens = 0;    // prefix-cache hit at first admission
   int num_pending_forks = 0;    // n - 1 until this sequence forks its siblings
-  SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   bool admitted_once = false;
 

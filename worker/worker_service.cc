@@ -29,11 +29,10 @@ WorkerService::WorkerService(std::unique_ptr<WorkerEngine> engine,
 
 int WorkerService::Run() {
   auto backoff = std::chrono::milliseconds(100);
-  while (!stopping_) {
+  for (;;) {
     const auto start = std::chrono::steady_clock::now();
     if (!ServeOneConnection()) return 1;
     engine_->Reset();
-    if (stopping_) break;
     // A connection that lasted a while resets the backoff; quick failures back off to 5 s.
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
       backoff = std::chrono::milliseconds(100);
@@ -41,7 +40,6 @@ int WorkerService::Run() {
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
-  return 0;
 }
 
 bool WorkerService::ServeOneConnection() {
@@ -86,7 +84,7 @@ bool WorkerService::ServeOneConnection() {
   });
 
   v1::RouterMessage message;
-  while (!stopping_ && stream->Read(&message)) {
+  while (stream->Read(&message)) {
     if (!message.has_step()) continue;  // heartbeats need no answer
     v1::WorkerMessage out;
     absl::StatusOr<StepResult> result = engine_->Execute(FromProto(message.step()));

@@ -2,10 +2,10 @@
 // then executes every StepCommand it receives and answers with a StepResult. Sends a heartbeat
 // every second from a second thread. When the stream breaks (router restart, network), it
 // starts over with an empty engine after a backoff: the router treats it as a new worker.
+// (Graceful drain on SIGTERM is the deployment issue's; today the process just ends.)
 #ifndef PAGODA_WORKER_WORKER_SERVICE_H_
 #define PAGODA_WORKER_WORKER_SERVICE_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
 
@@ -22,10 +22,8 @@ class WorkerService {
  public:
   WorkerService(std::unique_ptr<WorkerEngine> engine, const WorkerServiceOptions& options);
 
-  // Serves until Stop() or a refusal by the router (a different model). Returns the exit code.
+  // Serves until the router refuses this worker (a different model); then returns 1.
   int Run();
-  // Thread-safe; Run() returns soon after.
-  void Stop() { stopping_ = true; }
 
  private:
   // One connection, from dial to break. Returns false when the router refused this worker.
@@ -33,7 +31,6 @@ class WorkerService {
 
   std::unique_ptr<WorkerEngine> engine_;
   const WorkerServiceOptions options_;
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace pagoda
