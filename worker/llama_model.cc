@@ -140,7 +140,7 @@ void LlamaModel::ApplyRope(float* qkv, std::span<const int> positions, int rows)
   }
 }
 
-const float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
+float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
   const ModelConfig& c = config_;
   const int rows = static_cast<int>(batch.token_ids.size());
   const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();

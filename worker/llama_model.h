@@ -39,10 +39,11 @@ class LlamaModel {
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(ModelWeights weights, int max_tokens,
                                                             int max_logit_rows);
 
-  // Runs the batch, writing K/V into `kv`, and returns logits (S, vocab_size), valid until the
-  // next call. REQUIRES: T <= max_tokens, S <= max_logit_rows, ids < vocab_size, positions <
-  // max_seq_len, slots and block tables inside `kv` (the caller validates requests).
-  const float* Forward(const ForwardBatch& batch, KvPool& kv);
+  // Runs the batch, writing K/V into `kv`, and returns logits (S, vocab_size): scratch that is
+  // valid (and the caller's to modify, e.g. by the sampler) until the next call. REQUIRES: T <=
+  // max_tokens, S <= max_logit_rows, ids < vocab_size, positions < max_seq_len, slots and block
+  // tables inside `kv` (the caller validates requests).
+  float* Forward(const ForwardBatch& batch, KvPool& kv);
 
   const ModelConfig& config() const { return config_; }
   int max_tokens() const { return max_tokens_; }

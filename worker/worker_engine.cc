@@ -40,8 +40,7 @@ WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOption
                            int num_blocks)
     : model_(std::move(model)),
       kv_(model_->config(), num_blocks, options.block_size),
-      sampler_(model_->config().vocab_size),
-      row_logits_(model_->config().vocab_size) {
+      sampler_(model_->config().vocab_size) {
   info_.model_fingerprint = model_->config().Fingerprint();
   info_.num_blocks = num_blocks;
   info_.block_size = options.block_size;
@@ -151,22 +150,19 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   result.step_id = cmd.step_id;
   if (!token_ids_.empty()) {
     const ForwardBatch batch{token_ids_, positions_, slots_, attention_, logit_rows_};
-    const float* logits = model_->Forward(batch, kv_);
+    float* logits = model_->Forward(batch, kv_);  // sampled in place, row by row
     const int vocab = model_->config().vocab_size;
     int row = 0;
     for (const ScheduledSequence& sched : cmd.scheduled) {
       if (!sched.sample) continue;
       SequenceState& s = seqs_[sched.seq_id];
-      std::copy(logits + static_cast<size_t>(row) * vocab,
-                logits + static_cast<size_t>(row + 1) * vocab, row_logits_.begin());
-      ++row;
+      float* row_logits = logits + static_cast<size_t>(row++) * vocab;
       // The sampled token is the one after the positions computed so far.
       const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
       s.tokens.resize(std::max<int>(known, s.num_prompt_tokens));
       const std::span<const int> all(s.tokens);
-      SampledToken token =
-          sampler_.Sample(row_logits_.data(), s.sampling, all.first(s.num_prompt_tokens),
-                          all.subspan(s.num_prompt_tokens), s.seq_index);
+      SampledToken token = sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
+                                           all.subspan(s.num_prompt_tokens), s.seq_index);
       token.seq_id = sched.seq_id;
       s.tokens.push_back(token.token_id);
       result.sampled.push_back(std::move(token));

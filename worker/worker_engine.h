@@ -65,7 +65,6 @@ class WorkerEngine {
   std::vector<int> token_ids_, positions_, logit_rows_;
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
-  std::vector<float> row_logits_;  // (vocab) one row's logits, modified by the sampler
 };
 
 }  // namespace pagoda
