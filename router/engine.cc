@@ -8,6 +8,33 @@
 namespace pagoda {
 namespace {
 
+// A worker's reply comes off the wire: it must answer this step with exactly the samples asked
+// for, in order, with ids in the vocabulary. Anything else means the worker is broken.
+absl::Status CheckResult(const StepCommand& command, const StepResult& result, int vocab_size) {
+  if (result.step_id != command.step_id) {
+    return absl::InternalError(
+        absl::StrCat("worker answered step ", result.step_id, " to step ", command.step_id));
+  }
+  size_t next = 0;
+  for (const ScheduledSequence& s : command.scheduled) {
+    if (!s.sample) continue;
+    if (next >= result.sampled.size() || result.sampled[next].seq_id != s.seq_id) {
+      return absl::InternalError(absl::StrCat("worker sent no sample for sequence ", s.seq_id,
+                                              " in step ", command.step_id));
+    }
+    const int token = result.sampled[next++].token_id;
+    if (token < 0 || token >= vocab_size) {
+      return absl::InternalError(absl::StrCat("worker sampled token ", token,
+                                              " outside the vocabulary in step ", command.step_id));
+    }
+  }
+  if (next != result.sampled.size()) {
+    return absl::InternalError(absl::StrCat("worker sent ", result.sampled.size() - next,
+                                            " unrequested samples in step ", command.step_id));
+  }
+  return absl::OkStatus();
+}
+
 SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInfo& worker,
                                       const EngineOptions& options) {
   SchedulerOptions s;
@@ -122,6 +149,7 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   }
   const StepCommand command = scheduler_.Schedule();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
+  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size));
   last_forward_seconds_ = result.forward_seconds;
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   // Forget requests whose sequences have all finished.

@@ -57,7 +57,7 @@ class Engine {
   void AbortRequest(int64_t request_id);
   // Finishes one sequence of the request (by its seq_index). Returns whether one was running.
   bool AbortSequence(int64_t request_id, int seq_index);
-  // One step; an error means the worker failed.
+  // One step; an error means the worker failed (or answered something other than the step).
   absl::StatusOr<std::vector<SequenceUpdate>> Step();
 
   bool has_unfinished() const { return scheduler_.has_work(); }

@@ -2,6 +2,7 @@
 // outputs, batch invariance, preemption, prefix caching, forks and cancellation.
 #include "router/engine.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -298,6 +299,47 @@ TEST_F(EngineTest, AbortSequenceDropsOneForkAndKeepsTheOther) {
   auto r2 = RunAll(partial);  // and every block comes back
   EXPECT_EQ(r2[id].outputs[0], (*golden_)[0].greedy_ids);
   EXPECT_EQ(r2[id].outputs[1].size(), dropped_len);
+}
+
+// Passes steps to a real worker but spoils its answers, as a broken remote worker might.
+class SpoilingExecutor final : public Executor {
+ public:
+  SpoilingExecutor(Executor* real, std::function<void(StepResult&)> spoil)
+      : real_(real), spoil_(std::move(spoil)) {}
+  const WorkerInfo& info() const override { return real_->info(); }
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    absl::StatusOr<StepResult> r = real_->Execute(command);
+    if (r.ok()) spoil_(*r);
+    return r;
+  }
+
+ private:
+  Executor* real_;
+  std::function<void(StepResult&)> spoil_;
+};
+
+TEST_F(EngineTest, AMalformedWorkerReplyIsAnErrorNotACrash) {
+  const std::vector<std::function<void(StepResult&)>> spoils = {
+      [](StepResult& r) { r.sampled.clear(); },
+      [](StepResult& r) { r.sampled.push_back(r.sampled.front()); },
+      [](StepResult& r) { r.sampled.front().token_id = 99999; },
+      [](StepResult& r) { r.sampled.front().seq_id += 1000; },
+      [](StepResult& r) { r.step_id += 1; },
+  };
+  for (const auto& spoil : spoils) {
+    Start(64);  // a fresh worker: the previous case left its sequence there
+    SpoilingExecutor bad(executor_.get(), spoil);
+    EngineOptions eo;
+    eo.max_model_len = 257;
+    Engine engine(config_, &bad, eo);
+    GenerationRequest r;
+    r.prompt_ids = (*golden_)[0].prompt_ids;
+    r.sampling = Greedy();
+    ASSERT_TRUE(engine.AddRequest(r).ok());
+    const absl::Status status = engine.Step().status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+    EXPECT_THAT(status.message(), HasSubstr("worker"));
+  }
 }
 
 TEST_F(EngineTest, LongPromptsArePrefilledInChunks) {
