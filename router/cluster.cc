@@ -22,6 +22,8 @@ struct Cluster::Worker {
   };
   std::vector<Abort> aborts;
   bool alive = true;
+  bool draining = false;
+  std::function<void()> on_drained;  // taken by the loop when the drained worker is idle
   absl::CondVar wake;
   // Loop thread only: engine request id <-> router request id.
   struct EngineRequest {
@@ -98,10 +100,30 @@ void Cluster::RemoveWorker(int worker_id) {
   if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
   Worker* w = workers_[worker_id].get();
   if (!w->alive) return;
-  LOG(WARNING) << "worker " << worker_id << " is gone; moving its sequences";
+  LOG(WARNING) << "worker " << worker_id << " is gone";
   w->alive = false;
   w->wake.Signal();
   ResubmitLocked(w);
+}
+
+void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
+  absl::MutexLock lock(&mu_);
+  if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
+  Worker* w = workers_[worker_id].get();
+  if (!w->alive || w->draining) return;
+  w->draining = true;
+  w->on_drained = std::move(on_drained);
+  const bool others = std::any_of(workers_.begin(), workers_.end(),
+                                  [](const auto& o) { return o->alive && !o->draining; });
+  LOG(INFO) << "worker " << worker_id << " is draining with "
+            << w->num_running.load() + w->num_waiting.load() << " sequences admitted"
+            << (others ? "; requests queued for it move elsewhere" : "");
+  if (others) {
+    std::deque<Work> queued;
+    queued.swap(w->inbox);
+    for (Work& work : queued) PlaceLocked(std::move(work));
+  }
+  w->wake.Signal();
 }
 
 absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, RequestSink sink,
@@ -163,7 +185,12 @@ void Cluster::Tick(absl::Time now) {
 void Cluster::PlaceLocked(Work work) {
   std::vector<Worker*> live;
   for (auto& w : workers_) {
-    if (w->alive) live.push_back(w.get());
+    if (w->alive && !w->draining) live.push_back(w.get());
+  }
+  if (live.empty() && work.request.front_of_queue) {
+    for (auto& w : workers_) {
+      if (w->alive) live.push_back(w.get());
+    }
   }
   if (live.empty()) {
     parked_.push_back(std::move(work));
@@ -217,12 +244,14 @@ void Cluster::ResubmitLocked(Worker* w) {
   std::deque<Work> queued;
   queued.swap(w->inbox);
   w->aborts.clear();
+  int moved = 0;
   for (auto& [id, r] : requests_) {
     for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
       if (r->worker[i] != w->id || r->finished[i]) continue;
       const bool in_inbox = std::any_of(queued.begin(), queued.end(),
                                         [&](const Work& work) { return work.request_id == id; });
       if (in_inbox) continue;  // never started there: placed again below as it was
+      if (moved++ == 0) LOG(WARNING) << "moving the sequences of worker " << w->id;
       Work work{id, r->request};
       work.request.n = 1;
       work.request.first_seq_index = i;
@@ -275,12 +304,23 @@ void Cluster::Loop(Worker* w) {
     std::deque<Work> adds;
     std::vector<Worker::Abort> aborts;
     const bool busy = w->engine->has_unfinished() || w->engine->scheduler().has_pending_finishes();
+    std::function<void()> drained;
     {
       absl::MutexLock lock(&mu_);
-      while (!busy && w->alive && w->inbox.empty() && w->aborts.empty()) w->wake.Wait(&mu_);
+      while (!busy && w->alive && w->inbox.empty() && w->aborts.empty() && !w->on_drained) {
+        w->wake.Wait(&mu_);
+      }
       if (!w->alive) break;
+      if (!busy && w->inbox.empty() && w->on_drained) {
+        drained = std::move(w->on_drained);
+        w->on_drained = nullptr;
+      }
       adds.swap(w->inbox);
       aborts.swap(w->aborts);
+    }
+    if (drained) {
+      LOG(INFO) << "worker " << w->id << " is drained";
+      drained();
     }
     for (const Worker::Abort& abort : aborts) {
       auto it = w->to_engine.find(abort.request_id);
@@ -364,6 +404,7 @@ ClusterStats Cluster::stats() const {
   for (const auto& w : workers_) {
     if (!w->alive) continue;
     ++s.num_workers;
+    if (w->draining) ++s.num_draining_workers;
     s.block_size = w->executor->info().block_size;
     s.num_blocks += w->executor->info().num_blocks;
     s.num_used_blocks += w->num_used_blocks.load();

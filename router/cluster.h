@@ -59,7 +59,8 @@ struct RequestUpdate {
 using RequestSink = std::function<bool(const RequestUpdate&)>;
 
 struct ClusterStats {
-  int num_workers = 0;
+  int num_workers = 0;           // connected
+  int num_draining_workers = 0;  // of those, shutting down (no new requests)
   int block_size = 0;
   int64_t num_blocks = 0;
   int64_t num_used_blocks = 0;
@@ -82,6 +83,11 @@ class Cluster {
   absl::StatusOr<int> AddWorker(std::shared_ptr<Executor> executor);
   // Marks a worker dead (its stream broke): its loop resubmits its sequences and exits.
   void RemoveWorker(int worker_id);
+  // Starts draining a worker (it is shutting down): no new request is placed on it, those
+  // queued there but not started move to other workers when there are any, and the sequences
+  // it runs finish there. `on_drained` runs once, on the worker's loop thread, when it holds
+  // nothing more. If the worker dies first, its sequences move as usual.
+  void DrainWorker(int worker_id, std::function<void()> on_drained);
 
   // Validates and queues a request; `sink` gets every update until each sequence finished.
   // A request still waiting for a worker at `give_up_at` ends with UNAVAILABLE (see Tick).
@@ -105,7 +111,8 @@ class Cluster {
   };
 
   void Loop(Worker* w);
-  // REQUIRES: mu_ held. Chooses a live worker for `work` and queues it (or parks it).
+  // REQUIRES: mu_ held. Chooses a live worker for `work` and queues it (or parks it). New
+  // requests never go to a draining worker; resumed sequences may, rather than wait.
   void PlaceLocked(Work work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held. Requeues every unfinished sequence that was on `w`.
   void ResubmitLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

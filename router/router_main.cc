@@ -1,11 +1,17 @@
 // pagoda-router: the public pagoda.v1.Generation service (plus grpc.health.v1 and reflection)
 // on --port, the WorkerLink stream for workers on --worker-port, and the Cluster between them.
 // --spawn-workers=N also starts N local pagoda-worker processes: the one-command deployment.
+//
+// Health (grpc.health.v1 on --port): "liveness" is SERVING while the process serves; "" (and
+// "pagoda.v1.Generation") is SERVING while at least one worker that is not draining is
+// connected. SIGTERM or SIGINT: readiness goes NOT_SERVING, new calls are refused, and the
+// streams in flight get up to --shutdown-grace-s to finish before the router exits 0.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -37,6 +43,7 @@ ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step and worker");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step and worker");
 ABSL_FLAG(int, max_waiting, 1024, "queued requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(double, heartbeat_timeout_s, 5.0, "a worker silent this long is dead");
+ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");
 
 namespace {
 
@@ -56,6 +63,14 @@ pid_t SpawnWorker(const std::string& binary, const std::vector<std::string>& arg
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Termination signals are read by the main loop (sigtimedwait), never by a handler: block
+  // them before any other thread exists, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   pagoda::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -118,7 +133,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(false);
+  auto set_ready = [health](bool ready) {
+    health->SetServingStatus("", ready);
+    health->SetServingStatus(pagoda::v1::Generation::service_full_name(), ready);
+  };
+  set_ready(false);
+  health->SetServingStatus("liveness", true);
   LOG(INFO) << "listening on " << host << ":" << absl::GetFlag(FLAGS_port)
             << " (workers: " << absl::GetFlag(FLAGS_worker_port) << "), model " << model;
 
@@ -136,10 +156,12 @@ int main(int argc, char** argv) {
     LOG(INFO) << "spawned worker " << i << " (pid " << pid << ")";
   }
 
-  // Ready (SERVING) exactly while at least one worker is connected.
+  // Ready (SERVING) exactly while at least one worker that is not draining is connected.
   bool serving = false;
   pagoda::ClusterStats last;
   absl::Time last_log = absl::Now();
+  std::thread shutdown;  // runs Server::Shutdown, which waits for the streams in flight
+  std::atomic<bool> streams_done{false};
   for (;;) {
     const pagoda::ClusterStats stats = cluster.stats();
     if (absl::Now() - last_log > absl::Seconds(5) && stats.num_steps > last.num_steps) {
@@ -156,14 +178,34 @@ int main(int argc, char** argv) {
       last_log = absl::Now();
     }
     cluster.Tick(absl::Now());
-    const bool now = stats.num_workers > 0;
+    const bool now = !shutdown.joinable() && stats.num_workers > stats.num_draining_workers;
     if (now != serving) {
-      health->SetServingStatus(now);
+      set_ready(now);
       serving = now;
-      LOG(INFO) << (now ? "serving" : "not serving: no worker connected");
+      LOG(INFO) << (now ? "serving" : "not serving: no worker ready");
     }
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (streams_done) break;
+    // The loop's 100 ms tick doubles as the wait for a termination signal.
+    const timespec tick = {0, 100'000'000};
+    siginfo_t info;
+    if (sigtimedwait(&stop_signals, &info, &tick) > 0 && !shutdown.joinable()) {
+      const double grace = absl::GetFlag(FLAGS_shutdown_grace_s);
+      LOG(INFO) << "signal " << info.si_signo << ": refusing new calls; in-flight streams have "
+                << grace << " s to finish";
+      set_ready(false);
+      serving = false;
+      shutdown = std::thread([&, grace] {
+        server->Shutdown(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+        streams_done = true;
+      });
+    }
   }
+  shutdown.join();
+  // Workers lose their stream and reconnect to whichever router comes next.
+  worker_server->Shutdown(std::chrono::system_clock::now());
+  LOG(INFO) << "stopped";
+  return 0;
 }

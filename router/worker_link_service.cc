@@ -46,6 +46,16 @@ class WorkerConnection final : public Executor {
     }
   }
 
+  // Tells a draining worker it holds nothing more. Runs on the worker's loop thread, between
+  // steps, so it never interleaves with a step's write.
+  void SendDrained() {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    v1::RouterMessage message;
+    message.mutable_drained();
+    if (!stream_->Write(message)) closed_ = true;
+  }
+
   void OnResult(const v1::StepResult& result) {
     absl::MutexLock lock(&mu_);
     if (result.step_id() == waiting_for_) result_ = result;
@@ -121,7 +131,12 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       absl::MutexLock lock(&beat_mu);
       last_seen = absl::Now();
     }
-    if (message.has_result()) connection->OnResult(message.result());
+    if (message.has_result()) {
+      connection->OnResult(message.result());
+    } else if (message.has_drain()) {
+      LOG(INFO) << "worker " << *id << " (" << name << ") asks to drain";
+      cluster_->DrainWorker(*id, [connection] { connection->SendDrained(); });
+    }
   }
   {
     absl::MutexLock lock(&beat_mu);

@@ -2,7 +2,8 @@
 // A worker's Hello is checked against the router's model; an accepted worker becomes a
 // Cluster worker whose Executor (WorkerConnection) writes StepCommands to the stream and waits
 // for the matching StepResult. A broken stream, or no message for `heartbeat_timeout`, makes
-// the worker dead: Execute fails and the Cluster moves its sequences.
+// the worker dead: Execute fails and the Cluster moves its sequences. A worker that sends Drain
+// gets no new requests; once it holds nothing it is sent Drained, and it closes the stream.
 #ifndef PAGODA_ROUTER_WORKER_LINK_SERVICE_H_
 #define PAGODA_ROUTER_WORKER_LINK_SERVICE_H_
 

@@ -1,8 +1,6 @@
 #include "worker/worker_service.h"
 
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
+#include <algorithm>
 #include <thread>
 
 #include "common/step_proto.h"
@@ -14,6 +12,7 @@ namespace pagoda {
 namespace {
 
 using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::RouterMessage>;
+using Clock = std::chrono::steady_clock;
 
 int64_t NowMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -27,27 +26,50 @@ WorkerService::WorkerService(std::unique_ptr<WorkerEngine> engine,
                              const WorkerServiceOptions& options)
     : engine_(std::move(engine)), options_(options) {}
 
+void WorkerService::Drain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_) return;
+    draining_ = true;
+  }
+  LOG(INFO) << "draining: no new work; waiting up to "
+            << std::chrono::duration<double>(options_.drain_timeout).count()
+            << " s for the sequences here to finish";
+  SetReady(false);
+  cv_.notify_all();
+}
+
+void WorkerService::SetReady(bool ready) {
+  if (options_.on_ready) options_.on_ready(ready);
+}
+
 int WorkerService::Run() {
   auto backoff = std::chrono::milliseconds(100);
   for (;;) {
-    const auto start = std::chrono::steady_clock::now();
-    if (!ServeOneConnection()) return 1;
+    const auto start = Clock::now();
+    const Outcome outcome = ServeOneConnection();
+    SetReady(false);
+    if (outcome == Outcome::kRefused) return 1;
+    if (outcome == Outcome::kDone) return 0;
     engine_->Reset();
     // A connection that lasted a while resets the backoff; quick failures back off to 5 s.
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
-      backoff = std::chrono::milliseconds(100);
-    }
-    std::this_thread::sleep_for(backoff);
+    if (Clock::now() - start > std::chrono::seconds(10)) backoff = std::chrono::milliseconds(100);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, backoff, [&] { return draining_; })) return 0;
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
 }
 
-bool WorkerService::ServeOneConnection() {
+WorkerService::Outcome WorkerService::ServeOneConnection() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_) return Outcome::kDone;  // nothing here to drain
+  }
   auto channel = grpc::CreateChannel(options_.router_address, grpc::InsecureChannelCredentials());
   auto stub = v1::WorkerLink::NewStub(channel);
   grpc::ClientContext context;
   std::unique_ptr<Stream> stream = stub->Connect(&context);
-  std::mutex write_mu;  // one writer at a time: results and heartbeats share the stream
+  std::mutex write_mu;  // one writer at a time: results, heartbeats and the drain share it
 
   v1::WorkerMessage hello;
   ToProto(engine_->info(), hello.mutable_hello());
@@ -60,31 +82,55 @@ bool WorkerService::ServeOneConnection() {
   if (!stream->Write(hello) || !stream->Read(&reply)) {
     VLOG(1) << "router " << options_.router_address << " not reachable";
     end_call();
-    return true;
+    return Outcome::kReconnect;
   }
   if (!reply.has_hello_reply() || !reply.hello_reply().accepted()) {
     LOG(ERROR) << "router refused this worker: " << reply.hello_reply().message();
     end_call();
-    return false;
+    return Outcome::kRefused;
   }
   LOG(INFO) << "connected to router " << options_.router_address << " as worker "
             << reply.hello_reply().worker_id();
 
-  std::mutex beat_mu;
-  std::condition_variable beat_cv;
-  bool done = false;
-  std::thread heartbeat([&] {
-    std::unique_lock<std::mutex> lock(beat_mu);
-    while (!beat_cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; })) {
-      v1::WorkerMessage beat;
-      beat.mutable_heartbeat()->set_sent_unix_micros(NowMicros());
+  // Heartbeats every second; the drain request as soon as Drain() is called, and the end of
+  // the call when the drain outlasts its timeout.
+  bool done = false;  // guarded by mu_
+  std::thread sender([&] {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool drain_sent = false;
+    Clock::time_point give_up = Clock::time_point::max();
+    for (;;) {
+      const auto wake = std::min(Clock::now() + std::chrono::seconds(1), give_up);
+      cv_.wait_until(lock, wake, [&] { return done || (draining_ && !drain_sent); });
+      if (done) return;
+      v1::WorkerMessage message;
+      if (draining_ && !drain_sent) {
+        message.mutable_drain();
+        drain_sent = true;
+        give_up = Clock::now() + options_.drain_timeout;
+      } else if (Clock::now() >= give_up) {
+        LOG(WARNING) << "drain timed out; the router moves the remaining sequences";
+        context.TryCancel();
+        return;
+      } else {
+        message.mutable_heartbeat()->set_sent_unix_micros(NowMicros());
+      }
       std::lock_guard<std::mutex> write_lock(write_mu);
-      if (!stream->Write(beat)) break;
+      if (!stream->Write(message)) return;
     }
   });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!draining_) SetReady(true);
+  }
 
+  bool drained = false;
   v1::RouterMessage message;
   while (stream->Read(&message)) {
+    if (message.has_drained()) {
+      drained = true;
+      break;
+    }
     if (!message.has_step()) continue;  // heartbeats need no answer
     v1::WorkerMessage out;
     absl::StatusOr<StepResult> result = engine_->Execute(FromProto(message.step()));
@@ -98,16 +144,25 @@ bool WorkerService::ServeOneConnection() {
     std::lock_guard<std::mutex> write_lock(write_mu);
     if (!stream->Write(out)) break;
   }
+  bool draining;
   {
-    std::lock_guard<std::mutex> lock(beat_mu);
+    std::lock_guard<std::mutex> lock(mu_);
     done = true;
+    draining = draining_;
   }
-  beat_cv.notify_all();
-  heartbeat.join();
+  cv_.notify_all();
+  sender.join();
+  if (drained) {
+    stream->WritesDone();
+    const grpc::Status status = stream->Finish();
+    LOG(INFO) << "drained; leaving the router (" << status.error_code() << ")";
+    return Outcome::kDone;
+  }
   context.TryCancel();
   const grpc::Status status = stream->Finish();
   LOG(WARNING) << "lost the router " << options_.router_address << ": " << status.error_message();
-  return true;
+  // A drain that timed out or lost its router ends here: the router moves what was left.
+  return draining ? Outcome::kDone : Outcome::kReconnect;
 }
 
 }  // namespace pagoda

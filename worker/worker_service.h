@@ -2,11 +2,17 @@
 // then executes every StepCommand it receives and answers with a StepResult. Sends a heartbeat
 // every second from a second thread. When the stream breaks (router restart, network), it
 // starts over with an empty engine after a backoff: the router treats it as a new worker.
-// (Graceful drain on SIGTERM is the deployment issue's; today the process just ends.)
+//
+// Drain() (SIGTERM) asks the router for no new work; Run() returns once the router reports the
+// worker empty, or after `drain_timeout`, when the router moves what is left to other workers.
 #ifndef PAGODA_WORKER_WORKER_SERVICE_H_
 #define PAGODA_WORKER_WORKER_SERVICE_H_
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "worker/worker_engine.h"
@@ -16,21 +22,35 @@ namespace pagoda {
 struct WorkerServiceOptions {
   std::string router_address;  // host:port of the router's worker port
   std::string name;            // for the router's logs
+  std::chrono::milliseconds drain_timeout{std::chrono::seconds(25)};
+  // Called with true once the router accepted this worker, false when that ends (lost link,
+  // draining). For a readiness probe.
+  std::function<void(bool ready)> on_ready;
 };
 
 class WorkerService {
  public:
   WorkerService(std::unique_ptr<WorkerEngine> engine, const WorkerServiceOptions& options);
 
-  // Serves until the router refuses this worker (a different model); then returns 1.
+  // Serves until drained (returns 0) or refused by the router, which serves another model
+  // (returns 1).
   int Run();
 
+  // Starts a drain; thread-safe, returns at once.
+  void Drain();
+
  private:
-  // One connection, from dial to break. Returns false when the router refused this worker.
-  bool ServeOneConnection();
+  enum class Outcome { kReconnect, kRefused, kDone };
+  // One connection, from dial to break.
+  Outcome ServeOneConnection();
+  void SetReady(bool ready);
 
   std::unique_ptr<WorkerEngine> engine_;
   const WorkerServiceOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // wakes the backoff and the heartbeat thread
+  bool draining_ = false;       // guarded by mu_
 };
 
 }  // namespace pagoda

@@ -86,12 +86,13 @@ class ServingTest : public ::testing::Test {
                                          grpc::InsecureChannelCredentials(), args);
     stub_ = v1::Generation::NewStub(channel_);
   }
-  pid_t StartWorker(const std::string& model = "") {
-    const pid_t pid = Spawn(
-        {testing::BinaryPath("pagoda-worker"), absl::StrCat("--router=127.0.0.1:", worker_port_),
-         "--model=" + (model.empty() ? testing::Stories260KModel() : model), "--threads=1",
-         "--kv-cache-mb=8"},
-        absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
+  pid_t StartWorker(const std::string& model = "", const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {
+        testing::BinaryPath("pagoda-worker"), absl::StrCat("--router=127.0.0.1:", worker_port_),
+        "--model=" + (model.empty() ? testing::Stories260KModel() : model), "--threads=1",
+        "--kv-cache-mb=8"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const pid_t pid = Spawn(argv, absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
     workers_.push_back(pid);
     return pid;
   }
@@ -171,6 +172,56 @@ class ServingTest : public ::testing::Test {
     return out;
   }
 
+  // The exit status of a child that is ending (or -1 if it did not exit normally in 30 s).
+  int ExitCode(pid_t pid) {
+    int status = 0;
+    for (int i = 0; i < 600; ++i) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        std::erase(workers_, pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+  // 32 concurrent streams, half seeded-sampled and half greedy; `fault` runs once the first
+  // stream has 30 tokens. Every stream must complete with exactly the tokens it gets without
+  // the fault.
+  void ExpectNoTokenLostWhen(const std::function<void()>& fault) {
+    auto sampled = [&](int i) {
+      v1::GenerateRequest r = Greedy(golden_[i % golden_.size()].prompt);
+      r.mutable_sampling()->set_temperature(0.8f);
+      r.mutable_sampling()->set_seed(1000 + i);
+      return r;
+    };
+    std::vector<Output> reference(16);
+    for (int i = 0; i < 16; ++i) reference[i] = Generate(sampled(i));
+
+    std::vector<Output> outputs(32);
+    std::vector<std::thread> clients;
+    std::atomic<bool> faulted{false};
+    for (int i = 0; i < 32; ++i) {
+      clients.emplace_back([&, i] {
+        const v1::GenerateRequest r =
+            i < 16 ? sampled(i) : Greedy(golden_[i % golden_.size()].prompt);
+        outputs[i] = Generate(r, 30, [&](grpc::ClientContext&) {
+          if (!faulted.exchange(true)) fault();
+        });
+      });
+    }
+    for (auto& t : clients) t.join();
+    ASSERT_TRUE(faulted);
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
+      if (i < 16) {
+        EXPECT_EQ(outputs[i].ids[0], reference[i].ids[0]) << "sampled stream " << i;
+      } else {
+        EXPECT_EQ(outputs[i].ids[0], golden_[i % golden_.size()].greedy_ids) << "greedy " << i;
+      }
+    }
+  }
+
   std::vector<testing::GoldenCase> golden_;
   std::string dir_;
   int port_ = 0, worker_port_ = 0;
@@ -242,43 +293,72 @@ TEST_F(ServingTest, KillingAWorkerMidStreamLosesNoToken) {
   StartWorker();
   const pid_t victim = StartWorker();
   WaitForWorkers(2);
-  auto sampled = [&](int i) {
-    v1::GenerateRequest r = Greedy(golden_[i % golden_.size()].prompt);
-    r.mutable_sampling()->set_temperature(0.8f);
-    r.mutable_sampling()->set_seed(1000 + i);
-    return r;
-  };
-  // Reference for the sampled half, without a fault.
-  std::vector<Output> reference(16);
-  for (int i = 0; i < 16; ++i) reference[i] = Generate(sampled(i));
-
-  std::vector<Output> outputs(32);
-  std::vector<std::thread> clients;
-  std::atomic<bool> killed{false};
-  for (int i = 0; i < 32; ++i) {
-    clients.emplace_back([&, i] {
-      const v1::GenerateRequest r =
-          i < 16 ? sampled(i) : Greedy(golden_[i % golden_.size()].prompt);
-      outputs[i] = Generate(r, 30, [&](grpc::ClientContext&) {
-        if (!killed.exchange(true)) kill(victim, SIGKILL);
-      });
-    });
-  }
-  for (auto& t : clients) t.join();
-  ASSERT_TRUE(killed);
-  for (int i = 0; i < 32; ++i) {
-    ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
-    if (i < 16) {
-      EXPECT_EQ(outputs[i].ids[0], reference[i].ids[0]) << "sampled stream " << i;
-    } else {
-      EXPECT_EQ(outputs[i].ids[0], golden_[i % golden_.size()].greedy_ids) << "greedy stream " << i;
-    }
-  }
+  ExpectNoTokenLostWhen([&] { kill(victim, SIGKILL); });
   WaitForWorkers(1);
   StartWorker();  // a late joiner adds capacity
   WaitForWorkers(2);
   EXPECT_TRUE(Generate(Greedy(golden_[0].prompt)).status.ok());
   WaitForNoUsedBlocks();
+}
+
+TEST_F(ServingTest, ADrainedWorkerFinishesItsStreamsAndExits) {
+  StartWorker();
+  const pid_t victim = StartWorker();
+  WaitForWorkers(2);
+  ExpectNoTokenLostWhen([&] { kill(victim, SIGTERM); });
+  EXPECT_EQ(ExitCode(victim), 0);
+  const std::string log = testing::ReadFile(absl::StrCat(dir_, "/worker1.log"));
+  EXPECT_THAT(log, HasSubstr("drained; leaving the router"));
+  const std::string router_log = testing::ReadFile(dir_ + "/router.log");
+  EXPECT_THAT(router_log,
+              ::testing::ContainsRegex("worker [0-9]+ is draining with [1-9][0-9]* sequences"))
+      << "the drain must start with streams in flight there";
+  EXPECT_THAT(router_log, ::testing::Not(HasSubstr("moving")))
+      << "a drained worker's sequences finish where they are";
+  WaitForWorkers(1);
+  EXPECT_EQ(Generate(Greedy(golden_[1].prompt)).ids[0], golden_[1].greedy_ids);
+}
+
+TEST_F(ServingTest, ADrainThatRunsOutOfTimeMovesItsSequences) {
+  StartWorker();
+  const pid_t victim = StartWorker("", {"--drain-timeout-s=0"});
+  WaitForWorkers(2);
+  ExpectNoTokenLostWhen([&] { kill(victim, SIGTERM); });
+  EXPECT_EQ(ExitCode(victim), 0);
+  EXPECT_THAT(testing::ReadFile(absl::StrCat(dir_, "/worker1.log")), HasSubstr("drain timed out"));
+  EXPECT_THAT(testing::ReadFile(dir_ + "/router.log"), HasSubstr("moving the sequences of worker"));
+  WaitForWorkers(1);
+}
+
+TEST_F(ServingTest, ARouterStoppedWithSigtermFinishesItsStreams) {
+  StartWorker();
+  WaitForWorkers(1);
+  std::vector<Output> outputs(16);
+  std::vector<std::thread> clients;
+  std::atomic<bool> stopped{false};
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      outputs[i] =
+          Generate(Greedy(golden_[i % golden_.size()].prompt), 20, [&](grpc::ClientContext&) {
+            if (!stopped.exchange(true)) kill(router_, SIGTERM);
+          });
+    });
+  }
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(stopped);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
+    EXPECT_EQ(outputs[i].ids[0], golden_[i % golden_.size()].greedy_ids) << i;
+  }
+  EXPECT_EQ(ExitCode(router_), 0);
+  router_ = -1;
+  EXPECT_THAT(testing::ReadFile(dir_ + "/router.log"), HasSubstr("refusing new calls"));
+  // Gone: a new call fails instead of hanging.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::ModelInfo info;
+  EXPECT_EQ(stub_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(ServingTest, ParallelSamplesLogprobsAndStopStringsThroughTheApi) {

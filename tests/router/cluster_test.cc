@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/llama2c_checkpoint.h"
 #include "glog/logging.h"
@@ -166,6 +167,51 @@ TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   EXPECT_EQ(sampled_out.output(0), ref_sampled.output(0));
   EXPECT_EQ(sampled_out.output(1), ref_sampled.output(1));
   EXPECT_EQ(greedy.workers().back(), b);
+}
+
+TEST_F(ClusterTest, ADrainingWorkerFinishesWhatItHoldsAndGetsNothingNew) {
+  const int a = AddWorker();
+  GenerationRequest long_one = Greedy(golden_[0].prompt_ids);
+  long_one.ignore_eos = true;
+  Collector reference(1);
+  ASSERT_TRUE(cluster_->Submit(long_one, reference.Sink()).ok());
+  ASSERT_TRUE(reference.Wait());
+
+  Collector in_flight(1);
+  ASSERT_TRUE(cluster_->Submit(long_one, in_flight.Sink()).ok());
+  while (in_flight.num_tokens() < 10) absl::SleepFor(absl::Milliseconds(1));
+  const int b = AddWorker();
+  absl::Notification drained;
+  cluster_->DrainWorker(a, [&] { drained.Notify(); });
+  EXPECT_EQ(cluster_->stats().num_draining_workers, 1);
+  std::vector<std::unique_ptr<Collector>> later;
+  for (int i = 0; i < 6; ++i) {
+    later.push_back(std::make_unique<Collector>(1));
+    ASSERT_TRUE(cluster_->Submit(Greedy(golden_[i].prompt_ids), later.back()->Sink()).ok());
+  }
+  ASSERT_TRUE(in_flight.Wait());
+  EXPECT_EQ(in_flight.output(), reference.output());
+  EXPECT_THAT(in_flight.workers(), ::testing::Each(a)) << "it finishes where it started";
+  ASSERT_TRUE(drained.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(later[i]->Wait());
+    EXPECT_EQ(later[i]->output(), golden_[i].greedy_ids);
+    EXPECT_THAT(later[i]->workers(), ::testing::Each(b)) << "nothing new on a draining worker";
+  }
+}
+
+TEST_F(ClusterTest, WhileTheOnlyWorkerDrainsNewRequestsWaitForTheNextOne) {
+  const int a = AddWorker();
+  absl::Notification drained;
+  cluster_->DrainWorker(a, [&] { drained.Notify(); });
+  ASSERT_TRUE(drained.WaitForNotificationWithTimeout(absl::Seconds(30)));  // it held nothing
+  Collector waiting(1);
+  ASSERT_TRUE(cluster_->Submit(Greedy(golden_[1].prompt_ids), waiting.Sink()).ok());
+  EXPECT_EQ(cluster_->stats().num_waiting, 1);
+  const int b = AddWorker();
+  ASSERT_TRUE(waiting.Wait());
+  EXPECT_EQ(waiting.output(), golden_[1].greedy_ids);
+  EXPECT_THAT(waiting.workers(), ::testing::Each(b));
 }
 
 TEST_F(ClusterTest, RequestsWaitForAWorkerAndAbortFreesBlocks) {
