@@ -16,6 +16,7 @@
 #include "common/command_line.h"
 #include "common/model_loader.h"
 #include "glog/logging.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/worker_service.h"
@@ -54,9 +55,11 @@ int main(int argc, char** argv) {
   // tell "loading" (liveness NOT_SERVING) from "dead" (no answer).
   std::unique_ptr<grpc::Server> health_server;
   grpc::HealthCheckServiceInterface* health = nullptr;
+  grpc::CallbackGenericService unimplemented;  // gRPC wants one service of ours besides health
   if (const int port = absl::GetFlag(FLAGS_health_port); port > 0) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
+    builder.RegisterCallbackGenericService(&unimplemented);
     builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), grpc::InsecureServerCredentials());
     health_server = builder.BuildAndStart();
     if (!health_server) {

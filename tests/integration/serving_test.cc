@@ -38,6 +38,30 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+using HealthStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
+
+// What grpc.health.v1 at `address` says of `service`; UNKNOWN when nothing answers.
+HealthStatus CheckHealth(const std::string& address, const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  return resp.status();
+}
+
+// Polls until `address` reports `want` for `service` (up to 30 s).
+bool WaitForHealth(const std::string& address, const std::string& service, HealthStatus want) {
+  for (int i = 0; i < 600; ++i) {
+    if (CheckHealth(address, service) == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
   return testing::StartProcess(argv, log, log);
 }
@@ -299,6 +323,33 @@ TEST_F(ServingTest, KillingAWorkerMidStreamLosesNoToken) {
   WaitForWorkers(2);
   EXPECT_TRUE(Generate(Greedy(golden_[0].prompt)).status.ok());
   WaitForNoUsedBlocks();
+}
+
+TEST_F(ServingTest, ProbesTellLivenessFromReadiness) {
+  constexpr auto kServing = grpc::health::v1::HealthCheckResponse::SERVING;
+  constexpr auto kNotServing = grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+  const std::string router = absl::StrCat("127.0.0.1:", port_);
+  WaitForWorkers(0);
+  // A router with no worker is alive but not ready.
+  EXPECT_EQ(CheckHealth(router, "liveness"), kServing);
+  EXPECT_EQ(CheckHealth(router, ""), kNotServing);
+  EXPECT_EQ(CheckHealth(router, "pagoda.v1.Generation"), kNotServing);
+
+  const std::string worker = absl::StrCat("127.0.0.1:", FreePort());
+  StartWorker("", {"--health-port=" + worker.substr(worker.find(':') + 1)});
+  WaitForWorkers(1);
+  ASSERT_TRUE(WaitForHealth(worker, "", kServing));
+  EXPECT_EQ(CheckHealth(worker, "liveness"), kServing);
+  EXPECT_EQ(CheckHealth(router, ""), kServing);
+  EXPECT_EQ(CheckHealth(router, "pagoda.v1.Generation"), kServing);
+
+  // Without its router the worker is alive but not ready; it is again once one is back.
+  Kill(router_);
+  ASSERT_TRUE(WaitForHealth(worker, "", kNotServing));
+  EXPECT_EQ(CheckHealth(worker, "liveness"), kServing);
+  StartRouter();
+  WaitForWorkers(1);
+  EXPECT_TRUE(WaitForHealth(worker, "", kServing));
 }
 
 TEST_F(ServingTest, ADrainedWorkerFinishesItsStreamsAndExits) {
