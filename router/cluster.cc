@@ -115,9 +115,12 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
   w->on_drained = std::move(on_drained);
   const bool others = std::any_of(workers_.begin(), workers_.end(),
                                   [](const auto& o) { return o->alive && !o->draining; });
-  LOG(INFO) << "worker " << worker_id << " is draining with "
-            << w->num_running.load() + w->num_waiting.load() << " sequences admitted"
-            << (others ? "; requests queued for it move elsewhere" : "");
+  int held = 0;  // sequences placed on it and not finished
+  for (const auto& [id, r] : requests_) {
+    for (size_t i = 0; i < r->worker.size(); ++i) held += r->worker[i] == w->id && !r->finished[i];
+  }
+  LOG(INFO) << "worker " << worker_id << " is draining with " << held << " sequences"
+            << (others ? "; those not started yet move elsewhere" : "");
   if (others) {
     std::deque<Work> queued;
     queued.swap(w->inbox);

@@ -18,13 +18,17 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "pagoda/v1/generation.grpc.pb.h"
-#include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "tests/integration/serving_client.h"
 #include "tests/test_util.h"
 
 namespace pagoda {
 namespace {
 
+using testing::CheckHealth;
 using ::testing::HasSubstr;
+using testing::kNotServing;
+using testing::kServing;
+using testing::WaitForHealth;
 
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -38,40 +42,9 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-using HealthStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
-
-// What grpc.health.v1 at `address` says of `service`; UNKNOWN when nothing answers.
-HealthStatus CheckHealth(const std::string& address, const std::string& service) {
-  auto health = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(service);
-  grpc::health::v1::HealthCheckResponse resp;
-  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  return resp.status();
-}
-
-// Polls until `address` reports `want` for `service` (up to 30 s).
-bool WaitForHealth(const std::string& address, const std::string& service, HealthStatus want) {
-  for (int i = 0; i < 600; ++i) {
-    if (CheckHealth(address, service) == want) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
   return testing::StartProcess(argv, log, log);
 }
-
-struct Output {
-  grpc::Status status;
-  std::vector<std::vector<int>> ids;  // by index
-  std::vector<std::string> text, finish;
-  int cached_tokens = 0;
-};
 
 class ServingTest : public ::testing::Test {
  protected:
@@ -141,13 +114,7 @@ class ServingTest : public ::testing::Test {
     FAIL() << "router never had " << n << " workers; see " << dir_;
   }
 
-  v1::ModelInfo Info() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    v1::ModelInfo info;
-    stub_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
-    return info;
-  }
+  v1::ModelInfo Info() { return testing::GetModelInfo(*stub_); }
 
   // Waits until no block is in use and it stays so for 250 ms: a client can see its call end
   // (e.g. DEADLINE_EXCEEDED) before the router has even admitted the request it then aborts.
@@ -160,40 +127,15 @@ class ServingTest : public ::testing::Test {
     EXPECT_EQ(zeros, 10) << "blocks still in use: " << Info().num_used_blocks();
   }
 
-  v1::GenerateRequest Greedy(const std::string& prompt) {
-    v1::GenerateRequest r;
-    r.set_prompt(prompt);
-    r.mutable_sampling()->set_temperature(0);
-    return r;
+  static v1::GenerateRequest Greedy(const std::string& prompt) {
+    return testing::GreedyRequest(prompt);
   }
-
-  // `after_tokens(n)` runs once, when the stream has received n tokens in all.
-  Output Generate(const v1::GenerateRequest& request, int trigger_at = -1,
-                  std::function<void(grpc::ClientContext&)> trigger = nullptr) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    auto reader = stub_->Generate(&ctx, request);
-    Output out;
-    const int n = request.has_n() ? request.n() : 1;
-    out.ids.resize(n);
-    out.text.resize(n);
-    out.finish.resize(n);
-    v1::GenerateResponse r;
-    int total = 0;
-    while (reader->Read(&r)) {
-      out.ids[r.index()].insert(out.ids[r.index()].end(), r.token_ids().begin(),
-                                r.token_ids().end());
-      out.text[r.index()] += r.text();
-      if (!r.finish_reason().empty()) out.finish[r.index()] = r.finish_reason();
-      if (r.has_usage()) out.cached_tokens = r.usage().cached_tokens();
-      total += r.token_ids_size();
-      if (trigger && total >= trigger_at) {
-        trigger(ctx);
-        trigger = nullptr;
-      }
-    }
-    out.status = reader->Finish();
-    return out;
+  testing::StreamOutput Generate(const v1::GenerateRequest& request, int trigger_at = -1,
+                                 std::function<void(grpc::ClientContext&)> trigger = nullptr) {
+    return testing::Generate(*stub_, request, trigger_at, std::move(trigger));
+  }
+  void ExpectNoTokenLostWhen(const std::function<void()>& fault) {
+    testing::ExpectNoTokenLostWhen(*stub_, golden_, fault);
   }
 
   // The exit status of a child that is ending (or -1 if it did not exit normally in 30 s).
@@ -209,43 +151,6 @@ class ServingTest : public ::testing::Test {
     return -1;
   }
 
-  // 32 concurrent streams, half seeded-sampled and half greedy; `fault` runs once the first
-  // stream has 30 tokens. Every stream must complete with exactly the tokens it gets without
-  // the fault.
-  void ExpectNoTokenLostWhen(const std::function<void()>& fault) {
-    auto sampled = [&](int i) {
-      v1::GenerateRequest r = Greedy(golden_[i % golden_.size()].prompt);
-      r.mutable_sampling()->set_temperature(0.8f);
-      r.mutable_sampling()->set_seed(1000 + i);
-      return r;
-    };
-    std::vector<Output> reference(16);
-    for (int i = 0; i < 16; ++i) reference[i] = Generate(sampled(i));
-
-    std::vector<Output> outputs(32);
-    std::vector<std::thread> clients;
-    std::atomic<bool> faulted{false};
-    for (int i = 0; i < 32; ++i) {
-      clients.emplace_back([&, i] {
-        const v1::GenerateRequest r =
-            i < 16 ? sampled(i) : Greedy(golden_[i % golden_.size()].prompt);
-        outputs[i] = Generate(r, 30, [&](grpc::ClientContext&) {
-          if (!faulted.exchange(true)) fault();
-        });
-      });
-    }
-    for (auto& t : clients) t.join();
-    ASSERT_TRUE(faulted);
-    for (int i = 0; i < 32; ++i) {
-      ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
-      if (i < 16) {
-        EXPECT_EQ(outputs[i].ids[0], reference[i].ids[0]) << "sampled stream " << i;
-      } else {
-        EXPECT_EQ(outputs[i].ids[0], golden_[i % golden_.size()].greedy_ids) << "greedy " << i;
-      }
-    }
-  }
-
   std::vector<testing::GoldenCase> golden_;
   std::string dir_;
   int port_ = 0, worker_port_ = 0;
@@ -259,7 +164,7 @@ TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
   StartWorker();
   StartWorker();
   WaitForWorkers(2);
-  std::vector<Output> outputs(32);
+  std::vector<testing::StreamOutput> outputs(32);
   std::vector<std::thread> clients;
   for (int i = 0; i < 32; ++i) {
     clients.emplace_back(
@@ -277,7 +182,7 @@ TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
 
 TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
   WaitForWorkers(0);  // the router is up (health answers), with no worker
-  Output out;
+  testing::StreamOutput out;
   std::thread client([&] { out = Generate(Greedy(golden_[3].prompt)); });
   // The request must wait for a worker, not fail: start one once it is queued.
   for (int i = 0; i < 200 && Info().num_workers() == 0; ++i) {
@@ -305,8 +210,8 @@ TEST_F(ServingTest, ARepeatedPrefixIsReportedAsCached) {
   StartWorker();
   WaitForWorkers(2);
   const auto& c = golden_[5];
-  const Output first = Generate(Greedy(c.prompt));
-  const Output second = Generate(Greedy(c.prompt));
+  const testing::StreamOutput first = Generate(Greedy(c.prompt));
+  const testing::StreamOutput second = Generate(Greedy(c.prompt));
   ASSERT_TRUE(second.status.ok());
   EXPECT_EQ(first.cached_tokens, 0);
   EXPECT_GT(second.cached_tokens, 0) << "the prefix should be served from the same worker";
@@ -326,8 +231,6 @@ TEST_F(ServingTest, KillingAWorkerMidStreamLosesNoToken) {
 }
 
 TEST_F(ServingTest, ProbesTellLivenessFromReadiness) {
-  constexpr auto kServing = grpc::health::v1::HealthCheckResponse::SERVING;
-  constexpr auto kNotServing = grpc::health::v1::HealthCheckResponse::NOT_SERVING;
   const std::string router = absl::StrCat("127.0.0.1:", port_);
   WaitForWorkers(0);
   // A router with no worker is alive but not ready.
@@ -384,7 +287,7 @@ TEST_F(ServingTest, ADrainThatRunsOutOfTimeMovesItsSequences) {
 TEST_F(ServingTest, ARouterStoppedWithSigtermFinishesItsStreams) {
   StartWorker();
   WaitForWorkers(1);
-  std::vector<Output> outputs(16);
+  std::vector<testing::StreamOutput> outputs(16);
   std::vector<std::thread> clients;
   std::atomic<bool> stopped{false};
   for (int i = 0; i < 16; ++i) {
@@ -451,7 +354,7 @@ TEST_F(ServingTest, ParallelSamplesLogprobsAndStopStringsThroughTheApi) {
   v1::GenerateRequest two = Greedy(golden_[0].prompt);
   two.set_n(2);
   two.add_stop("little girl");
-  const Output both = Generate(two);
+  const testing::StreamOutput both = Generate(two);
   ASSERT_TRUE(both.status.ok());
   EXPECT_EQ(both.text, std::vector<std::string>({", there was a ", ", there was a "}));
   EXPECT_EQ(both.finish, std::vector<std::string>({"stop", "stop"}));
@@ -459,7 +362,7 @@ TEST_F(ServingTest, ParallelSamplesLogprobsAndStopStringsThroughTheApi) {
   // A stop string ends the text before it; the tokens stop there too.
   v1::GenerateRequest stop = Greedy(golden_[0].prompt);
   stop.add_stop("little girl");
-  const Output out = Generate(stop);
+  const testing::StreamOutput out = Generate(stop);
   ASSERT_TRUE(out.status.ok());
   EXPECT_EQ(out.text[0], ", there was a ");
   EXPECT_EQ(out.finish[0], "stop");
@@ -497,7 +400,7 @@ TEST_F(ServingTest, BadRequestsAreRejectedNamingTheField) {
   for (const Case& c : cases) {
     v1::GenerateRequest r = Greedy("Once upon a time");
     c.spoil(r);
-    const Output out = Generate(r);
+    const testing::StreamOutput out = Generate(r);
     EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
     EXPECT_THAT(out.status.error_message(), HasSubstr(c.field));
   }
@@ -509,7 +412,8 @@ TEST_F(ServingTest, CancelledAndExpiredStreamsFreeTheirBlocks) {
   WaitForWorkers(1);
   v1::GenerateRequest r = Greedy(golden_[0].prompt);
   r.set_ignore_eos(true);
-  const Output cancelled = Generate(r, 10, [](grpc::ClientContext& ctx) { ctx.TryCancel(); });
+  const testing::StreamOutput cancelled =
+      Generate(r, 10, [](grpc::ClientContext& ctx) { ctx.TryCancel(); });
   EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
   WaitForNoUsedBlocks();
 

@@ -1,0 +1,112 @@
+#include "tests/integration/serving_client.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace pagoda::testing {
+
+HealthStatus CheckHealth(const std::string& address, const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!health->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  return resp.status();
+}
+
+bool WaitForHealth(const std::string& address, const std::string& service, HealthStatus want) {
+  for (int i = 0; i < 600; ++i) {
+    if (CheckHealth(address, service) == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+v1::ModelInfo GetModelInfo(v1::Generation::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::ModelInfo info;
+  if (!stub.GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok()) return v1::ModelInfo();
+  return info;
+}
+
+v1::GenerateRequest GreedyRequest(const std::string& prompt) {
+  v1::GenerateRequest r;
+  r.set_prompt(prompt);
+  r.mutable_sampling()->set_temperature(0);
+  return r;
+}
+
+v1::GenerateRequest SeededRequest(const std::string& prompt, uint64_t seed) {
+  v1::GenerateRequest r;
+  r.set_prompt(prompt);
+  r.mutable_sampling()->set_temperature(0.8f);
+  r.mutable_sampling()->set_seed(seed);
+  return r;
+}
+
+StreamOutput Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& request,
+                      int trigger_at, std::function<void(grpc::ClientContext&)> trigger) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto reader = stub.Generate(&ctx, request);
+  StreamOutput out;
+  const int n = request.has_n() ? request.n() : 1;
+  out.ids.resize(n);
+  out.text.resize(n);
+  out.finish.resize(n);
+  v1::GenerateResponse r;
+  int total = 0;
+  while (reader->Read(&r)) {
+    out.ids[r.index()].insert(out.ids[r.index()].end(), r.token_ids().begin(), r.token_ids().end());
+    out.text[r.index()] += r.text();
+    if (!r.finish_reason().empty()) out.finish[r.index()] = r.finish_reason();
+    if (r.has_usage()) out.cached_tokens = r.usage().cached_tokens();
+    total += r.token_ids_size();
+    if (trigger && total >= trigger_at) {
+      trigger(ctx);
+      trigger = nullptr;
+    }
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+void ExpectNoTokenLostWhen(v1::Generation::Stub& stub, const std::vector<GoldenCase>& golden,
+                           const std::function<void()>& fault) {
+  auto request = [&](int i) {
+    const std::string& prompt = golden[i % golden.size()].prompt;
+    return i < 16 ? SeededRequest(prompt, 1000 + i) : GreedyRequest(prompt);
+  };
+  std::vector<StreamOutput> reference(16);
+  for (int i = 0; i < 16; ++i) reference[i] = Generate(stub, request(i));
+
+  std::vector<StreamOutput> outputs(32);
+  std::vector<std::thread> clients;
+  std::atomic<bool> faulted{false};
+  for (int i = 0; i < 32; ++i) {
+    clients.emplace_back([&, i] {
+      outputs[i] = Generate(stub, request(i), 30, [&](grpc::ClientContext&) {
+        if (!faulted.exchange(true)) fault();
+      });
+    });
+  }
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(faulted);
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
+    if (i < 16) {
+      ASSERT_TRUE(reference[i].status.ok()) << reference[i].status.error_message();
+      EXPECT_EQ(outputs[i].ids[0], reference[i].ids[0]) << "seeded stream " << i;
+    } else {
+      EXPECT_EQ(outputs[i].ids[0], golden[i % golden.size()].greedy_ids) << "greedy stream " << i;
+    }
+  }
+}
+
+}  // namespace pagoda::testing
