@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2
 )
 missing=()
 for p in "${packages[@]}"; do
