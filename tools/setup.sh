@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs what Pagoda needs to build and test on Debian 12 (bookworm). Safe to re-run.
+#   PAGODA_SETUP_ONLY_BUILD=1  only what the build needs (the container image's build stage)
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
-  iproute2
 )
+if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
+  # Tests: network namespaces (multi-host test), Node.js for the Kubernetes schema validator,
+  # and kubectl for `kubectl kustomize`; a tool already installed some other way will do.
+  packages+=(iproute2)
+  command -v node >/dev/null || packages+=(nodejs)
+  command -v npm >/dev/null || packages+=(npm)
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

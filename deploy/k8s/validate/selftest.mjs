@@ -1,0 +1,52 @@
+// The validator must catch what it claims to: each case breaks one thing in a rendered, valid
+// deployment and expects a problem that names it. Exits 1 if any case goes unnoticed.
+import { readObjects, validate } from "./validate.mjs";
+
+const path = process.argv[2];
+const fresh = () => readObjects(path);
+const kind = (objs, k, name) => objs.find((o) => o.kind === k && o.metadata.name.startsWith(name));
+const worker = (objs) => kind(objs, "Deployment", "pagoda-worker").spec.template.spec;
+const router = (objs) => kind(objs, "Deployment", "pagoda-router").spec.template.spec;
+
+const cases = [
+  ["a missing required field", /schema/, (o) => { delete worker(o).containers[0].name; }],
+  ["a wrong type", /schema/, (o) => { kind(o, "Deployment", "pagoda-worker").spec.replicas = "two"; }],
+  ["a missing label", /missing label/, (o) => { delete kind(o, "Service", "pagoda").metadata.labels; }],
+  ["an HTTP readiness probe", /readinessProbe must be a grpc probe/,
+   (o) => { router(o).containers[0].readinessProbe = { httpGet: { port: 8080, path: "/" } }; }],
+  ["liveness on readiness", /livenessProbe must check service "liveness"/,
+   (o) => { delete worker(o).containers[0].livenessProbe.grpc.service; }],
+  ["too little worker memory", /memory .* MiB/,
+   (o) => { worker(o).containers[0].resources.limits.memory = "512Mi"; }],
+  ["cpu not matching threads", /cpu .* WORKER_THREADS/,
+   (o) => { worker(o).containers[0].resources.requests.cpu = "3"; }],
+  ["a router hidden while not ready", /publishNotReadyAddresses/,
+   (o) => { delete kind(o, "Service", "pagoda-router-workers").spec.publishNotReadyAddresses; }],
+  ["the worker port open to all", /only worker pods/,
+   (o) => { delete kind(o, "NetworkPolicy", "pagoda-router").spec.ingress[1].from; }],
+  ["no PodDisruptionBudget", /PodDisruptionBudget/,
+   (o) => { o.splice(o.indexOf(kind(o, "PodDisruptionBudget", "pagoda-worker")), 1); }],
+  ["a short startup probe", /startup probe/,
+   (o) => { worker(o).containers[0].startupProbe.failureThreshold = 3; }],
+  ["root", /non-root/, (o) => { delete worker(o).securityContext.runAsNonRoot; }],
+  ["a model claim that is not there", /missing claim/,
+   (o) => { o.splice(o.indexOf(kind(o, "PersistentVolumeClaim", "pagoda-model")), 1); }],
+];
+
+let missed = 0;
+const baseline = validate(fresh(), path);
+if (baseline.length > 0) {
+  console.error(`the unbroken manifests must pass first:\n${baseline.join("\n")}`);
+  process.exit(1);
+}
+for (const [name, expected, breakIt] of cases) {
+  const objects = fresh();
+  breakIt(objects);
+  const found = validate(objects, path);
+  if (!found.some((p) => expected.test(p))) {
+    console.error(`not caught: ${name} (problems: ${found.join("; ") || "none"})`);
+    ++missed;
+  }
+}
+if (missed > 0) process.exit(1);
+console.log(`ok: ${cases.length} broken variants caught`);
