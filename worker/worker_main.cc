@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -34,15 +35,54 @@ ABSL_FLAG(int, health_port, 0, "serve grpc.health.v1 on this port; 0 = none");
 ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
-int main(int argc, char** argv) {
-  // Termination signals are taken by a thread of ours (sigwait), never by a handler: block
-  // them before any other thread exists, so every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+namespace {
 
+// Takes SIGTERM and SIGINT on a thread of its own (sigwait), never in a handler. Before the
+// service runs there is nothing to drain and the process just exits (a model load can take
+// minutes); afterwards the signal starts a drain.
+class StopSignals {
+ public:
+  // Call first in main, before any other thread exists: every thread inherits the mask.
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] {
+      int signal = 0;
+      sigwait(&set_, &signal);
+      if (exiting_) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (service_ == nullptr) {
+        LOG(INFO) << "signal " << signal << " before serving: exiting";
+        std::_Exit(0);
+      }
+      LOG(INFO) << "signal " << signal << ": draining";
+      service_->Drain();
+    });
+  }
+  ~StopSignals() {
+    exiting_ = true;
+    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes its sigwait if still there
+    thread_.join();
+  }
+  void Serving(pagoda::WorkerService* service) {
+    std::lock_guard<std::mutex> lock(mu_);
+    service_ = service;
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+  std::atomic<bool> exiting_{false};
+  std::mutex mu_;
+  pagoda::WorkerService* service_ = nullptr;  // guarded by mu_
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  StopSignals stop_signals;
   pagoda::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -101,18 +141,9 @@ int main(int argc, char** argv) {
     service_options.on_ready = [health](bool ready) { health->SetServingStatus("", ready); };
   }
   pagoda::WorkerService service(*std::move(engine), service_options);
-  std::atomic<bool> exiting{false};
-  std::thread signal_thread([&] {
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
-    if (exiting) return;
-    LOG(INFO) << "signal " << signal << ": draining";
-    service.Drain();
-  });
+  stop_signals.Serving(&service);
   const int code = service.Run();
-  exiting = true;
-  pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes its sigwait if still there
-  signal_thread.join();
+  stop_signals.Serving(nullptr);
   if (health_server) health_server->Shutdown(std::chrono::system_clock::now());
   return code;
 }

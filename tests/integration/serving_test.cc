@@ -273,6 +273,16 @@ TEST_F(ServingTest, ADrainedWorkerFinishesItsStreamsAndExits) {
   EXPECT_EQ(Generate(Greedy(golden_[1].prompt)).ids[0], golden_[1].greedy_ids);
 }
 
+TEST_F(ServingTest, AWorkerWithoutItsRouterStopsAtOnceOnSigterm) {
+  const std::string health = absl::StrCat("127.0.0.1:", FreePort());
+  const pid_t pid = StartWorker("", {absl::StrCat("--router=127.0.0.1:", FreePort()),
+                                     "--health-port=" + health.substr(health.find(':') + 1)});
+  ASSERT_TRUE(WaitForHealth(health, "liveness", kServing));  // loaded, dialing nobody
+  EXPECT_EQ(CheckHealth(health, ""), kNotServing);
+  kill(pid, SIGTERM);
+  EXPECT_EQ(ExitCode(pid), 0);
+}
+
 TEST_F(ServingTest, ADrainThatRunsOutOfTimeMovesItsSequences) {
   StartWorker();
   const pid_t victim = StartWorker("", {"--drain-timeout-s=0"});
