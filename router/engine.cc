@@ -38,6 +38,8 @@ absl::Status CheckResult(const StepCommand& command, const StepResult& result, i
 SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInfo& worker,
                                       const EngineOptions& options) {
   SchedulerOptions s;
+  s.kv_reservation = options.kv_reservation;
+  s.enable_prefix_caching = options.enable_prefix_caching;
   s.max_num_batched_tokens =
       std::min(options.max_num_batched_tokens, worker.max_num_batched_tokens);
   s.max_num_seqs = std::min(options.max_num_seqs, worker.max_num_seqs);

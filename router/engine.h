@@ -20,6 +20,8 @@
 namespace pagoda {
 
 struct EngineOptions {
+  KvReservation kv_reservation = KvReservation::kOnDemand;
+  bool enable_prefix_caching = true;
   int max_num_batched_tokens = 2048;  // capped by the worker's limit
   int max_num_seqs = 256;             // capped by the worker's limit
   int max_model_len = 0;              // 0 = the model's context length

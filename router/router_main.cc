@@ -43,6 +43,10 @@ ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step and worker");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step and worker");
 ABSL_FLAG(int, max_waiting, 1024, "queued requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(double, heartbeat_timeout_s, 5.0, "a worker silent this long is dead");
+ABSL_FLAG(std::string, kv_reservation, "on-demand",
+          "on-demand: KV blocks as tokens arrive (paged); max-len: prompt + max_tokens reserved "
+          "at admission (the contiguous baseline)");
+ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
 ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");
 
 namespace {
@@ -96,6 +100,14 @@ int main(int argc, char** argv) {
   options.engine.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   options.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  options.engine.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  const std::string reservation = absl::GetFlag(FLAGS_kv_reservation);
+  if (reservation == "max-len") {
+    options.engine.kv_reservation = pagoda::KvReservation::kMaxLen;
+  } else if (reservation != "on-demand") {
+    std::cerr << "error: --kv-reservation must be on-demand or max-len\n";
+    return 2;
+  }
   const std::string placement = absl::GetFlag(FLAGS_placement);
   if (placement == "round_robin") {
     options.placement = pagoda::PlacementPolicy::kRoundRobin;

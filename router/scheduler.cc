@@ -46,6 +46,7 @@ absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
 }
 
 void Scheduler::Add(std::unique_ptr<Sequence> seq, bool front) {
+  seq->added_at = std::chrono::steady_clock::now();
   if (front) {
     waiting_.push_front(seq.get());
   } else {
@@ -183,13 +184,28 @@ StepCommand Scheduler::Schedule() {
          static_cast<int>(last_step_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     const int target = seq->target_tokens();
-    const PrefixHit hit = kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target));
+    const PrefixHit hit =
+        options_.enable_prefix_caching
+            ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target))
+            : PrefixHit();
     const int cached = std::min(hit.num_tokens(options_.block_size), target);
     const int n = std::min(target - cached, budget);
-    if (!kv_.CanAllocate(hit, cached + n)) break;
-    kv_.Allocate(seq->id, hit, cached + n);
+    // max-len reservation: blocks for every token it may ever hold (the last sampled one is
+    // never computed), taken now.
+    const int reserve =
+        options_.kv_reservation == KvReservation::kMaxLen
+            ? std::max(
+                  cached + n,
+                  std::min(seq->num_prompt_tokens + seq->max_tokens, seq->max_total_tokens) - 1)
+            : cached + n;
+    if (!kv_.CanAllocate(hit, reserve)) break;
+    kv_.Allocate(seq->id, hit, reserve);
     kv_.RecordPrefixQuery(seq->num_tokens(), cached);
-    if (!seq->admitted_once) seq->num_cached_tokens = cached;
+    if (!seq->admitted_once) {
+      seq->num_cached_tokens = cached;
+      seq->queue_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - seq->added_at).count();
+    }
     seq->admitted_once = true;
     seq->num_computed_tokens = cached;
     waiting_.pop_front();
@@ -201,6 +217,12 @@ StepCommand Scheduler::Schedule() {
   }
   cmd.finished_ids.swap(finished_on_worker_);
   return cmd;
+}
+
+int64_t Scheduler::num_tokens_in_use() const {
+  int64_t tokens = 0;
+  for (const Sequence* seq : running_) tokens += seq->num_computed_tokens;
+  return tokens;
 }
 
 std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
@@ -237,6 +259,10 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
     u.num_prompt_tokens = seq->num_prompt_tokens;
     u.num_output_tokens = seq->num_output_tokens();
     u.num_cached_tokens = seq->num_cached_tokens;
+    if (seq->queue_seconds >= 0) {
+      u.queue_seconds = seq->queue_seconds;
+      seq->queue_seconds = -1;  // reported once
+    }
     if (reason != FinishReason::kNone) {
       std::erase(running_, seq);
       Finish(seq, reason);

@@ -24,7 +24,14 @@
 
 namespace pagoda {
 
+// How a sequence gets KV blocks. kOnDemand (paged, the default): as its tokens arrive.
+// kMaxLen: all it could ever need (prompt + max_tokens) at admission, like a contiguous
+// allocator; kept as the baseline the paged one is measured against.
+enum class KvReservation { kOnDemand, kMaxLen };
+
 struct SchedulerOptions {
+  KvReservation kv_reservation = KvReservation::kOnDemand;
+  bool enable_prefix_caching = true;  // off: every prompt is computed in full
   int max_num_batched_tokens = 2048;  // tokens per step (the chunked-prefill budget)
   int max_num_seqs = 256;             // sequences per step
   int max_model_len = 0;              // prompt + output tokens per sequence
@@ -44,6 +51,9 @@ struct SequenceUpdate {
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
+  // On a sequence's first token: how long it waited from Add() to its first scheduling
+  // (negative otherwise, and for a sequence resumed after preemption or a move).
+  double queue_seconds = -1;
 };
 
 class Scheduler {
@@ -67,6 +77,8 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Tokens the running sequences hold in the cache (over blocks in use: KV utilization).
+  int64_t num_tokens_in_use() const;
   const KVCacheManager& kv() const { return kv_; }
   const SchedulerOptions& options() const { return options_; }
 

@@ -4,6 +4,7 @@
 #ifndef PAGODA_ROUTER_SEQUENCE_H_
 #define PAGODA_ROUTER_SEQUENCE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct Sequence {
   int num_pending_forks = 0;    // n - 1 until this sequence forks its siblings
   FinishReason finish_reason = FinishReason::kNone;
   bool admitted_once = false;
+  std::chrono::steady_clock::time_point added_at;  // Scheduler::Add
+  double queue_seconds = -1;                       // Add to first admission, once known
 
   // What the worker knows about it.
   bool on_worker = false;     // the worker holds its state (NewSequence sent)

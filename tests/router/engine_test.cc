@@ -35,7 +35,8 @@ class EngineTest : public ::testing::Test {
   static void TearDownTestSuite() { delete golden_; }
 
   // A fresh worker + engine with `num_blocks` KV blocks of 16 tokens.
-  void Start(int num_blocks, int max_model_len = 257, int max_num_batched_tokens = 512) {
+  void Start(int num_blocks, int max_model_len = 257, int max_num_batched_tokens = 512,
+             KvReservation reservation = KvReservation::kOnDemand, bool prefix_caching = true) {
     absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
     ASSERT_TRUE(w.ok()) << w.status();
     config_ = w->config;
@@ -50,13 +51,17 @@ class EngineTest : public ::testing::Test {
     eo.max_num_batched_tokens = max_num_batched_tokens;
     eo.max_num_seqs = 64;
     eo.max_model_len = max_model_len;
+    eo.kv_reservation = reservation;
+    eo.enable_prefix_caching = prefix_caching;
     engine_ = std::make_unique<Engine>(config_, executor_.get(), eo);
   }
 
   // Runs everything queued to completion, then checks that nothing leaked.
   std::map<int64_t, Result> RunAll(std::map<int64_t, Result> results = {}) {
+    peak_running_ = 0;
     while (engine_->has_unfinished()) {
       if (!StepInto(results)) break;
+      peak_running_ = std::max(peak_running_, engine_->scheduler().num_running());
     }
     ExpectNothingLeaked();
     return results;
@@ -74,6 +79,11 @@ class EngineTest : public ::testing::Test {
           r.outputs.resize(u.seq_index + 1);
           r.reasons.resize(u.seq_index + 1);
         }
+        // The queue time comes with a sequence's first token, and only then.
+        EXPECT_EQ(u.queue_seconds >= 0, !u.new_token_ids.empty() &&
+                                            r.outputs[u.seq_index].empty() &&
+                                            u.num_output_tokens == 1)
+            << "sequence " << u.seq_id;
         for (int t : u.new_token_ids) r.outputs[u.seq_index].push_back(t);
         if (u.finished) r.reasons[u.seq_index] = u.finish_reason;
         r.num_cached_tokens = u.num_cached_tokens;
@@ -132,6 +142,7 @@ class EngineTest : public ::testing::Test {
   }
 
   static std::vector<testing::GoldenCase>* golden_;
+  int peak_running_ = 0;  // most sequences running at once in the last RunAll
   ModelConfig config_;
   std::unique_ptr<InProcessExecutor> executor_;
   std::unique_ptr<Engine> engine_;
@@ -198,6 +209,45 @@ TEST_F(EngineTest, PreemptionUnderASmallPoolStillGivesTheSameTokens) {
     EXPECT_EQ(small[s[i]].outputs[0], large[s2[i]].outputs[0]) << "seeded prompt " << i;
     EXPECT_NE(large[s2[i]].outputs[0], (*golden_)[i].greedy_ids) << "sampling should differ";
   }
+}
+
+TEST_F(EngineTest, MaxLenReservationTakesEveryBlockAtAdmissionAndRunsFewerAtOnce) {
+  // 40 blocks of 16: a sequence that may grow to 257 tokens reserves 16 of them up front, so
+  // max-len runs two at a time where on-demand runs all six golden prompts.
+  std::map<KvReservation, int> peak;
+  for (KvReservation mode : {KvReservation::kMaxLen, KvReservation::kOnDemand}) {
+    Start(/*num_blocks=*/40, 257, 512, mode);
+    const int64_t first = Add((*golden_)[0].prompt_ids);
+    std::map<int64_t, Result> results;
+    ASSERT_TRUE(StepInto(results));
+    const int prompt_blocks = ((*golden_)[0].prompt_ids.size() + 15) / 16;
+    EXPECT_EQ(engine_->scheduler().kv().pool().num_used_blocks(),
+              mode == KvReservation::kMaxLen ? 16 : prompt_blocks);
+    std::vector<int64_t> ids = {first};
+    for (size_t i = 1; i < golden_->size(); ++i) ids.push_back(Add((*golden_)[i].prompt_ids));
+    results = RunAll(std::move(results));
+    peak[mode] = peak_running_;
+    if (mode == KvReservation::kMaxLen) {
+      EXPECT_EQ(engine_->scheduler().num_preemptions(), 0) << "everything was reserved";
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(results[ids[i]].outputs[0], (*golden_)[i].greedy_ids) << (*golden_)[i].prompt;
+    }
+  }
+  EXPECT_EQ(peak[KvReservation::kMaxLen], 2);
+  EXPECT_EQ(peak[KvReservation::kOnDemand], static_cast<int>(golden_->size()));
+}
+
+TEST_F(EngineTest, WithPrefixCachingOffEveryPromptIsComputed) {
+  Start(512, 257, 512, KvReservation::kOnDemand, /*prefix_caching=*/false);
+  const auto& p = (*golden_)[5].prompt_ids;
+  const int64_t first = Add(p);
+  auto r1 = RunAll();
+  const int64_t second = Add(p);
+  auto r2 = RunAll();
+  EXPECT_EQ(r2[second].num_cached_tokens, 0);
+  EXPECT_EQ(r2[second].outputs[0], r1[first].outputs[0]);
+  EXPECT_EQ(engine_->scheduler().kv().num_prefix_hit_tokens(), 0);
 }
 
 TEST_F(EngineTest, SeededSamplingIsReproducibleAndSeedsMatter) {
