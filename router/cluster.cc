@@ -33,7 +33,10 @@ struct Cluster::Worker {
   absl::flat_hash_map<int64_t, EngineRequest> to_request;
   absl::flat_hash_map<int64_t, std::vector<int64_t>> to_engine;
   // Published by the loop after each step, read by placement and stats.
-  std::atomic<int64_t> num_used_blocks{0};
+  std::atomic<int64_t> num_used_blocks{0}, num_tokens_in_use{0};
+  // Scheduler counters already added to the metrics (loop thread only).
+  int64_t reported_preemptions = 0, reported_queries = 0, reported_hits = 0;
+  Histogram* step_seconds = nullptr;  // per-worker metric, when metrics are on
   std::atomic<int> num_running{0}, num_waiting{0};
   std::atomic<int64_t> num_steps{0}, step_micros{0}, forward_micros{0};
 };
@@ -83,6 +86,11 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   w->id = static_cast<int>(workers_.size());
   w->executor = std::move(executor);
   w->engine = std::make_unique<Engine>(config_, w->executor.get(), options_.engine);
+  if (options_.metrics) {
+    w->step_seconds = options_.metrics->registry->AddHistogram(
+        "pagoda_worker_step_seconds", "A worker's step: schedule, forward pass and round trip.",
+        LatencyBuckets(), {{"worker", std::to_string(w->id)}});
+  }
   Worker* raw = w.get();
   workers_.push_back(std::move(w));
   raw->thread = std::thread([this, raw] { Loop(raw); });
@@ -382,7 +390,24 @@ void Cluster::Loop(Worker* w) {
       w->forward_micros += static_cast<int64_t>(w->engine->last_forward_seconds() * 1e6);
     }
     const Scheduler& s = w->engine->scheduler();
+    if (RouterMetrics* m = options_.metrics) {
+      if (w->engine->last_forward_seconds() > 0) {
+        w->step_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - step_start));
+      }
+      m->preemptions->Add(static_cast<double>(s.num_preemptions() - w->reported_preemptions));
+      m->prefix_cache_queries->Add(
+          static_cast<double>(s.kv().num_prefix_query_tokens() - w->reported_queries));
+      m->prefix_cache_hits->Add(
+          static_cast<double>(s.kv().num_prefix_hit_tokens() - w->reported_hits));
+      w->reported_preemptions = s.num_preemptions();
+      w->reported_queries = s.kv().num_prefix_query_tokens();
+      w->reported_hits = s.kv().num_prefix_hit_tokens();
+      for (const SequenceUpdate& u : *updates) {
+        if (u.queue_seconds >= 0) m->request_queue_time->Observe(u.queue_seconds);
+      }
+    }
     w->num_used_blocks = s.kv().pool().num_used_blocks();
+    w->num_tokens_in_use = s.num_tokens_in_use();
     w->num_running = s.num_running();
     w->num_waiting = s.num_waiting();
     Deliver(w, *updates);
@@ -396,8 +421,27 @@ void Cluster::Loop(Worker* w) {
     }
   }
   w->num_used_blocks = 0;
+  w->num_tokens_in_use = 0;
   w->num_running = 0;
   w->num_waiting = 0;
+}
+
+std::vector<WorkerStats> Cluster::worker_stats() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerStats> out;
+  for (const auto& w : workers_) {
+    if (!w->alive) continue;
+    WorkerStats& s = out.emplace_back();
+    s.id = w->id;
+    s.draining = w->draining;
+    s.num_blocks = w->executor->info().num_blocks;
+    s.block_size = w->executor->info().block_size;
+    s.num_used_blocks = w->num_used_blocks.load();
+    s.num_tokens_in_use = w->num_tokens_in_use.load();
+    s.num_running = w->num_running.load();
+    s.num_waiting = w->num_waiting.load() + static_cast<int>(w->inbox.size());
+  }
+  return out;
 }
 
 ClusterStats Cluster::stats() const {

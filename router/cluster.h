@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/executor.h"
 #include "router/engine.h"
+#include "router/router_metrics.h"
 
 namespace pagoda {
 
@@ -37,8 +38,9 @@ enum class PlacementPolicy { kPrefixAware, kRoundRobin, kLeastLoaded };
 struct ClusterOptions {
   EngineOptions engine;
   PlacementPolicy placement = PlacementPolicy::kPrefixAware;
-  double prefix_weight = 1.0;  // w in the placement cost
-  int max_waiting = 1024;      // requests queued beyond this fail with RESOURCE_EXHAUSTED
+  double prefix_weight = 1.0;        // w in the placement cost
+  int max_waiting = 1024;            // requests queued beyond this fail with RESOURCE_EXHAUSTED
+  RouterMetrics* metrics = nullptr;  // fed when set; not owned
 };
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
@@ -73,6 +75,18 @@ struct ClusterStats {
   double forward_seconds = 0;
 };
 
+// One connected worker's state, for per-worker gauges.
+struct WorkerStats {
+  int id = 0;
+  bool draining = false;
+  int64_t num_blocks = 0;
+  int64_t num_used_blocks = 0;
+  int64_t num_tokens_in_use = 0;  // tokens its running sequences hold in those blocks
+  int block_size = 0;
+  int num_running = 0;
+  int num_waiting = 0;
+};
+
 class Cluster {
  public:
   explicit Cluster(const ModelConfig& config, const ClusterOptions& options);
@@ -99,6 +113,7 @@ class Cluster {
   void Abort(int64_t request_id);
 
   ClusterStats stats() const;
+  std::vector<WorkerStats> worker_stats() const;  // connected workers
   const ModelConfig& config() const { return config_; }
   int max_model_len() const;
 

@@ -14,15 +14,21 @@ namespace {
 // One Generate call. Updates arrive on worker loop threads (under the Cluster's lock, in order)
 // and queue here; one write is in flight at a time.
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+  using Clock = std::chrono::steady_clock;
+
  public:
   GenerateReactor(GenerationService* service, GenerationRequest request,
                   std::vector<std::string> stops, absl::Time give_up_at)
-      : service_(service), prompt_ids_(request.prompt_ids), num_unfinished_(request.n) {
+      : service_(service),
+        metrics_(service->metrics()),
+        prompt_ids_(request.prompt_ids),
+        num_unfinished_(request.n) {
     for (int i = 0; i < request.n; ++i) {
       texts_.emplace_back(service->tokenizer(), request.prompt_ids.back(), stops);
     }
     stopped_.assign(request.n, false);
     completion_tokens_.assign(request.n, 0);
+    last_token_at_.assign(request.n, Clock::time_point());
     absl::StatusOr<int64_t> id = service_->cluster()->Submit(
         request, [this](const RequestUpdate& u) { return OnUpdate(u); }, give_up_at);
     absl::MutexLock lock(&mu_);
@@ -31,6 +37,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
       return;
     }
     request_id_ = *id;
+    if (metrics_) metrics_->prompt_tokens->Add(static_cast<double>(prompt_ids_.size()));
   }
 
   void OnWriteDone(bool ok) override {
@@ -80,6 +87,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
       if (text.stopped()) break;  // the token that completed a stop string is not sent
       r.add_token_ids(id);
       ++completion_tokens_[u.seq_index];
+      ObserveTokenLocked(u.seq_index);
       if (i < u.samples.size() && u.samples[i].top_logprobs.size() > 0) {
         v1::TokenLogprobs* lp = r.add_logprobs();
         lp->set_token_id(id);
@@ -119,8 +127,29 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
       writing_ = true;
       StartWrite(&queue_.front());  // deque: the element stays put while others are appended
     } else if (num_unfinished_ == 0) {
+      if (metrics_) metrics_->e2e_request_latency->Observe(SecondsSince(arrived_at_));
       FinishLocked(grpc::Status::OK);
     }
+  }
+
+  static double SecondsSince(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+
+  // TTFT on the request's first token; inter-token latency on each later one of a sequence.
+  void ObserveTokenLocked(int seq_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!metrics_) return;
+    const Clock::time_point now = Clock::now();
+    metrics_->generation_tokens->Add(1);
+    if (!first_token_seen_) {
+      first_token_seen_ = true;
+      metrics_->time_to_first_token->Observe(SecondsSince(arrived_at_));
+    }
+    Clock::time_point& last = last_token_at_[seq_index];
+    if (last != Clock::time_point()) {
+      metrics_->inter_token_latency->Observe(std::chrono::duration<double>(now - last).count());
+    }
+    last = now;
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -130,6 +159,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   }
 
   GenerationService* const service_;
+  RouterMetrics* const metrics_;  // may be null
+  const Clock::time_point arrived_at_ = Clock::now();
   const std::vector<int> prompt_ids_;
   absl::Mutex mu_;
   int64_t request_id_ ABSL_GUARDED_BY(mu_) = -1;
@@ -140,6 +171,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool first_token_seen_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Clock::time_point> last_token_at_ ABSL_GUARDED_BY(mu_);  // (n)
 };
 
 // Ends a call that failed validation.
@@ -156,8 +189,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
-                                     std::string model_name)
-    : cluster_(cluster), tokenizer_(tokenizer), model_name_(std::move(model_name)) {}
+                                     std::string model_name, RouterMetrics* metrics)
+    : cluster_(cluster),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      model_name_(std::move(model_name)) {}
 
 absl::StatusOr<GenerationRequest> GenerationService::Translate(
     const v1::GenerateRequest& in) const {

@@ -20,8 +20,9 @@ inline constexpr int kMaxRequestIdBytes = 256;
 
 class GenerationService final : public v1::Generation::CallbackService {
  public:
-  // Not owned; both must outlive the service.
-  GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name);
+  // Not owned; all must outlive the service. `metrics` may be null.
+  GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
+                    RouterMetrics* metrics = nullptr);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -37,10 +38,12 @@ class GenerationService final : public v1::Generation::CallbackService {
 
   Cluster* cluster() const { return cluster_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
+  RouterMetrics* metrics() const { return metrics_; }
 
  private:
   Cluster* cluster_;            // Not owned.
   const Tokenizer* tokenizer_;  // Not owned.
+  RouterMetrics* metrics_;      // Not owned; may be null.
   const std::string model_name_;
 };
 

@@ -21,12 +21,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/command_line.h"
+#include "common/http_server.h"
+#include "common/metrics.h"
 #include "common/model_loader.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "router/generation_service.h"
+#include "router/router_metrics.h"
 #include "router/worker_link_service.h"
 
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
@@ -47,9 +50,48 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
           "on-demand: KV blocks as tokens arrive (paged); max-len: prompt + max_tokens reserved "
           "at admission (the contiguous baseline)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
+ABSL_FLAG(int, metrics_port, 0, "serve Prometheus metrics at http://HOST:PORT/metrics; 0 = off");
 ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");
 
 namespace {
+
+// Gauges of the current state, read from the cluster at each scrape.
+void AddStateGauges(pagoda::MetricsRegistry* registry, const pagoda::Cluster* cluster) {
+  using Values = std::vector<std::pair<pagoda::MetricLabels, double>>;
+  registry->AddGaugeFamily("pagoda_num_requests_running", "Sequences running on workers.",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_running}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_requests_waiting",
+                           "Sequences waiting for a worker or in a scheduler's queue.", [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_waiting}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_workers", "Connected workers (draining ones included).",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_workers}};
+                           });
+  auto per_worker = [cluster](auto value) {
+    return [cluster, value] {
+      Values out;
+      for (const pagoda::WorkerStats& w : cluster->worker_stats()) {
+        out.push_back({{{"worker", std::to_string(w.id)}}, value(w)});
+      }
+      return out;
+    };
+  };
+  registry->AddGaugeFamily(
+      "pagoda_kv_cache_usage", "Fraction of a worker's KV blocks in use (0..1).",
+      per_worker([](const pagoda::WorkerStats& w) {
+        return w.num_blocks ? static_cast<double>(w.num_used_blocks) / w.num_blocks : 0.0;
+      }));
+  registry->AddGaugeFamily(
+      "pagoda_kv_cache_utilization",
+      "Tokens held in a worker's blocks in use over their capacity (0..1; 0 when none in use).",
+      per_worker([](const pagoda::WorkerStats& w) {
+        const double capacity = static_cast<double>(w.num_used_blocks) * w.block_size;
+        return capacity > 0 ? w.num_tokens_in_use / capacity : 0.0;
+      }));
+}
 
 pid_t SpawnWorker(const std::string& binary, const std::vector<std::string>& args) {
   const pid_t pid = fork();
@@ -117,7 +159,25 @@ int main(int argc, char** argv) {
     std::cerr << "error: --placement must be prefix, round_robin or least_loaded\n";
     return 2;
   }
+  pagoda::MetricsRegistry registry;
+  pagoda::RouterMetrics metrics(&registry);
+  options.metrics = &metrics;
   pagoda::Cluster cluster(config, options);
+  AddStateGauges(&registry, &cluster);
+  std::unique_ptr<pagoda::HttpServer> metrics_server;
+  if (const int port = absl::GetFlag(FLAGS_metrics_port); port > 0) {
+    auto started = pagoda::HttpServer::Start(absl::GetFlag(FLAGS_host), port,
+                                             {{"/metrics", [&registry] {
+                                                 return pagoda::HttpResponse{
+                                                     "text/plain; version=0.0.4; charset=utf-8",
+                                                     registry.Render()};
+                                               }}});
+    if (!started.ok()) {
+      std::cerr << "error: metrics: " << started.status().message() << "\n";
+      return 1;
+    }
+    metrics_server = *std::move(started);
+  }
 
   pagoda::WorkerLinkService worker_link(&cluster,
                                         absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout_s)));
@@ -132,7 +192,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  pagoda::GenerationService generation(&cluster, tokenizer->get(), config.name);
+  pagoda::GenerationService generation(&cluster, tokenizer->get(), config.name, &metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -172,6 +232,7 @@ int main(int argc, char** argv) {
   bool serving = false;
   pagoda::ClusterStats last;
   absl::Time last_log = absl::Now();
+  double last_prompt = 0, last_generated = 0, last_queries = 0, last_hits = 0;
   std::thread shutdown;  // runs Server::Shutdown, which waits for the streams in flight
   std::atomic<bool> streams_done{false};
   for (;;) {
@@ -181,13 +242,25 @@ int main(int argc, char** argv) {
       const double steps = static_cast<double>(stats.num_steps - last.num_steps);
       const double step_ms = (stats.step_seconds - last.step_seconds) / steps * 1e3;
       const double forward_ms = (stats.forward_seconds - last.forward_seconds) / steps * 1e3;
+      const double seconds = absl::ToDoubleSeconds(absl::Now() - last_log);
+      const double prompt = metrics.prompt_tokens->value();
+      const double generated = metrics.generation_tokens->value();
+      const double queries = metrics.prefix_cache_queries->value();
+      const double hits = metrics.prefix_cache_hits->value();
       LOG(INFO) << absl::StrFormat(
-          "steps %.0f, step %.2f ms (forward %.2f, outside %.2f), running %d, waiting %d, KV "
-          "usage %.1f%%",
-          steps, step_ms, forward_ms, step_ms - forward_ms, stats.num_running, stats.num_waiting,
-          stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0);
+          "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV usage %.1f%%, "
+          "prefix hit rate %.1f%%; steps %.0f, step %.2f ms (forward %.2f, outside %.2f)",
+          (prompt - last_prompt) / seconds, (generated - last_generated) / seconds,
+          stats.num_running, stats.num_waiting,
+          stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0,
+          queries > last_queries ? 100.0 * (hits - last_hits) / (queries - last_queries) : 0.0,
+          steps, step_ms, forward_ms, step_ms - forward_ms);
       last = stats;
       last_log = absl::Now();
+      last_prompt = prompt;
+      last_generated = generated;
+      last_queries = queries;
+      last_hits = hits;
     }
     cluster.Tick(absl::Now());
     const bool now = !shutdown.joinable() && stats.num_workers > stats.num_draining_workers;

@@ -53,6 +53,7 @@ class ServingTest : public ::testing::Test {
     dir_ = testing::TempDir();
     port_ = FreePort();
     worker_port_ = FreePort();
+    metrics_port_ = FreePort();
     StartRouter();
   }
   void TearDown() override {
@@ -68,12 +69,12 @@ class ServingTest : public ::testing::Test {
   }
 
   void StartRouter() {
-    router_ = Spawn(
-        {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
-         absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
-         "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
-         "--max-model-len=257", "--heartbeat-timeout-s=3"},
-        dir_ + "/router.log");
+    router_ = Spawn({testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
+                     absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
+                     "--model=" + testing::Stories260KModel(),
+                     "--tokenizer=" + testing::Stories260KTokenizer(), "--max-model-len=257",
+                     "--heartbeat-timeout-s=3", absl::StrCat("--metrics-port=", metrics_port_)},
+                    dir_ + "/router.log");
     // Reconnect quickly while the router starts (the default backoff grows to seconds).
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
@@ -153,7 +154,7 @@ class ServingTest : public ::testing::Test {
 
   std::vector<testing::GoldenCase> golden_;
   std::string dir_;
-  int port_ = 0, worker_port_ = 0;
+  int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
   pid_t router_ = -1;
   std::vector<pid_t> workers_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -178,6 +179,69 @@ TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
     EXPECT_TRUE(c.stdout_text.starts_with(c.prompt + outputs[i].text[0])) << outputs[i].text[0];
   }
   WaitForNoUsedBlocks();
+}
+
+// The value of one series (`name` with its labels, exactly as rendered) in a scrape; NaN if
+// it is not there.
+double Metric(const std::string& text, const std::string& series) {
+  for (size_t at = 0; (at = text.find(series + " ", at)) != std::string::npos; ++at) {
+    if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + series.size() + 1));
+  }
+  return NAN;
+}
+
+TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  std::string during;
+  std::vector<testing::StreamOutput> outputs(16);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      outputs[i] = Generate(
+          Greedy(golden_[i % golden_.size()].prompt), i == 0 ? 20 : -1, [&](grpc::ClientContext&) {
+            during = testing::HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+          });
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const char* name :
+       {"pagoda_num_requests_running", "pagoda_num_requests_waiting", "pagoda_kv_cache_usage",
+        "pagoda_prefix_cache_queries_total", "pagoda_prefix_cache_hits_total",
+        "pagoda_num_preemptions_total", "pagoda_prompt_tokens_total",
+        "pagoda_generation_tokens_total", "pagoda_time_to_first_token_seconds",
+        "pagoda_inter_token_latency_seconds", "pagoda_e2e_request_latency_seconds",
+        "pagoda_request_queue_time_seconds", "pagoda_worker_step_seconds"}) {
+    EXPECT_THAT(during, HasSubstr(absl::StrCat("# TYPE ", name, " "))) << name;
+  }
+  EXPECT_GE(Metric(during, "pagoda_num_requests_running"), 1);
+  EXPECT_GT(Metric(during, "pagoda_generation_tokens_total"), 0);
+  EXPECT_GT(Metric(during, "pagoda_kv_cache_usage{worker=\"0\"}") +
+                Metric(during, "pagoda_kv_cache_usage{worker=\"1\"}"),
+            0);
+
+  int tokens = 0, prompt_tokens = 0;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(outputs[i].status.ok());
+    tokens += static_cast<int>(outputs[i].ids[0].size());
+    prompt_tokens += static_cast<int>(golden_[i % golden_.size()].prompt_ids.size());
+  }
+  WaitForNoUsedBlocks();
+  const std::string after = testing::HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+  EXPECT_EQ(Metric(after, "pagoda_generation_tokens_total"), tokens);
+  EXPECT_EQ(Metric(after, "pagoda_prompt_tokens_total"), prompt_tokens);
+  EXPECT_EQ(Metric(after, "pagoda_time_to_first_token_seconds_count"), 16);
+  EXPECT_EQ(Metric(after, "pagoda_e2e_request_latency_seconds_count"), 16);
+  EXPECT_EQ(Metric(after, "pagoda_request_queue_time_seconds_count"), 16);
+  EXPECT_EQ(Metric(after, "pagoda_inter_token_latency_seconds_count"), tokens - 16);
+  EXPECT_EQ(Metric(after, "pagoda_prefix_cache_queries_total"), prompt_tokens);
+  EXPECT_EQ(Metric(after, "pagoda_num_requests_running"), 0);
+  EXPECT_EQ(Metric(after, "pagoda_kv_cache_usage{worker=\"0\"}"), 0);
+  EXPECT_EQ(Metric(after, "pagoda_kv_cache_usage{worker=\"1\"}"), 0);
+  EXPECT_GT(Metric(after, "pagoda_worker_step_seconds_count{worker=\"0\"}") +
+                Metric(after, "pagoda_worker_step_seconds_count{worker=\"1\"}"),
+            0);
 }
 
 TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {

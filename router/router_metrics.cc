@@ -1,0 +1,29 @@
+#include "router/router_metrics.h"
+
+namespace pagoda {
+
+RouterMetrics::RouterMetrics(MetricsRegistry* r)
+    : registry(r),
+      prompt_tokens(r->AddCounter("pagoda_prompt_tokens_total", "Prompt tokens of requests.")),
+      generation_tokens(
+          r->AddCounter("pagoda_generation_tokens_total", "Tokens generated and streamed.")),
+      preemptions(r->AddCounter("pagoda_num_preemptions_total",
+                                "Sequences preempted (their KV dropped, to be recomputed).")),
+      prefix_cache_queries(r->AddCounter("pagoda_prefix_cache_queries_total",
+                                         "Prompt tokens looked up in the prefix cache.")),
+      prefix_cache_hits(r->AddCounter("pagoda_prefix_cache_hits_total",
+                                      "Prompt tokens found in the prefix cache.")),
+      time_to_first_token(r->AddHistogram("pagoda_time_to_first_token_seconds",
+                                          "From the call's arrival to its first token.",
+                                          LatencyBuckets())),
+      inter_token_latency(r->AddHistogram("pagoda_inter_token_latency_seconds",
+                                          "Between consecutive tokens of a sequence.",
+                                          LatencyBuckets())),
+      e2e_request_latency(r->AddHistogram("pagoda_e2e_request_latency_seconds",
+                                          "From the call's arrival to its last token.",
+                                          LatencyBuckets())),
+      request_queue_time(r->AddHistogram("pagoda_request_queue_time_seconds",
+                                         "A sequence's wait in its scheduler's queue.",
+                                         LatencyBuckets())) {}
+
+}  // namespace pagoda

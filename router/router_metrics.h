@@ -1,0 +1,29 @@
+// The router's Prometheus metrics (names as vLLM's, prefixed pagoda_). The Cluster feeds the
+// scheduler-side ones (preemptions, prefix cache, queue time, per-worker step time), the
+// GenerationService the client-side ones (tokens, TTFT, inter-token latency, end-to-end);
+// gauges of the current state are read from the Cluster at scrape time.
+#ifndef PAGODA_ROUTER_ROUTER_METRICS_H_
+#define PAGODA_ROUTER_ROUTER_METRICS_H_
+
+#include "common/metrics.h"
+
+namespace pagoda {
+
+struct RouterMetrics {
+  explicit RouterMetrics(MetricsRegistry* registry);
+
+  MetricsRegistry* const registry;  // Not owned.
+  Counter* const prompt_tokens;
+  Counter* const generation_tokens;
+  Counter* const preemptions;
+  Counter* const prefix_cache_queries;  // tokens looked up
+  Counter* const prefix_cache_hits;     // tokens found
+  Histogram* const time_to_first_token;
+  Histogram* const inter_token_latency;
+  Histogram* const e2e_request_latency;
+  Histogram* const request_queue_time;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_ROUTER_METRICS_H_
