@@ -1,5 +1,7 @@
-// pagoda: the command-line tool. `pagoda run` (offline, in-process) today; `generate`, `bench`
-// and `tokenize` talk to a router or a tokenizer (DESIGN §9).
+// pagoda: the command-line tool. `pagoda run` (offline, in-process); `generate` and `bench`
+// talk to a router; `tokenize` to a tokenizer file (DESIGN §9).
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -9,7 +11,9 @@
 #include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/bench_command.h"
 #include "cli/generate_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
@@ -43,7 +47,18 @@ ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "generate: the router's public address");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "generate: stop strings, comma-separated");
-ABSL_FLAG(double, timeout, 600, "generate: deadline of the call, seconds");
+ABSL_FLAG(double, timeout, 600, "generate, bench: deadline of each call, seconds");
+ABSL_FLAG(std::string, dataset, "random", "bench: random | chat");
+ABSL_FLAG(int, num_prompts, 100, "bench: requests in all");
+ABSL_FLAG(std::string, request_rate, "inf", "bench: arrivals per second (Poisson), or inf");
+ABSL_FLAG(int, max_concurrency, 0, "bench: requests in flight at most; 0 = no cap");
+ABSL_FLAG(int, input_len, 128, "bench: prompt tokens (chat: tokens per user message)");
+ABSL_FLAG(int, output_len, 128, "bench: max_tokens of each request");
+ABSL_FLAG(double, range_ratio, 0.0, "bench: lengths uniform in [len(1-r), len(1+r)]");
+ABSL_FLAG(int, system_prompt_len, 1024, "bench chat: tokens of the shared system prompt");
+ABSL_FLAG(int, turns, 4, "bench chat: requests per conversation");
+ABSL_FLAG(std::string, metrics, "",
+          "bench: the router's metrics HOST:PORT, sampled during the run");
 
 namespace {
 
@@ -52,6 +67,10 @@ constexpr char kUsage[] =
     "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts_file=F) [sampling] [--json]\n"
     "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts_file=F) [sampling] [--stop=A,B]\n"
     "            [--json]\n"
+    "  bench     --server=HOST:PORT [--dataset=random|chat] [--num-prompts=N]\n"
+    "            [--request-rate=R|inf] [--max-concurrency=C] [--input-len=N] [--output-len=N]\n"
+    "            [--range-ratio=R] [--ignore-eos] [--system-prompt-len=N --turns=T]\n"
+    "            [--metrics=HOST:PORT] [--seed=S] [--json]\n"
     "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
 
 pagoda::SamplingParams SamplingFromFlags() {
@@ -135,6 +154,31 @@ int Generate() {
   return pagoda::GenerateCommand(o, std::cout, std::cerr);
 }
 
+int Bench() {
+  pagoda::BenchOptions o;
+  o.server = absl::GetFlag(FLAGS_server);
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  o.num_prompts = absl::GetFlag(FLAGS_num_prompts);
+  const std::string rate = absl::GetFlag(FLAGS_request_rate);
+  if (rate != "inf" && !absl::SimpleAtod(rate, &o.request_rate)) {
+    std::cerr << "error: --request-rate must be a number or inf\n";
+    return 2;
+  }
+  o.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  o.input_len = absl::GetFlag(FLAGS_input_len);
+  o.output_len = absl::GetFlag(FLAGS_output_len);
+  o.range_ratio = absl::GetFlag(FLAGS_range_ratio);
+  o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  o.system_prompt_len = absl::GetFlag(FLAGS_system_prompt_len);
+  o.turns = absl::GetFlag(FLAGS_turns);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.metrics = absl::GetFlag(FLAGS_metrics);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.progress = !o.json && isatty(STDERR_FILENO);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout);
+  return pagoda::BenchCommand(o, std::cout, std::cerr);
+}
+
 int Tokenize() {
   pagoda::TokenizeOptions o;
   o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
@@ -154,6 +198,7 @@ int main(int argc, char** argv) {
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "run") return Run();
   if (command == "generate") return Generate();
+  if (command == "bench") return Bench();
   if (command == "tokenize") return Tokenize();
   std::cerr << kUsage;
   return 2;

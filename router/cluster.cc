@@ -33,7 +33,7 @@ struct Cluster::Worker {
   absl::flat_hash_map<int64_t, EngineRequest> to_request;
   absl::flat_hash_map<int64_t, std::vector<int64_t>> to_engine;
   // Published by the loop after each step, read by placement and stats.
-  std::atomic<int64_t> num_used_blocks{0}, num_tokens_in_use{0};
+  std::atomic<int64_t> num_used_blocks{0}, num_slots_used{0}, num_slots_reserved{0};
   // Scheduler counters already added to the metrics (loop thread only).
   int64_t reported_preemptions = 0, reported_queries = 0, reported_hits = 0;
   Histogram* step_seconds = nullptr;  // per-worker metric, when metrics are on
@@ -407,7 +407,9 @@ void Cluster::Loop(Worker* w) {
       }
     }
     w->num_used_blocks = s.kv().pool().num_used_blocks();
-    w->num_tokens_in_use = s.num_tokens_in_use();
+    const Scheduler::KvSlots slots = s.kv_slots();
+    w->num_slots_used = slots.used;
+    w->num_slots_reserved = slots.reserved;
     w->num_running = s.num_running();
     w->num_waiting = s.num_waiting();
     Deliver(w, *updates);
@@ -421,7 +423,8 @@ void Cluster::Loop(Worker* w) {
     }
   }
   w->num_used_blocks = 0;
-  w->num_tokens_in_use = 0;
+  w->num_slots_used = 0;
+  w->num_slots_reserved = 0;
   w->num_running = 0;
   w->num_waiting = 0;
 }
@@ -437,7 +440,8 @@ std::vector<WorkerStats> Cluster::worker_stats() const {
     s.num_blocks = w->executor->info().num_blocks;
     s.block_size = w->executor->info().block_size;
     s.num_used_blocks = w->num_used_blocks.load();
-    s.num_tokens_in_use = w->num_tokens_in_use.load();
+    s.num_slots_used = w->num_slots_used.load();
+    s.num_slots_reserved = w->num_slots_reserved.load();
     s.num_running = w->num_running.load();
     s.num_waiting = w->num_waiting.load() + static_cast<int>(w->inbox.size());
   }

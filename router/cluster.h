@@ -81,7 +81,8 @@ struct WorkerStats {
   bool draining = false;
   int64_t num_blocks = 0;
   int64_t num_used_blocks = 0;
-  int64_t num_tokens_in_use = 0;  // tokens its running sequences hold in those blocks
+  int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
+  int64_t num_slots_reserved = 0;  // ... of those their block tables hold
   int block_size = 0;
   int num_running = 0;
   int num_waiting = 0;

@@ -86,10 +86,12 @@ void AddStateGauges(pagoda::MetricsRegistry* registry, const pagoda::Cluster* cl
       }));
   registry->AddGaugeFamily(
       "pagoda_kv_cache_utilization",
-      "Tokens held in a worker's blocks in use over their capacity (0..1; 0 when none in use).",
+      "KV slots the running sequences fill over the slots their block tables reserve (0..1; 0 "
+      "when nothing runs).",
       per_worker([](const pagoda::WorkerStats& w) {
-        const double capacity = static_cast<double>(w.num_used_blocks) * w.block_size;
-        return capacity > 0 ? w.num_tokens_in_use / capacity : 0.0;
+        return w.num_slots_reserved > 0
+                   ? static_cast<double>(w.num_slots_used) / w.num_slots_reserved
+                   : 0.0;
       }));
 }
 

@@ -219,10 +219,13 @@ StepCommand Scheduler::Schedule() {
   return cmd;
 }
 
-int64_t Scheduler::num_tokens_in_use() const {
-  int64_t tokens = 0;
-  for (const Sequence* seq : running_) tokens += seq->num_computed_tokens;
-  return tokens;
+Scheduler::KvSlots Scheduler::kv_slots() const {
+  KvSlots slots;
+  for (const Sequence* seq : running_) {
+    slots.used += seq->num_computed_tokens;
+    slots.reserved += static_cast<int64_t>(kv_.block_table(seq->id).size()) * options_.block_size;
+  }
+  return slots;
 }
 
 std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {

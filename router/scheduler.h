@@ -77,8 +77,13 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
-  // Tokens the running sequences hold in the cache (over blocks in use: KV utilization).
-  int64_t num_tokens_in_use() const;
+  // Over the running sequences: KV slots holding tokens, and slots their block tables reserve
+  // (blocks x block size; a block shared by two sequences counts for each). used / reserved
+  // is the KV utilization: ~1 when paged, low when reserved for the longest possible output.
+  struct KvSlots {
+    int64_t used = 0, reserved = 0;
+  };
+  KvSlots kv_slots() const;
   const KVCacheManager& kv() const { return kv_; }
   const SchedulerOptions& options() const { return options_; }
 

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,34 +102,6 @@ int StartProcess(const std::vector<std::string>& argv, const std::string& stdout
     _exit(127);
   }
   return pid;
-}
-
-HttpResult HttpRequest(const std::string& host, int port, const std::string& raw_request) {
-  HttpResult result;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return result;
-  }
-  send(fd, raw_request.data(), raw_request.size(), MSG_NOSIGNAL);
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, n);
-  close(fd);
-  // "HTTP/1.1 200 OK\r\n...\r\n\r\nbody"
-  if (reply.rfind("HTTP/1.1 ", 0) != 0 || reply.size() < 12) return result;
-  result.status = std::stoi(reply.substr(9, 3));
-  const size_t body = reply.find("\r\n\r\n");
-  if (body != std::string::npos) result.body = reply.substr(body + 4);
-  return result;
-}
-
-HttpResult HttpGet(const std::string& host, int port, const std::string& path) {
-  return HttpRequest(host, port, "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv) {

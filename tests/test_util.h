@@ -39,14 +39,6 @@ CommandResult RunCommand(const std::vector<std::string>& argv);
 int StartProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
                  const std::string& stderr_path);
 
-// A plain HTTP/1.1 exchange over loopback: the status code (-1 if none came) and the body.
-struct HttpResult {
-  int status = -1;
-  std::string body;
-};
-HttpResult HttpRequest(const std::string& host, int port, const std::string& raw_request);
-HttpResult HttpGet(const std::string& host, int port, const std::string& path);
-
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data);
 

@@ -3,6 +3,7 @@
 #include "common/metrics.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/http_client.h"
 #include "common/http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,15 +56,15 @@ TEST(HttpServerTest, ServesPathsAndRefusesTheRest) {
                                                     }}});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  const testing::HttpResult ok = testing::HttpGet("127.0.0.1", port, "/metrics");
+  const HttpResult ok = HttpGet("127.0.0.1", port, "/metrics");
   EXPECT_EQ(ok.status, 200);
   EXPECT_THAT(ok.body, HasSubstr("up_total 5\n"));
-  EXPECT_EQ(testing::HttpGet("127.0.0.1", port, "/nothing").status, 404);
-  EXPECT_EQ(testing::HttpRequest("127.0.0.1", port, "POST /metrics HTTP/1.1\r\n\r\n").status, 405);
-  EXPECT_EQ(testing::HttpRequest("127.0.0.1", port, "garbage\r\n\r\n").status, 400);
-  EXPECT_EQ(testing::HttpRequest("127.0.0.1", port, std::string(9000, 'x')).status, 431);
+  EXPECT_EQ(HttpGet("127.0.0.1", port, "/nothing").status, 404);
+  EXPECT_EQ(HttpExchange("127.0.0.1", port, "POST /metrics HTTP/1.1\r\n\r\n").status, 405);
+  EXPECT_EQ(HttpExchange("127.0.0.1", port, "garbage\r\n\r\n").status, 400);
+  EXPECT_EQ(HttpExchange("127.0.0.1", port, std::string(9000, 'x')).status, 431);
   // Still serving after the bad ones.
-  EXPECT_EQ(testing::HttpGet("127.0.0.1", port, "/metrics").status, 200);
+  EXPECT_EQ(HttpGet("127.0.0.1", port, "/metrics").status, 200);
   EXPECT_FALSE(HttpServer::Start("127.0.0.1", port, {}).ok()) << "the port is taken";
 }
 

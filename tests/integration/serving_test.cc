@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/http_client.h"
 #include "common/llama2c_checkpoint.h"
 #include "common/random_weights.h"
 #include "glog/logging.h"
@@ -199,10 +200,10 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
   std::vector<std::thread> clients;
   for (int i = 0; i < 16; ++i) {
     clients.emplace_back([&, i] {
-      outputs[i] = Generate(
-          Greedy(golden_[i % golden_.size()].prompt), i == 0 ? 20 : -1, [&](grpc::ClientContext&) {
-            during = testing::HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
-          });
+      outputs[i] = Generate(Greedy(golden_[i % golden_.size()].prompt), i == 0 ? 20 : -1,
+                            [&](grpc::ClientContext&) {
+                              during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+                            });
     });
   }
   for (auto& t : clients) t.join();
@@ -228,7 +229,7 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
     prompt_tokens += static_cast<int>(golden_[i % golden_.size()].prompt_ids.size());
   }
   WaitForNoUsedBlocks();
-  const std::string after = testing::HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+  const std::string after = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
   EXPECT_EQ(Metric(after, "pagoda_generation_tokens_total"), tokens);
   EXPECT_EQ(Metric(after, "pagoda_prompt_tokens_total"), prompt_tokens);
   EXPECT_EQ(Metric(after, "pagoda_time_to_first_token_seconds_count"), 16);
@@ -242,6 +243,64 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
   EXPECT_GT(Metric(after, "pagoda_worker_step_seconds_count{worker=\"0\"}") +
                 Metric(after, "pagoda_worker_step_seconds_count{worker=\"1\"}"),
             0);
+}
+
+// A number field of a flat JSON object; NaN if absent.
+double JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? NAN : std::stod(json.substr(at + key.size() + 3));
+}
+
+TEST_F(ServingTest, BenchReportsTheLoadItSent) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  const std::string server = absl::StrCat("--server=127.0.0.1:", port_);
+  const std::string metrics = absl::StrCat("--metrics=127.0.0.1:", metrics_port_);
+  const testing::CommandResult random =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, metrics,
+                           "--num-prompts=24", "--input-len=40", "--output-len=30",
+                           "--range-ratio=0.5", "--request-rate=200", "--ignore-eos", "--json"});
+  ASSERT_EQ(random.exit_code, 0) << random.err;
+  for (const char* key :
+       {"duration", "request_throughput", "input_throughput", "output_throughput",
+        "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+        "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
+        "prefix_cache_hit_rate", "peak_running", "mean_kv_cache_utilization"}) {
+    EXPECT_FALSE(std::isnan(JsonNumber(random.out, key))) << key << " in " << random.out;
+  }
+  EXPECT_EQ(JsonNumber(random.out, "completed"), 24);
+  EXPECT_EQ(JsonNumber(random.out, "failed"), 0);
+  // --ignore-eos: every request ran to its max_tokens, drawn from [15, 45].
+  const double output = JsonNumber(random.out, "total_output_tokens");
+  EXPECT_GE(output, 24 * 15);
+  EXPECT_LE(output, 24 * 45);
+  EXPECT_GE(JsonNumber(random.out, "peak_running"), 1);
+  EXPECT_LE(JsonNumber(random.out, "p90_ttft_ms"), JsonNumber(random.out, "p99_ttft_ms"));
+  // What the router counted agrees with what the client saw.
+  const std::string scrape = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+  EXPECT_EQ(Metric(scrape, "pagoda_generation_tokens_total"), output);
+
+  // Chat: every turn resends the history, so most prompt tokens are cache hits.
+  const testing::CommandResult chat =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, "--dataset=chat",
+                           "--num-prompts=12", "--turns=3", "--system-prompt-len=96",
+                           "--input-len=16", "--output-len=16", "--max-concurrency=4", "--json"});
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  EXPECT_EQ(JsonNumber(chat.out, "completed"), 12);
+  EXPECT_GT(JsonNumber(chat.out, "prefix_cache_hit_rate"), 0.5) << chat.out;
+
+  // Bad input: clear errors, exit code 2.
+  const testing::CommandResult too_long =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, "--input-len=300"});
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_THAT(too_long.err, HasSubstr("model length is 257"));
+  const testing::CommandResult nobody =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench",
+                           absl::StrCat("--server=127.0.0.1:", FreePort()), "--timeout=1"});
+  EXPECT_EQ(nobody.exit_code, 2);
+  EXPECT_THAT(nobody.err, HasSubstr("error:"));
+  WaitForNoUsedBlocks();
 }
 
 TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {

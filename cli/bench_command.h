@@ -1,0 +1,50 @@
+// `pagoda bench`: a load generator over the public gRPC API that reports what vLLM's serving
+// benchmark reports: completed and failed requests, duration, request and token throughput,
+// TTFT, TPOT (time per output token after the first), ITL (inter-token latency) and end-to-end
+// latency (mean, median, p90, p99), and the prefix-cache hit rate (cached / prompt tokens, from
+// each response's usage).
+//
+// Workloads (prompts are token ids, so no tokenizer is needed):
+//   random  prompts of random tokens; input and output lengths fixed or uniform in a range.
+//   chat    conversations of --turns requests that share one long system prompt; each turn's
+//           prompt is the whole history so far (system, earlier turns and their replies) plus a
+//           new user message, so most of it is a cached prefix.
+// Load: --request-rate arrivals per second (Poisson; inf = all at once), optionally capped at
+// --max-concurrency requests in flight. With --metrics=HOST:PORT it also samples the router's
+// /metrics during the run (peak running sequences, KV usage and utilization).
+#ifndef PAGODA_CLI_BENCH_COMMAND_H_
+#define PAGODA_CLI_BENCH_COMMAND_H_
+
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <string>
+
+namespace pagoda {
+
+struct BenchOptions {
+  std::string server;
+  std::string dataset = "random";  // random | chat
+  int num_prompts = 100;           // requests in all (chat: turns included)
+  double request_rate = std::numeric_limits<double>::infinity();
+  int max_concurrency = 0;  // 0 = no cap
+  int input_len = 128;      // random: prompt tokens; chat: tokens per user message
+  int output_len = 128;     // max_tokens of each request
+  double range_ratio = 0;   // lengths uniform in [len·(1−r), len·(1+r)]
+  bool ignore_eos = false;
+  int system_prompt_len = 1024;  // chat
+  int turns = 4;                 // chat: requests per conversation
+  uint64_t seed = 0;
+  std::string metrics;  // host:port of the router's /metrics; empty = do not sample
+  bool json = false;
+  bool progress = false;  // a progress bar on stderr
+  double timeout_s = 600;
+};
+
+// Returns the exit code: 0 when every request completed, 1 when some failed, 2 for bad options
+// or an unreachable server.
+int BenchCommand(const BenchOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_CLI_BENCH_COMMAND_H_
