@@ -68,8 +68,10 @@ class Run {
   Run(const BenchOptions& o, std::unique_ptr<v1::Generation::Stub> stub, std::ostream& err)
       : o_(o), stub_(std::move(stub)), limiter_(o.max_concurrency), err_(err) {}
 
-  // One streamed request; `output` (if set) gets the generated tokens.
-  Record Send(const std::vector<int>& prompt, int max_tokens, std::vector<int>* output) {
+  // One streamed request of up to `max_tokens`, ended by the client after `stop_after` tokens;
+  // `output` (if set) gets the generated tokens.
+  Record Send(const std::vector<int>& prompt, int max_tokens, int stop_after,
+              std::vector<int>* output) {
     limiter_.Acquire();
     v1::GenerateRequest request;
     request.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());
@@ -95,15 +97,19 @@ class Run {
         }
         last = now;
         r.output_tokens += response.token_ids_size();
-        if (output)
+        if (output) {
           output->insert(output->end(), response.token_ids().begin(), response.token_ids().end());
+        }
       }
       if (response.has_usage()) r.cached_tokens = response.usage().cached_tokens();
+      if (r.output_tokens >= stop_after && stop_after < max_tokens) break;
     }
+    const bool ended_by_us = r.output_tokens >= stop_after && stop_after < max_tokens;
+    if (ended_by_us) context.TryCancel();
     const grpc::Status status = reader->Finish();
     r.e2e = Seconds(Clock::now() - start);
-    r.ok = status.ok() && r.output_tokens > 0;
-    if (!status.ok()) r.error = status.error_message();
+    r.ok = (status.ok() || ended_by_us) && r.output_tokens > 0;
+    if (!r.ok) r.error = status.ok() ? "no tokens" : status.error_message();
     limiter_.Release();
     Done(r);
     return r;
@@ -231,9 +237,10 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   }
   if (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1 || o.max_concurrency < 0 ||
       o.range_ratio < 0 || o.range_ratio >= 1 || !(o.request_rate > 0) || o.turns < 1 ||
-      o.system_prompt_len < 0) {
+      o.system_prompt_len < 0 || !(o.max_tokens_ratio >= 1)) {
     err << "error: need --num-prompts, --input-len, --output-len, --turns >= 1, "
-           "--max-concurrency >= 0, --range-ratio in [0, 1), --request-rate > 0\n";
+           "--max-concurrency >= 0, --range-ratio in [0, 1), --request-rate > 0, "
+           "--max-tokens-ratio >= 1\n";
     return 2;
   }
   auto channel = grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
@@ -253,10 +260,13 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   auto max_len = [&](int len) { return static_cast<int>(std::ceil(len * (1 + o.range_ratio))); };
-  const int longest =
-      o.dataset == "random"
-          ? max_len(o.input_len) + max_len(o.output_len)
-          : 1 + o.system_prompt_len + o.turns * (max_len(o.input_len) + max_len(o.output_len));
+  auto asked = [&](int output_len) {  // the max_tokens sent for an output of output_len
+    return static_cast<int>(std::ceil(output_len * o.max_tokens_ratio));
+  };
+  const int longest = o.dataset == "random"
+                          ? max_len(o.input_len) + asked(max_len(o.output_len))
+                          : 1 + o.system_prompt_len +
+                                o.turns * (max_len(o.input_len) + asked(max_len(o.output_len)));
   if (longest > info.context_length()) {
     err << "error: a request may need " << longest << " tokens but the model length is "
         << info.context_length() << "; lower the lengths"
@@ -277,7 +287,7 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   // A job is what one arrival starts: a request, or a whole conversation.
   struct Job {
     std::vector<std::vector<int>> messages;  // the prompt; for chat one user message per turn
-    std::vector<int> max_tokens;             // per request
+    std::vector<int> output_len;             // per request
   };
   std::vector<Job> jobs;
   std::vector<int> system = {1};
@@ -289,7 +299,7 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
       std::vector<int>& m = job.messages.emplace_back();
       if (o.dataset == "random") m.push_back(1);
       tokens(length(o.input_len) - (o.dataset == "random" ? 1 : 0), &m);
-      job.max_tokens.push_back(length(o.output_len));
+      job.output_len.push_back(length(o.output_len));
     }
     left -= requests;
   }
@@ -310,14 +320,16 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
     threads.emplace_back([&, j] {
       const Job& job = jobs[j];
       if (o.dataset == "random") {
-        run.Send(job.messages[0], job.max_tokens[0], nullptr);
+        run.Send(job.messages[0], asked(job.output_len[0]), job.output_len[0], nullptr);
         return;
       }
       std::vector<int> history = system;
       for (size_t t = 0; t < job.messages.size(); ++t) {
         history.insert(history.end(), job.messages[t].begin(), job.messages[t].end());
         std::vector<int> reply;
-        if (!run.Send(history, job.max_tokens[t], &reply).ok) return;  // the rest would fail too
+        if (!run.Send(history, asked(job.output_len[t]), job.output_len[t], &reply).ok) {
+          return;  // the later turns would fail too
+        }
         history.insert(history.end(), reply.begin(), reply.end());
       }
     });

@@ -29,8 +29,12 @@ struct BenchOptions {
   double request_rate = std::numeric_limits<double>::infinity();
   int max_concurrency = 0;  // 0 = no cap
   int input_len = 128;      // random: prompt tokens; chat: tokens per user message
-  int output_len = 128;     // max_tokens of each request
-  double range_ratio = 0;   // lengths uniform in [len·(1−r), len·(1+r)]
+  int output_len = 128;     // output tokens of each request
+  // > 1: requests ask for max_tokens = ratio x their output length, and the client ends each
+  // stream once it has its output length, as if the model had stopped there. Models a workload
+  // whose max_tokens overstates its outputs (what a reserve-for-max-length allocator pays for).
+  double max_tokens_ratio = 1;
+  double range_ratio = 0;  // lengths uniform in [len·(1−r), len·(1+r)]
   bool ignore_eos = false;
   int system_prompt_len = 1024;  // chat
   int turns = 4;                 // chat: requests per conversation

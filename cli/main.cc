@@ -53,7 +53,10 @@ ABSL_FLAG(int, num_prompts, 100, "bench: requests in all");
 ABSL_FLAG(std::string, request_rate, "inf", "bench: arrivals per second (Poisson), or inf");
 ABSL_FLAG(int, max_concurrency, 0, "bench: requests in flight at most; 0 = no cap");
 ABSL_FLAG(int, input_len, 128, "bench: prompt tokens (chat: tokens per user message)");
-ABSL_FLAG(int, output_len, 128, "bench: max_tokens of each request");
+ABSL_FLAG(int, output_len, 128, "bench: output tokens of each request");
+ABSL_FLAG(double, max_tokens_ratio, 1.0,
+          "bench: ask for max_tokens = ratio x output length; the client ends the stream at the "
+          "output length");
 ABSL_FLAG(double, range_ratio, 0.0, "bench: lengths uniform in [len(1-r), len(1+r)]");
 ABSL_FLAG(int, system_prompt_len, 1024, "bench chat: tokens of the shared system prompt");
 ABSL_FLAG(int, turns, 4, "bench chat: requests per conversation");
@@ -69,7 +72,8 @@ constexpr char kUsage[] =
     "            [--json]\n"
     "  bench     --server=HOST:PORT [--dataset=random|chat] [--num-prompts=N]\n"
     "            [--request-rate=R|inf] [--max-concurrency=C] [--input-len=N] [--output-len=N]\n"
-    "            [--range-ratio=R] [--ignore-eos] [--system-prompt-len=N --turns=T]\n"
+    "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
+    "            [--system-prompt-len=N --turns=T]\n"
     "            [--metrics=HOST:PORT] [--seed=S] [--json]\n"
     "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
 
@@ -167,6 +171,7 @@ int Bench() {
   o.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
   o.input_len = absl::GetFlag(FLAGS_input_len);
   o.output_len = absl::GetFlag(FLAGS_output_len);
+  o.max_tokens_ratio = absl::GetFlag(FLAGS_max_tokens_ratio);
   o.range_ratio = absl::GetFlag(FLAGS_range_ratio);
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   o.system_prompt_len = absl::GetFlag(FLAGS_system_prompt_len);

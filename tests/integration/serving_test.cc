@@ -281,6 +281,15 @@ TEST_F(ServingTest, BenchReportsTheLoadItSent) {
   const std::string scrape = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
   EXPECT_EQ(Metric(scrape, "pagoda_generation_tokens_total"), output);
 
+  // max_tokens 4x the output: the client ends each stream at its output length.
+  const testing::CommandResult overstated = testing::RunCommand(
+      {testing::BinaryPath("pagoda"), "bench", server, "--num-prompts=8", "--input-len=20",
+       "--output-len=20", "--max-tokens-ratio=4", "--ignore-eos", "--json"});
+  ASSERT_EQ(overstated.exit_code, 0) << overstated.err;
+  EXPECT_EQ(JsonNumber(overstated.out, "completed"), 8);
+  EXPECT_EQ(JsonNumber(overstated.out, "total_output_tokens"), 8 * 20);
+  WaitForNoUsedBlocks();
+
   // Chat: every turn resends the history, so most prompt tokens are cache hits.
   const testing::CommandResult chat =
       testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, "--dataset=chat",
