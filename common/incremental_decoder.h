@@ -1,5 +1,6 @@
-// Turns a stream of token ids into text that is only ever emitted in whole UTF-8 characters,
-// so a character split over byte-fallback tokens is never sent half-way.
+// Turns a stream of token ids into text that is only ever emitted in whole, valid UTF-8
+// characters: a character split over byte-fallback tokens is never sent half-way, and bytes
+// that form no character (possible from any model, certain from a random one) become U+FFFD.
 // Not thread-safe: one per output sequence.
 #ifndef PAGODA_COMMON_INCREMENTAL_DECODER_H_
 #define PAGODA_COMMON_INCREMENTAL_DECODER_H_
@@ -18,7 +19,8 @@ class IncrementalDecoder {
 
   // Adds a token and returns the text that became complete (possibly empty).
   std::string Append(int id);
-  // Returns whatever is still held back (an incomplete character at the end of the stream).
+  // Returns whatever is still held back (an incomplete character at the end of the stream,
+  // as U+FFFD).
   std::string Flush();
 
  private:
@@ -26,9 +28,6 @@ class IncrementalDecoder {
   int prev_id_;
   std::string pending_;  // bytes not yet emitted: an incomplete trailing character
 };
-
-// Length of the longest prefix of `s` that does not end inside a UTF-8 character.
-size_t CompleteUtf8Prefix(const std::string& s);
 
 }  // namespace pagoda
 

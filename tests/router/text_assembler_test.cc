@@ -1,6 +1,7 @@
 #include "router/text_assembler.h"
 
 #include "common/llama2c_tokenizer.h"
+#include "common/utf8.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -52,7 +53,7 @@ TEST_F(TextAssemblerTest, NeverSplitsACharacter) {
   TextAssembler a(tok_.get(), 1, {"zz"});
   for (int id : tok_->Encode("é🦙é")) {
     const std::string piece = a.Add(id);
-    EXPECT_EQ(CompleteUtf8Prefix(piece), piece.size());
+    EXPECT_EQ(ValidUtf8(piece), piece);
   }
 }
 

@@ -1,0 +1,53 @@
+// Text sent in protobuf `string` fields and JSON must be valid UTF-8 whatever bytes the tokens
+// carry (a bench with random prompts on a random model found invalid bytes in responses).
+#include "common/utf8.h"
+
+#include "common/incremental_decoder.h"
+#include "common/llama2c_tokenizer.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+namespace {
+
+TEST(Utf8Test, CharLengthTellsValidInvalidAndIncomplete) {
+  EXPECT_EQ(Utf8CharLength("a"), 1);
+  EXPECT_EQ(Utf8CharLength("\xC3\xA9"), 2);          // é
+  EXPECT_EQ(Utf8CharLength("\xF0\x9F\x98\x80"), 4);  // 😀
+  EXPECT_EQ(Utf8CharLength("\x80"), 0);              // stray continuation
+  EXPECT_EQ(Utf8CharLength("\xC0\xAF"), 0);          // overlong
+  EXPECT_EQ(Utf8CharLength("\xED\xA0\x80"), 0);      // surrogate
+  EXPECT_EQ(Utf8CharLength("\xE4\x61"), 0);          // lead, then not a continuation
+  EXPECT_EQ(Utf8CharLength("\xF8\x80\x80\x80"), 0);  // no such lead
+  EXPECT_EQ(Utf8CharLength("\xF0\x9F\x98"), kUtf8Incomplete);
+  EXPECT_EQ(ValidUtf8("a\x80"
+                      "b\xE4"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
+}
+
+TEST(Utf8Test, TheDecoderEmitsOnlyValidUtf8WhateverTheBytes) {
+  auto tok = Llama2cTokenizer::Load(testing::SharedPath("models/llama2-tokenizer/tokenizer.bin"));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto byte = [](int b) { return 3 + b; };  // <0xNN> byte-fallback tokens
+  IncrementalDecoder decoder(tok->get(), 1);
+  std::string text;
+  for (int b : {0x80, 0xE4, 0xBD, 0x61, 0xF0, 0x9F, 0x98, 0x80, 0xE4}) {
+    const std::string piece = decoder.Append(byte(b));
+    EXPECT_EQ(ValidUtf8(piece), piece) << "after byte " << b;
+    text += piece;
+  }
+  const std::string rest = decoder.Flush();
+  EXPECT_EQ(ValidUtf8(rest), rest);
+  text += rest;
+  // A stray 0x80; E4 BD cut short by 'a' (two bytes that start nothing); 😀; a lone E4.
+  EXPECT_EQ(text,
+            "\xEF\xBF\xBD"
+            "\xEF\xBF\xBD\xEF\xBF\xBD"
+            "a"
+            "\xF0\x9F\x98\x80"
+            "\xEF\xBF\xBD");
+}
+
+}  // namespace
+}  // namespace pagoda
