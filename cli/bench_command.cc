@@ -336,7 +336,12 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   }
   for (std::thread& t : threads) t.join();
   const double duration = Seconds(Clock::now() - start);
-  if (sampler) sampler->Stop();
+  if (sampler) {
+    sampler->Stop();
+    if (sampler->num_samples == 0) {
+      err << "warning: no metrics could be read from http://" << o.metrics << "/metrics\n";
+    }
+  }
 
   const std::vector<Record> records = run.records();
   int completed = 0;
