@@ -26,6 +26,13 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
+  // Llama 3's RoPE frequency scaling ("rope_scaling": {"rope_type": "llama3", ...}); off when
+  // rope_scaling_factor is 0.
+  float rope_scaling_factor = 0;
+  float rope_low_freq_factor = 1;
+  float rope_high_freq_factor = 4;
+  int rope_original_max_position = 8192;
+  bool qkv_bias = false;         // q, k and v projections have biases (Qwen2)
   bool tied_embeddings = false;  // Classifier shares the token-embedding matrix.
   int bos_id = 1;
   std::vector<int> eos_ids;  // Sampling one of these ends a sequence (unless ignore_eos).
@@ -34,6 +41,8 @@ struct ModelConfig {
   int kv_dim() const { return num_kv_heads * head_dim; }
   // A stable description of everything that changes the model's outputs' shape.
   std::string Fingerprint() const;
+  // RoPE's rotation frequency of dimension pair i (of head_dim / 2), scaling included.
+  float RopeFrequency(int i) const;  // in float, as llama2.c computes it
 };
 
 }  // namespace pagoda

@@ -2,19 +2,25 @@
 
 #include <filesystem>
 
+#include "common/hf_model.h"
 #include "common/llama2c_checkpoint.h"
 
 namespace pagoda {
 
 absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path) {
+  if (IsHfModelDir(model_path)) return LoadHfModel(model_path);
   return LoadLlama2cCheckpoint(model_path);
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path) {
+  if (IsHfModelDir(model_path)) return LoadHfConfig(model_path);
   return LoadLlama2cConfig(model_path);
 }
 
 std::string DefaultTokenizerPath(const std::string& model_path) {
+  if (IsHfModelDir(model_path)) {
+    return (std::filesystem::path(model_path) / "tokenizer.json").string();
+  }
   return (std::filesystem::path(model_path).parent_path() / "tokenizer.bin").string();
 }
 

@@ -1,4 +1,5 @@
-// Opens a model by path, whatever its format: today a llama2.c checkpoint file.
+// Opens a model by path, whatever its format: a llama2.c checkpoint file, or a Hugging Face
+// directory (config.json + safetensors).
 #ifndef PAGODA_COMMON_MODEL_LOADER_H_
 #define PAGODA_COMMON_MODEL_LOADER_H_
 
@@ -16,7 +17,7 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path);
 
 // The tokenizer to use with `model_path` when none is given: `tokenizer.bin` beside a
-// llama2.c checkpoint.
+// llama2.c checkpoint, `tokenizer.json` in a Hugging Face directory.
 std::string DefaultTokenizerPath(const std::string& model_path);
 
 // Loads `tokenizer_path` (or the default for the model) and checks it against `config`.

@@ -1,5 +1,6 @@
 #include "common/tokenizer.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/llama2c_tokenizer.h"
 
 namespace pagoda {
@@ -15,6 +16,12 @@ std::string Tokenizer::Decode(std::span<const int> ids, int prev_id) const {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path,
                                                          int expected_vocab_size) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(path,
+                     ": tokenizer.json is not supported yet; pass --tokenizer with a "
+                     "llama2.c tokenizer.bin"));
+  }
   return Llama2cTokenizer::Load(path, expected_vocab_size);
 }
 

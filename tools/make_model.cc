@@ -1,16 +1,21 @@
-// pagoda-make-model: writes a random-weight llama2.c checkpoint of a named shape, for
-// benchmarks (values don't matter for speed).
+// pagoda-make-model: writes a random-weight model of a named shape, for benchmarks (values
+// don't matter for speed): a llama2.c checkpoint, or a Hugging Face directory (config.json +
+// model.safetensors in F32, F16 or BF16).
 //   pagoda-make-model --shape=stories110M --out=/tmp/stories110M.bin [--seed=1]
+//   pagoda-make-model --shape=1B --format=hf --dtype=bf16 --out=/tmp/tinyllama-shaped
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "common/command_line.h"
+#include "common/hf_model.h"
 #include "common/llama2c_checkpoint.h"
 #include "common/random_weights.h"
 
 ABSL_FLAG(std::string, shape, "stories110M",
           "stories260K, stories15M, stories42M, stories110M, 1B");
-ABSL_FLAG(std::string, out, "", "output .bin path");
+ABSL_FLAG(std::string, out, "", "output: a .bin path (llama2c) or a directory (hf)");
+ABSL_FLAG(std::string, format, "llama2c", "llama2c | hf");
+ABSL_FLAG(std::string, dtype, "f32", "hf: f32 | f16 | bf16");
 ABSL_FLAG(uint64_t, seed, 1, "random seed");
 
 int main(int argc, char** argv) {
@@ -20,12 +25,21 @@ int main(int argc, char** argv) {
     std::cerr << "error: unknown --shape " << absl::GetFlag(FLAGS_shape) << "\n";
     return 2;
   }
-  if (absl::GetFlag(FLAGS_out).empty()) {
-    std::cerr << "error: --out is required\n";
+  const std::string out = absl::GetFlag(FLAGS_out), format = absl::GetFlag(FLAGS_format);
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (out.empty() || (format != "llama2c" && format != "hf") ||
+      (dtype != "f32" && dtype != "f16" && dtype != "bf16")) {
+    std::cerr << "error: need --out, --format=llama2c|hf and --dtype=f32|f16|bf16\n";
     return 2;
   }
-  const absl::Status s = pagoda::WriteLlama2cCheckpoint(
-      pagoda::RandomModelWeights(config, absl::GetFlag(FLAGS_seed)), absl::GetFlag(FLAGS_out));
+  const pagoda::ModelWeights weights =
+      pagoda::RandomModelWeights(config, absl::GetFlag(FLAGS_seed));
+  const absl::Status s = format == "llama2c"
+                             ? pagoda::WriteLlama2cCheckpoint(weights, out)
+                             : pagoda::WriteHfModel(weights, out,
+                                                    dtype == "f32"   ? pagoda::TensorDtype::kF32
+                                                    : dtype == "f16" ? pagoda::TensorDtype::kF16
+                                                                     : pagoda::TensorDtype::kBF16);
   if (!s.ok()) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;

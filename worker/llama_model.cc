@@ -93,14 +93,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
   std::vector<float>().swap(w.classifier);
   model->token_embedding_ = std::move(w.token_embedding);
 
-  // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim), computed as llama2.c does.
+  // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (Llama 3 scaling aside),
+  // computed in float as llama2.c does.
   const int half = c.head_dim / 2;
   model->rope_cos_.resize(static_cast<size_t>(c.max_seq_len) * half);
   model->rope_sin_.resize(model->rope_cos_.size());
+  std::vector<float> freqs(half);
+  for (int i = 0; i < half; ++i) freqs[i] = c.RopeFrequency(i);
   for (int pos = 0; pos < c.max_seq_len; ++pos) {
     for (int i = 0; i < half; ++i) {
-      const float freq = 1.0f / std::pow(c.rope_theta, (2 * i) / static_cast<float>(c.head_dim));
-      const float angle = pos * freq;
+      const float angle = pos * freqs[i];
       model->rope_cos_[pos * half + i] = std::cos(angle);
       model->rope_sin_[pos * half + i] = std::sin(angle);
     }

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "common/incremental_decoder.h"
-#include "common/utf8.h"
 #include "common/json_writer.h"
+#include "common/utf8.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
