@@ -1,6 +1,9 @@
 #include "common/tokenizer.h"
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "common/hf_tokenizer.h"
 #include "common/llama2c_tokenizer.h"
 
 namespace pagoda {
@@ -16,11 +19,20 @@ std::string Tokenizer::Decode(std::span<const int> ids, int prev_id) const {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path,
                                                          int expected_vocab_size) {
+  if (std::filesystem::is_directory(path)) {
+    const std::string json = path + "/tokenizer.json";
+    return LoadTokenizer(std::filesystem::exists(json) ? json : path + "/tokenizer.bin",
+                         expected_vocab_size);
+  }
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
-    return absl::UnimplementedError(
-        absl::StrCat(path,
-                     ": tokenizer.json is not supported yet; pass --tokenizer with a "
-                     "llama2.c tokenizer.bin"));
+    absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::Load(path);
+    if (!t.ok()) return t.status();
+    // A model may have more rows than its tokenizer has tokens (padding), never fewer.
+    if (expected_vocab_size > 0 && (*t)->vocab_size() > expected_vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", (*t)->vocab_size(), " tokens but the model has ", expected_vocab_size));
+    }
+    return std::unique_ptr<Tokenizer>(std::move(*t));
   }
   return Llama2cTokenizer::Load(path, expected_vocab_size);
 }

@@ -31,7 +31,8 @@ class Tokenizer {
   std::string Decode(std::span<const int> ids, int prev_id = -1) const;
 };
 
-// Loads a tokenizer from a file: a llama2.c `tokenizer.bin`.
+// Loads a tokenizer: a llama2.c `tokenizer.bin`, a Hugging Face `tokenizer.json`, or a model
+// directory holding one (tokenizer.json first).
 // `expected_vocab_size` > 0 makes a different vocabulary size an error.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path,
                                                          int expected_vocab_size = 0);

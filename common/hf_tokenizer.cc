@@ -1,0 +1,248 @@
+#include "common/hf_tokenizer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <queue>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/json.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
+
+namespace pagoda {
+namespace {
+
+constexpr char kSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's word boundary
+
+uint64_t PairKey(int a, int b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+// "<0x41>" -> 0x41; -1 if `piece` is not a byte token.
+int ByteTokenValue(const std::string& piece) {
+  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
+  int v = 0;
+  for (int i = 3; i < 5; ++i) {
+    const char c = piece[i];
+    v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -100);
+  }
+  return v >= 0 ? v : -1;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));
+  };
+  const JsonValue* model = JsonMember(j, "model");
+  if (model == nullptr) return bad("no model");
+  ASSIGN_OR_RETURN(std::string type, JsonString(*model, "type", path + ": model"));
+  if (type != "BPE") return bad("model type ", type, " is not supported (BPE)");
+  if (JsonMember(j, "pre_tokenizer") != nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        path,
+        ": byte-level BPE (a pre_tokenizer, as in Llama 3 and Qwen) is not supported yet; "
+        "SentencePiece-style BPE is"));
+  }
+  auto t = std::unique_ptr<HfTokenizer>(new HfTokenizer());
+  const JsonValue* vocab = JsonMember(*model, "vocab");
+  if (vocab == nullptr || !vocab->has_struct_value()) return bad("model.vocab must be an object");
+  auto add_piece = [&](const std::string& piece, int64_t id) -> absl::Status {
+    if (id < 0 || id > (1 << 24)) return bad("token id ", id, " of ", piece, " is out of range");
+    if (static_cast<size_t>(id) >= t->pieces_.size()) t->pieces_.resize(id + 1);
+    t->pieces_[id] = piece;
+    auto [it, inserted] = t->ids_.emplace(piece, static_cast<int>(id));
+    if (!inserted) it->second = std::min(it->second, static_cast<int>(id));
+    return absl::OkStatus();
+  };
+  for (const auto& [piece, id] : vocab->struct_value().fields()) {
+    ASSIGN_OR_RETURN(int64_t i, JsonAsInt(id, path + ": model.vocab"));
+    RETURN_IF_ERROR(add_piece(piece, i));
+  }
+  t->byte_ids_.assign(256, -1);
+  for (size_t id = 0; id < t->pieces_.size(); ++id) {
+    const int b = ByteTokenValue(t->pieces_[id]);
+    if (b >= 0) t->byte_ids_[b] = static_cast<int>(id);
+  }
+  ASSIGN_OR_RETURN(bool byte_fallback, JsonBoolOr(*model, "byte_fallback", false, path));
+  if (!byte_fallback) t->byte_ids_.assign(256, -1);
+  if (const JsonValue* unk = JsonMember(*model, "unk_token"); unk && unk->has_string_value()) {
+    auto it = t->ids_.find(unk->string_value());
+    if (it != t->ids_.end()) t->unk_id_ = it->second;
+  }
+  // Merges: "a b" strings, or [a, b] pairs in newer files. Rank = position in the list.
+  const JsonValue* merges = JsonMember(*model, "merges");
+  if (merges == nullptr || !merges->has_list_value()) return bad("model.merges must be a list");
+  int rank = 0;
+  for (const JsonValue& m : merges->list_value().values()) {
+    std::string a, b;
+    if (m.has_string_value()) {
+      const size_t sp = m.string_value().find(' ');
+      if (sp == std::string::npos) return bad("merge \"", m.string_value(), "\" has no space");
+      a = m.string_value().substr(0, sp);
+      b = m.string_value().substr(sp + 1);
+    } else if (m.has_list_value() && m.list_value().values_size() == 2) {
+      a = m.list_value().values(0).string_value();
+      b = m.list_value().values(1).string_value();
+    } else {
+      return bad("merge ", rank, " is neither \"a b\" nor [a, b]");
+    }
+    auto ia = t->ids_.find(a), ib = t->ids_.find(b), im = t->ids_.find(a + b);
+    if (ia == t->ids_.end() || ib == t->ids_.end() || im == t->ids_.end()) {
+      return bad("merge \"", a, " ", b, "\" uses a token not in the vocabulary");
+    }
+    t->merges_.emplace(PairKey(ia->second, ib->second), std::make_pair(rank++, im->second));
+  }
+  // Added tokens: matched in the raw text first.
+  if (const JsonValue* added = JsonMember(j, "added_tokens"); added && added->has_list_value()) {
+    for (const JsonValue& a : added->list_value().values()) {
+      ASSIGN_OR_RETURN(int64_t id, JsonInt(a, "id", path + ": added_tokens"));
+      ASSIGN_OR_RETURN(std::string content, JsonString(a, "content", path + ": added_tokens"));
+      if (content.empty()) continue;
+      RETURN_IF_ERROR(add_piece(content, id));
+      t->added_.push_back({content, static_cast<int>(id)});
+    }
+  }
+  std::sort(t->added_.begin(), t->added_.end(),
+            [](const Added& x, const Added& y) { return x.content.size() > y.content.size(); });
+  if (auto it = t->ids_.find("<s>"); it != t->ids_.end()) t->bos_id_ = it->second;
+  if (auto it = t->ids_.find("</s>"); it != t->ids_.end()) t->eos_id_ = it->second;
+  // Normalizer: Prepend and Replace(String), alone or in a Sequence.
+  std::vector<const JsonValue*> normalizers;
+  if (const JsonValue* n = JsonMember(j, "normalizer"); n != nullptr) {
+    const JsonValue* seq = JsonMember(*n, "normalizers");
+    if (seq != nullptr && seq->has_list_value()) {
+      for (const JsonValue& e : seq->list_value().values()) normalizers.push_back(&e);
+    } else {
+      normalizers.push_back(n);
+    }
+  }
+  for (const JsonValue* n : normalizers) {
+    ASSIGN_OR_RETURN(std::string kind, JsonString(*n, "type", path + ": normalizer"));
+    if (kind == "Prepend") {
+      ASSIGN_OR_RETURN(t->prepend_, JsonString(*n, "prepend", path + ": normalizer"));
+      if (!t->replacements_.empty()) return bad("a Prepend after a Replace is not supported");
+    } else if (kind == "Replace") {
+      const JsonValue* pattern = JsonMember(*n, "pattern");
+      ASSIGN_OR_RETURN(std::string content, JsonString(*n, "content", path + ": normalizer"));
+      if (pattern == nullptr || JsonMember(*pattern, "String") == nullptr) {
+        return bad("normalizer Replace needs a String pattern");
+      }
+      t->replacements_.push_back({JsonMember(*pattern, "String")->string_value(), content});
+    } else {
+      return bad("normalizer ", kind, " is not supported (Prepend, Replace)");
+    }
+  }
+  // Decoder: the SentencePiece sequence; what matters is whether it strips the first space.
+  if (const JsonValue* d = JsonMember(j, "decoder"); d != nullptr) {
+    if (const JsonValue* seq = JsonMember(*d, "decoders"); seq && seq->has_list_value()) {
+      for (const JsonValue& e : seq->list_value().values()) {
+        if (JsonMember(e, "type") && JsonMember(e, "type")->string_value() == "Strip") {
+          ASSIGN_OR_RETURN(int64_t start, JsonIntOr(e, "start", 0, path + ": decoder"));
+          t->strip_leading_space_ = start > 0;
+        }
+      }
+    }
+  }
+  return t;
+}
+
+void HfTokenizer::EncodeWord(std::string_view word, std::vector<int>* out) const {
+  // Symbols start as characters (or their bytes, or unk).
+  std::vector<int> sym;
+  for (size_t i = 0; i < word.size();) {
+    int n = Utf8CharLength(word.substr(i));
+    if (n <= 0) n = 1;
+    const std::string ch(word.substr(i, n));
+    i += n;
+    if (auto it = ids_.find(ch); it != ids_.end()) {
+      sym.push_back(it->second);
+      continue;
+    }
+    bool bytes = true;
+    for (unsigned char c : ch) bytes = bytes && byte_ids_[c] >= 0;
+    if (bytes) {
+      for (unsigned char c : ch) sym.push_back(byte_ids_[c]);
+    } else if (unk_id_ >= 0 && (sym.empty() || sym.back() != unk_id_)) {
+      sym.push_back(unk_id_);  // consecutive unknowns fuse into one
+    }
+  }
+  // Merge the lowest-ranked adjacent pair first (the leftmost among equals), until none is left.
+  const int n = static_cast<int>(sym.size());
+  std::vector<int> next(n), prev(n);
+  for (int i = 0; i < n; ++i) next[i] = i + 1, prev[i] = i - 1;
+  using Candidate = std::tuple<int, int, int, int>;  // rank, left position, left id, right id
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  auto push = [&](int left) {
+    if (left < 0 || next[left] >= n) return;
+    auto it = merges_.find(PairKey(sym[left], sym[next[left]]));
+    if (it != merges_.end()) queue.push({it->second.first, left, sym[left], sym[next[left]]});
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!queue.empty()) {
+    const auto [rank, left, a, b] = queue.top();
+    queue.pop();
+    const int right = next[left];
+    if (sym[left] != a || right >= n || sym[right] != b) continue;  // stale
+    sym[left] = merges_.at(PairKey(a, b)).second;
+    sym[right] = -1;
+    next[left] = next[right];
+    if (next[right] < n) prev[next[right]] = left;
+    push(prev[left]);
+    push(left);
+  }
+  for (int i = 0; i < n; i = next[i]) out->push_back(sym[i]);
+}
+
+std::vector<int> HfTokenizer::Encode(std::string_view text) const {
+  std::vector<int> out;
+  auto encode_segment = [&](std::string_view segment) {
+    if (segment.empty()) return;
+    std::string normalized = prepend_ + std::string(segment);
+    for (const auto& [from, to] : replacements_) {
+      normalized = absl::StrReplaceAll(normalized, {{from, to}});
+    }
+    EncodeWord(normalized, &out);
+  };
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const Added* hit = nullptr;
+    for (const Added& a : added_) {
+      if (text.compare(i, a.content.size(), a.content) == 0) {
+        hit = &a;
+        break;
+      }
+    }
+    if (hit == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_segment(text.substr(start, i - start));
+    out.push_back(hit->id);
+    i += hit->content.size();
+    start = i;
+  }
+  encode_segment(text.substr(start));
+  return out;
+}
+
+std::string HfTokenizer::TokenBytes(int prev_id, int id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  const std::string& piece = pieces_[id];
+  const int byte = ByteTokenValue(piece);
+  if (byte >= 0 && byte_ids_[byte] == id) return std::string(1, static_cast<char>(byte));
+  std::string out = absl::StrReplaceAll(piece, {{kSpace, " "}});
+  if (strip_leading_space_ && (prev_id < 0 || prev_id == bos_id_) && !out.empty() &&
+      out[0] == ' ') {
+    out.erase(0, 1);
+  }
+  return out;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,54 @@
+// Hugging Face `tokenizer.json` with a BPE model in the SentencePiece style (Llama 2, TinyLlama,
+// Mistral): normalizer Prepend("▁") + Replace(" " -> "▁"), no pre-tokenizer, merges by rank,
+// byte fallback to <0xXX> tokens, and added tokens (special ones included) matched in the text
+// before anything else, as Hugging Face does. Byte-level BPE files (GPT-2 style pre-tokenizer:
+// Llama 3, Qwen) are refused with a message for now.
+#ifndef PAGODA_COMMON_HF_TOKENIZER_H_
+#define PAGODA_COMMON_HF_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/tokenizer.h"
+
+namespace pagoda {
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& path);
+
+  std::vector<int> Encode(std::string_view text) const override;
+  std::string TokenBytes(int prev_id, int id) const override;
+  int vocab_size() const override { return static_cast<int>(pieces_.size()); }
+  int bos_id() const override { return bos_id_; }
+  int eos_id() const override { return eos_id_; }
+
+ private:
+  HfTokenizer() = default;
+  // BPE over one normalized piece of text (no added tokens in it).
+  void EncodeWord(std::string_view word, std::vector<int>* out) const;
+
+  std::vector<std::string> pieces_;  // (vocab) the token's string, "▁" kept
+  absl::flat_hash_map<std::string, int> ids_;
+  // (left id, right id) -> (rank, merged id)
+  absl::flat_hash_map<uint64_t, std::pair<int, int>> merges_;
+  std::vector<int> byte_ids_;  // (256) <0xXX> ids, -1 when absent
+  struct Added {
+    std::string content;
+    int id;
+  };
+  std::vector<Added> added_;  // longest first
+  int unk_id_ = -1;
+  int bos_id_ = 1, eos_id_ = 2;
+  std::string prepend_;  // normalizer: prepended to non-empty text
+  std::vector<std::pair<std::string, std::string>> replacements_;  // normalizer: in order
+  bool strip_leading_space_ = false;                               // decoder: Strip(" ", 1, 0)
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_HF_TOKENIZER_H_

@@ -1,0 +1,109 @@
+// tokenizer.json in the SentencePiece style: the Llama 2 tokenizer.json encodes like its
+// tokenizer.bin and passes llama.cpp's test vectors; stories260K-hf's gives the golden prompt
+// ids; decode is streaming-safe; malformed files are refused with a reason.
+#include "common/hf_tokenizer.h"
+
+#include <fstream>
+
+#include "absl/strings/str_split.h"
+#include "common/incremental_decoder.h"
+#include "common/llama2c_tokenizer.h"
+#include "common/utf8.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<Tokenizer> Load(const std::string& rel) {
+  auto t = LoadTokenizer(testing::SharedPath(rel));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+TEST(HfTokenizerTest, Llama2TokenizerJsonPassesLlamaCppVectors) {
+  auto tok = Load("models/llama2-tokenizer/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->vocab_size(), 32000);
+  const std::string dir = testing::SharedPath("models/ggml-vocab-llama-spm/");
+  const std::string inp = testing::ReadFile(dir + "ggml-vocab-llama-spm.gguf.inp");
+  const std::string out = testing::ReadFile(dir + "ggml-vocab-llama-spm.gguf.out");
+  std::vector<std::string> texts = absl::StrSplit(inp, "\n__ggml_vocab_test__\n");
+  std::vector<std::string> expected = absl::StrSplit(out, '\n');
+  if (!texts.empty() && texts.back().empty()) texts.pop_back();
+  ASSERT_GE(expected.size(), texts.size());
+  ASSERT_GT(texts.size(), 40u);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<int> want;
+    for (absl::string_view id : absl::StrSplit(expected[i], ' ', absl::SkipEmpty())) {
+      want.push_back(std::stoi(std::string(id)));
+    }
+    EXPECT_EQ(tok->Encode(texts[i]), want) << "vector " << i << ": \"" << texts[i] << "\"";
+    // Decoding gives the text back (SentencePiece drops the one space it prepended).
+    EXPECT_EQ(tok->Decode(tok->Encode(texts[i])), texts[i]) << "vector " << i;
+  }
+}
+
+TEST(HfTokenizerTest, EncodesTheGoldenPromptsLikeTokenizerBin) {
+  auto json = Load("models/llama2-tokenizer/tokenizer.json");
+  auto bin = Load("models/llama2-tokenizer/tokenizer.bin");
+  auto small_json = Load("models/stories260K-hf/tokenizer.json");
+  ASSERT_TRUE(json && bin && small_json);
+  for (const testing::GoldenCase& c : testing::LoadGoldenCases()) {
+    std::vector<int> ids = {1};
+    for (int id : json->Encode(c.prompt)) ids.push_back(id);
+    EXPECT_EQ(ids, c.llama2_prompt_ids) << c.prompt;
+    EXPECT_EQ(json->Encode(c.prompt), bin->Encode(c.prompt)) << c.prompt;
+    std::vector<int> small = {1};
+    for (int id : small_json->Encode(c.prompt)) small.push_back(id);
+    EXPECT_EQ(small, c.prompt_ids) << c.prompt << " (stories260K-hf)";
+  }
+}
+
+TEST(HfTokenizerTest, SpecialTokensInTheTextAreMatchedAndDecodeIsStreamingSafe) {
+  auto tok = Load("models/llama2-tokenizer/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  const std::vector<int> ids = tok->Encode("Hi</s>there");
+  EXPECT_THAT(ids, ::testing::Contains(2)) << "</s> written in the text is the special token";
+  // Byte-fallback pieces of one emoji never come out half-way.
+  const std::vector<int> emoji = tok->Encode("a 🦙 b");
+  IncrementalDecoder decoder(tok.get(), 1);
+  std::string text;
+  for (int id : emoji) {
+    const std::string piece = decoder.Append(id);
+    EXPECT_EQ(ValidUtf8(piece), piece);
+    text += piece;
+  }
+  EXPECT_EQ(text + decoder.Flush(), "a 🦙 b");
+}
+
+TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
+  const std::string dir = testing::TempDir();
+  struct Case {
+    std::string json, message;
+  };
+  const std::vector<Case> cases = {
+      {"{", "not valid JSON"},
+      {R"({"model": {"type": "Unigram"}})", "model type Unigram is not supported"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})",
+       "not in the vocabulary"},
+      {R"({"model": {"type": "BPE", "vocab": [], "merges": []}})", "vocab must be an object"},
+      {R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE"}})", "byte-level BPE"},
+      {R"({"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
+       "normalizer NFKC is not supported"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string path = dir + "/t" + std::to_string(n++) + ".json";
+    std::ofstream(path) << c.json;
+    auto t = LoadTokenizer(path);
+    ASSERT_FALSE(t.ok()) << c.json;
+    EXPECT_THAT(t.status().message(), HasSubstr(c.message)) << c.json;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
