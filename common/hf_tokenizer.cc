@@ -8,12 +8,19 @@
 #include "absl/strings/str_replace.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "common/unicode.h"
 #include "common/utf8.h"
 
 namespace pagoda {
 namespace {
 
 constexpr char kSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's word boundary
+
+// The split patterns of the byte-level tokenizers we implement (by hand, in PreTokenize).
+constexpr char kLlama3Pattern[] =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr char kQwenPattern[] =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 uint64_t PairKey(int a, int b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -44,13 +51,44 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   if (model == nullptr) return bad("no model");
   ASSIGN_OR_RETURN(std::string type, JsonString(*model, "type", path + ": model"));
   if (type != "BPE") return bad("model type ", type, " is not supported (BPE)");
-  if (JsonMember(j, "pre_tokenizer") != nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        path,
-        ": byte-level BPE (a pre_tokenizer, as in Llama 3 and Qwen) is not supported yet; "
-        "SentencePiece-style BPE is"));
-  }
   auto t = std::unique_ptr<HfTokenizer>(new HfTokenizer());
+  if (const JsonValue* pre = JsonMember(j, "pre_tokenizer"); pre != nullptr) {
+    // Byte-level: Sequence[Split(one of our patterns, Isolated), ByteLevel(use_regex: false)].
+    const JsonValue* seq = JsonMember(*pre, "pretokenizers");
+    std::string pattern, second;
+    if (seq != nullptr && seq->has_list_value() && seq->list_value().values_size() == 2) {
+      const JsonValue& split = seq->list_value().values(0);
+      const JsonValue* p = JsonMember(split, "pattern");
+      if (p != nullptr && JsonMember(*p, "Regex") != nullptr) {
+        pattern = JsonMember(*p, "Regex")->string_value();
+      }
+      const JsonValue* behavior = JsonMember(split, "behavior");
+      if (behavior == nullptr || behavior->string_value() != "Isolated") pattern.clear();
+      const JsonValue& bl = seq->list_value().values(1);
+      if (JsonMember(bl, "type") != nullptr) second = JsonMember(bl, "type")->string_value();
+      if (JsonMember(bl, "use_regex") != nullptr && JsonMember(bl, "use_regex")->bool_value()) {
+        second.clear();
+      }
+    }
+    if (second != "ByteLevel" || (pattern != kLlama3Pattern && pattern != kQwenPattern)) {
+      return absl::UnimplementedError(absl::StrCat(
+          path,
+          ": this pre_tokenizer is not supported (the Llama 3 and Qwen byte-level ones "
+          "are)"));
+    }
+    t->byte_level_ = true;
+    t->max_digits_ = pattern == kLlama3Pattern ? 3 : 1;
+    // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest for 256 + n.
+    t->byte_chars_.resize(256);
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      const uint32_t cp = printable ? b : 256 + n++;
+      AppendUtf8(cp, &t->byte_chars_[b]);
+      t->char_bytes_[cp] = static_cast<uint8_t>(b);
+    }
+  }
+  ASSIGN_OR_RETURN(t->ignore_merges_, JsonBoolOr(*model, "ignore_merges", false, path));
   const JsonValue* vocab = JsonMember(*model, "vocab");
   if (vocab == nullptr || !vocab->has_struct_value()) return bad("model.vocab must be an object");
   auto add_piece = [&](const std::string& piece, int64_t id) -> absl::Status {
@@ -109,10 +147,22 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
       t->added_.push_back({content, static_cast<int>(id)});
     }
   }
+  t->is_added_.assign(t->pieces_.size(), false);
+  for (const Added& a : t->added_) t->is_added_[a.id] = true;
   std::sort(t->added_.begin(), t->added_.end(),
             [](const Added& x, const Added& y) { return x.content.size() > y.content.size(); });
-  if (auto it = t->ids_.find("<s>"); it != t->ids_.end()) t->bos_id_ = it->second;
-  if (auto it = t->ids_.find("</s>"); it != t->ids_.end()) t->eos_id_ = it->second;
+  for (const char* bos : {"<s>", "<|begin_of_text|>", "<|endoftext|>"}) {
+    if (auto it = t->ids_.find(bos); it != t->ids_.end()) {
+      t->bos_id_ = it->second;
+      break;
+    }
+  }
+  for (const char* eos : {"</s>", "<|end_of_text|>", "<|endoftext|>"}) {
+    if (auto it = t->ids_.find(eos); it != t->ids_.end()) {
+      t->eos_id_ = it->second;
+      break;
+    }
+  }
   // Normalizer: Prepend and Replace(String), alone or in a Sequence.
   std::vector<const JsonValue*> normalizers;
   if (const JsonValue* n = JsonMember(j, "normalizer"); n != nullptr) {
@@ -135,8 +185,10 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
         return bad("normalizer Replace needs a String pattern");
       }
       t->replacements_.push_back({JsonMember(*pattern, "String")->string_value(), content});
+    } else if (kind == "NFC" && t->byte_level_) {
+      // Qwen: text is taken as given (already NFC, as almost all text is).
     } else {
-      return bad("normalizer ", kind, " is not supported (Prepend, Replace)");
+      return bad("normalizer ", kind, " is not supported (Prepend, Replace; NFC with byte-level)");
     }
   }
   // Decoder: the SentencePiece sequence; what matters is whether it strips the first space.
@@ -200,10 +252,90 @@ void HfTokenizer::EncodeWord(std::string_view word, std::vector<int>* out) const
   for (int i = 0; i < n; i = next[i]) out->push_back(sym[i]);
 }
 
+std::vector<std::pair<size_t, size_t>> HfTokenizer::PreTokenize(
+    const std::vector<uint32_t>& cps) const {
+  // The split pattern's alternatives in order, at each position; the first that matches wins.
+  const size_t n = cps.size();
+  auto letter = [&](size_t i) { return i < n && IsUnicodeLetter(cps[i]); };
+  auto number = [&](size_t i) { return i < n && IsUnicodeNumber(cps[i]); };
+  auto space = [&](size_t i) { return i < n && IsUnicodeWhiteSpace(cps[i]); };
+  auto newline = [&](size_t i) { return i < n && (cps[i] == '\r' || cps[i] == '\n'); };
+  auto other = [&](size_t i) { return i < n && !space(i) && !letter(i) && !number(i); };
+  auto lower = [&](size_t i) { return i < n && cps[i] < 128 ? std::tolower(cps[i]) : -1; };
+  std::vector<std::pair<size_t, size_t>> pieces;
+  for (size_t i = 0; i < n;) {
+    size_t end = i;
+    // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if (cps[i] == '\'') {
+      const int a = lower(i + 1), b = lower(i + 2);
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        end = i + 2;
+      } else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        end = i + 3;
+      }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (end == i && (letter(i) || (!newline(i) && !letter(i) && !number(i) && letter(i + 1)))) {
+      end = i + 1;
+      while (letter(end)) ++end;
+    }
+    // \p{N}{1,max}
+    if (end == i && number(i)) {
+      while (number(end) && end - i < static_cast<size_t>(max_digits_)) ++end;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    if (end == i && (other(i) || (cps[i] == ' ' && other(i + 1)))) {
+      end = cps[i] == ' ' ? i + 1 : i;
+      while (other(end)) ++end;
+      while (newline(end)) ++end;
+    }
+    if (end == i && space(i)) {
+      size_t run = i;
+      while (space(run)) ++run;
+      size_t last_newline = n;
+      for (size_t k = i; k < run; ++k) {
+        if (newline(k)) last_newline = k;
+      }
+      if (last_newline != n) {
+        end = last_newline + 1;  // \s*[\r\n]+
+      } else if (run == n || run - i == 1) {
+        end = run;  // \s+(?!\S) at the end of the text, or the plain \s+
+      } else {
+        end = run - 1;  // \s+(?!\S): leave the last space to the next piece
+      }
+    }
+    if (end == i) end = i + 1;
+    pieces.push_back({i, end});
+    i = end;
+  }
+  return pieces;
+}
+
+void HfTokenizer::EncodeByteLevel(std::string_view text, std::vector<int>* out) const {
+  const std::vector<uint32_t> cps = DecodeUtf8(text);
+  for (const auto& [begin, end] : PreTokenize(cps)) {
+    std::string piece;
+    for (size_t k = begin; k < end; ++k) AppendUtf8(cps[k], &piece);
+    std::string mapped;
+    for (unsigned char c : piece) mapped += byte_chars_[c];
+    if (ignore_merges_) {
+      if (auto it = ids_.find(mapped); it != ids_.end()) {
+        out->push_back(it->second);
+        continue;
+      }
+    }
+    EncodeWord(mapped, out);
+  }
+}
+
 std::vector<int> HfTokenizer::Encode(std::string_view text) const {
   std::vector<int> out;
   auto encode_segment = [&](std::string_view segment) {
     if (segment.empty()) return;
+    if (byte_level_) {
+      EncodeByteLevel(segment, &out);
+      return;
+    }
     std::string normalized = prepend_ + std::string(segment);
     for (const auto& [from, to] : replacements_) {
       normalized = absl::StrReplaceAll(normalized, {{from, to}});
@@ -235,6 +367,15 @@ std::vector<int> HfTokenizer::Encode(std::string_view text) const {
 std::string HfTokenizer::TokenBytes(int prev_id, int id) const {
   if (id < 0 || id >= vocab_size()) return "";
   const std::string& piece = pieces_[id];
+  if (byte_level_) {
+    if (is_added_[id]) return piece;
+    std::string out;
+    for (uint32_t cp : DecodeUtf8(piece)) {
+      auto it = char_bytes_.find(cp);
+      if (it != char_bytes_.end()) out += static_cast<char>(it->second);
+    }
+    return out;
+  }
   const int byte = ByteTokenValue(piece);
   if (byte >= 0 && byte_ids_[byte] == id) return std::string(1, static_cast<char>(byte));
   std::string out = absl::StrReplaceAll(piece, {{kSpace, " "}});

@@ -1,8 +1,10 @@
-// Hugging Face `tokenizer.json` with a BPE model in the SentencePiece style (Llama 2, TinyLlama,
-// Mistral): normalizer Prepend("▁") + Replace(" " -> "▁"), no pre-tokenizer, merges by rank,
-// byte fallback to <0xXX> tokens, and added tokens (special ones included) matched in the text
-// before anything else, as Hugging Face does. Byte-level BPE files (GPT-2 style pre-tokenizer:
-// Llama 3, Qwen) are refused with a message for now.
+// Hugging Face `tokenizer.json` with a BPE model, in both families:
+//  - SentencePiece style (Llama 2, TinyLlama, Mistral): normalizer Prepend("▁") +
+//    Replace(" " -> "▁"), no pre-tokenizer, byte fallback to <0xXX> tokens;
+//  - byte-level (Llama 3, Qwen2/3, SmolLM): the GPT-4-style regex pre-tokenizer (digits in runs
+//    of up to 3, or singly), then GPT-2's bytes-to-unicode mapping; `ignore_merges` honoured.
+// Merges apply by rank. Added tokens (special ones included) are matched in the text before
+// anything else, as Hugging Face does. Other pre-tokenizers and normalizers are refused.
 #ifndef PAGODA_COMMON_HF_TOKENIZER_H_
 #define PAGODA_COMMON_HF_TOKENIZER_H_
 
@@ -31,6 +33,9 @@ class HfTokenizer final : public Tokenizer {
   HfTokenizer() = default;
   // BPE over one normalized piece of text (no added tokens in it).
   void EncodeWord(std::string_view word, std::vector<int>* out) const;
+  // Byte-level: the regex pre-tokenizer's pieces of `text`, as code point ranges.
+  std::vector<std::pair<size_t, size_t>> PreTokenize(const std::vector<uint32_t>& cps) const;
+  void EncodeByteLevel(std::string_view text, std::vector<int>* out) const;
 
   std::vector<std::string> pieces_;  // (vocab) the token's string, "▁" kept
   absl::flat_hash_map<std::string, int> ids_;
@@ -47,6 +52,12 @@ class HfTokenizer final : public Tokenizer {
   std::string prepend_;  // normalizer: prepended to non-empty text
   std::vector<std::pair<std::string, std::string>> replacements_;  // normalizer: in order
   bool strip_leading_space_ = false;                               // decoder: Strip(" ", 1, 0)
+  bool byte_level_ = false;
+  int max_digits_ = 3;                   // byte-level: \p{N}{1,3} (Llama 3) or \p{N} (Qwen)
+  bool ignore_merges_ = false;           // a pre-token that is itself a token is taken whole
+  std::vector<std::string> byte_chars_;  // (256) byte -> its unicode stand-in
+  absl::flat_hash_map<uint32_t, uint8_t> char_bytes_;  // and back
+  std::vector<bool> is_added_;                         // (vocab) whether an added token's id
 };
 
 }  // namespace pagoda

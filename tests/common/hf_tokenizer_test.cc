@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_split.h"
 #include "common/incremental_decoder.h"
+#include "common/json.h"
 #include "common/llama2c_tokenizer.h"
 #include "common/utf8.h"
 #include "gmock/gmock.h"
@@ -80,6 +81,45 @@ TEST(HfTokenizerTest, SpecialTokensInTheTextAreMatchedAndDecodeIsStreamingSafe) 
   EXPECT_EQ(text + decoder.Flush(), "a 🦙 b");
 }
 
+// ../shared/golden/<name>_tokenizer.json: ids and decoded text from Hugging Face's tokenizers.
+void ExpectGolden(const std::string& model, const std::string& golden) {
+  auto tok = Load("models/" + model + "/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  auto cases = ParseJson(testing::ReadFile(testing::SharedPath("golden/" + golden)), golden);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  const JsonValue* list = JsonMember(*cases, "cases");
+  ASSERT_NE(list, nullptr);
+  ASSERT_GE(list->list_value().values_size(), 10);
+  for (const JsonValue& c : list->list_value().values()) {
+    const std::string text = JsonMember(c, "text")->string_value();
+    std::vector<int> ids;
+    for (const JsonValue& id : JsonMember(c, "ids")->list_value().values()) {
+      ids.push_back(static_cast<int>(id.number_value()));
+    }
+    EXPECT_EQ(tok->Encode(text), ids) << model << ": \"" << text << "\"";
+    EXPECT_EQ(tok->Decode(ids), JsonMember(c, "decoded")->string_value()) << model;
+  }
+}
+
+TEST(HfTokenizerTest, Llama3ByteLevelTokenizerMatchesHuggingFace) {
+  ExpectGolden("llama3-tokenizer", "llama3_tokenizer.json");
+}
+
+TEST(HfTokenizerTest, Qwen3ByteLevelTokenizerMatchesHuggingFace) {
+  ExpectGolden("qwen3-tokenizer", "qwen3_tokenizer.json");
+}
+
+TEST(HfTokenizerTest, ByteLevelSpecialTokensAreMatchedInTheText) {
+  auto tok = Load("models/llama3-tokenizer/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  const std::vector<int> ids = tok->Encode("<|begin_of_text|>Hi<|eot_id|>");
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 128000);
+  EXPECT_EQ(ids.back(), 128009);
+  EXPECT_EQ(tok->bos_id(), 128000);
+  EXPECT_EQ(tok->Decode(ids), "<|begin_of_text|>Hi<|eot_id|>");
+}
+
 TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
   const std::string dir = testing::TempDir();
   struct Case {
@@ -91,7 +131,8 @@ TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})",
        "not in the vocabulary"},
       {R"({"model": {"type": "BPE", "vocab": [], "merges": []}})", "vocab must be an object"},
-      {R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE"}})", "byte-level BPE"},
+      {R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE"}})",
+       "this pre_tokenizer is not supported"},
       {R"({"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
        "normalizer NFKC is not supported"},
   };
