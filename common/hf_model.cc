@@ -172,6 +172,16 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
     ASSIGN_OR_RETURN(std::string gen_text, ReadFileText(gen_path));
     ASSIGN_OR_RETURN(JsonValue gen, ParseJson(gen_text, gen_path));
     RETURN_IF_ERROR(AppendIds(gen, "eos_token_id", gen_path, &c.eos_ids));
+    ASSIGN_OR_RETURN(double temperature, JsonNumberOr(gen, "temperature", 1.0, gen_path));
+    ASSIGN_OR_RETURN(double top_p, JsonNumberOr(gen, "top_p", 1.0, gen_path));
+    ASSIGN_OR_RETURN(int64_t top_k, JsonIntOr(gen, "top_k", 0, gen_path));
+    if (!(temperature >= 0) || !(top_p > 0 && top_p <= 1) || top_k < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(gen_path, ": needs temperature >= 0, top_p in (0, 1] and top_k >= 0"));
+    }
+    c.default_temperature = static_cast<float>(temperature);
+    c.default_top_p = static_cast<float>(top_p);
+    c.default_top_k = static_cast<int>(top_k);
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());
   c.eos_ids.erase(std::unique(c.eos_ids.begin(), c.eos_ids.end()), c.eos_ids.end());

@@ -36,6 +36,11 @@ struct ModelConfig {
   bool tied_embeddings = false;  // Classifier shares the token-embedding matrix.
   int bos_id = 1;
   std::vector<int> eos_ids;  // Sampling one of these ends a sequence (unless ignore_eos).
+  // Sampling defaults for requests that leave them unset (generation_config.json); not part
+  // of the fingerprint.
+  float default_temperature = 1.0f;
+  float default_top_p = 1.0f;
+  int default_top_k = 0;
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

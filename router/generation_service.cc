@@ -221,9 +221,11 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   }
   if (in.has_max_tokens()) r.max_tokens = in.max_tokens();
   const v1::SamplingParams& s = in.sampling();
-  r.sampling.temperature = s.has_temperature() ? s.temperature() : 1.0f;
-  r.sampling.top_p = s.has_top_p() ? s.top_p() : 1.0f;
-  r.sampling.top_k = s.top_k();
+  // Unset: the model's defaults (generation_config.json), else 1, 1 and 0.
+  const ModelConfig& model = cluster_->config();
+  r.sampling.temperature = s.has_temperature() ? s.temperature() : model.default_temperature;
+  r.sampling.top_p = s.has_top_p() ? s.top_p() : model.default_top_p;
+  r.sampling.top_k = s.has_top_k() ? s.top_k() : model.default_top_k;
   r.sampling.min_p = s.min_p();
   r.sampling.seed = s.seed();
   r.sampling.repetition_penalty = s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -69,12 +70,14 @@ class ServingTest : public ::testing::Test {
     waitpid(pid, nullptr, 0);
   }
 
-  void StartRouter() {
+  // The llama2.c stories260K by default; `model` (with its own tokenizer) otherwise.
+  void StartRouter(const std::string& model = "") {
     router_ = Spawn({testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
                      absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
-                     "--model=" + testing::Stories260KModel(),
-                     "--tokenizer=" + testing::Stories260KTokenizer(), "--max-model-len=257",
-                     "--heartbeat-timeout-s=3", absl::StrCat("--metrics-port=", metrics_port_)},
+                     "--model=" + (model.empty() ? testing::Stories260KModel() : model),
+                     "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
+                     "--max-model-len=257", "--heartbeat-timeout-s=3",
+                     absl::StrCat("--metrics-port=", metrics_port_)},
                     dir_ + "/router.log");
     // Reconnect quickly while the router starts (the default backoff grows to seconds).
     grpc::ChannelArguments args;
@@ -581,6 +584,28 @@ TEST_F(ServingTest, AWorkerWithAnotherModelIsRefused) {
   workers_.pop_back();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
   EXPECT_THAT(testing::ReadFile(absl::StrCat(dir_, "/worker0.log")), HasSubstr("different model"));
+}
+
+TEST_F(ServingTest, AHuggingFaceDirectoryIsServedWithItsTokenizerAndDefaults) {
+  // stories260K-hf, whose generation_config.json asks for greedy sampling by default.
+  const std::string model = dir_ + "/stories260K-hf";
+  std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model);
+  std::filesystem::permissions(model, std::filesystem::perms::owner_all);
+  std::filesystem::remove(model + "/generation_config.json");
+  testing::WriteFile(model + "/generation_config.json",
+                     R"({"eos_token_id": [2, 1], "temperature": 0.0})");
+  Kill(router_);
+  StartRouter(model);
+  StartWorker(model);
+  WaitForWorkers(1);
+  for (const auto& c : golden_) {
+    v1::GenerateRequest r;
+    r.set_prompt(c.prompt);  // no sampling fields: the model's default (greedy) applies
+    const testing::StreamOutput out = Generate(r);
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.ids[0], c.greedy_ids) << c.prompt;
+    EXPECT_TRUE(c.stdout_text.starts_with(c.prompt + out.text[0])) << out.text[0];
+  }
 }
 
 TEST_F(ServingTest, WorkersSurviveARouterRestart) {
