@@ -186,7 +186,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
       }
       t->replacements_.push_back({JsonMember(*pattern, "String")->string_value(), content});
     } else if (kind == "NFC" && t->byte_level_) {
-      // Qwen: text is taken as given (already NFC, as almost all text is).
+      t->nfc_ = true;
     } else {
       return bad("normalizer ", kind, " is not supported (Prepend, Replace; NFC with byte-level)");
     }
@@ -333,7 +333,7 @@ std::vector<int> HfTokenizer::Encode(std::string_view text) const {
   auto encode_segment = [&](std::string_view segment) {
     if (segment.empty()) return;
     if (byte_level_) {
-      EncodeByteLevel(segment, &out);
+      EncodeByteLevel(nfc_ ? NormalizeNfc(segment) : std::string(segment), &out);
       return;
     }
     std::string normalized = prepend_ + std::string(segment);

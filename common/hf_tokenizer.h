@@ -53,6 +53,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<std::pair<std::string, std::string>> replacements_;  // normalizer: in order
   bool strip_leading_space_ = false;                               // decoder: Strip(" ", 1, 0)
   bool byte_level_ = false;
+  bool nfc_ = false;                     // normalizer: NFC (Qwen)
   int max_digits_ = 3;                   // byte-level: \p{N}{1,3} (Llama 3) or \p{N} (Qwen)
   bool ignore_merges_ = false;           // a pre-token that is itself a token is taken whole
   std::vector<std::string> byte_chars_;  // (256) byte -> its unicode stand-in

@@ -109,6 +109,17 @@ TEST(HfTokenizerTest, Qwen3ByteLevelTokenizerMatchesHuggingFace) {
   ExpectGolden("qwen3-tokenizer", "qwen3_tokenizer.json");
 }
 
+TEST(HfTokenizerTest, QwenNormalizesToNfcFirst) {
+  auto tok = Load("models/qwen3-tokenizer/tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->Encode("cafe\u0301 na\u0131\u0308ve"), tok->Encode("caf\u00E9 na\u0131\u0308ve"));
+  EXPECT_NE(tok->Encode("cafe\u0301"), std::vector<int>()) << "not empty";
+  // Llama 3's tokenizer.json has no normalizer: the decomposed form stays decomposed.
+  auto llama3 = Load("models/llama3-tokenizer/tokenizer.json");
+  ASSERT_NE(llama3, nullptr);
+  EXPECT_NE(llama3->Encode("cafe\u0301"), llama3->Encode("caf\u00E9"));
+}
+
 TEST(HfTokenizerTest, ByteLevelSpecialTokensAreMatchedInTheText) {
   auto tok = Load("models/llama3-tokenizer/tokenizer.json");
   ASSERT_NE(tok, nullptr);
