@@ -1,6 +1,5 @@
 #include "cli/tokenize_command.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -13,9 +12,8 @@
 namespace pagoda {
 
 int TokenizeCommand(const TokenizeOptions& options, std::ostream& out, std::ostream& err) {
-  std::string path = options.tokenizer;
-  if (std::filesystem::is_directory(path))
-    path = (std::filesystem::path(path) / "tokenizer.bin").string();
+  // A tokenizer.bin, a tokenizer.json, or a model directory holding one.
+  const std::string& path = options.tokenizer;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(path);
   if (!tokenizer.ok()) {
     err << "error: " << tokenizer.status().message() << "\n";

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_writer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -168,6 +169,25 @@ TEST(PagodaRunTest, TokenizeCommandPrintsIdsAndDecodedText) {
                   "--tokenizer=" + testing::Stories260KTokenizer(), "--text=Hello world"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[{\"ids\":[346,306,414,263,304,341],\"decoded\":\"Hello world\"}]\n");
+  // A tokenizer.json, and a model directory holding one (Llama 3's ids for "Hello world").
+  for (const std::string& path : {testing::SharedPath("models/llama3-tokenizer/tokenizer.json"),
+                                  testing::SharedPath("models/llama3-tokenizer")}) {
+    const CommandResult j = RunCommand(
+        {testing::BinaryPath("pagoda"), "tokenize", "--tokenizer=" + path, "--text=Hello world"});
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    EXPECT_EQ(j.out, "[{\"ids\":[9906,1917],\"decoded\":\"Hello world\"}]\n") << path;
+  }
+}
+
+TEST(PagodaRunTest, AHuggingFaceDirectoryRunsLikeItsLlama2cCheckpoint) {
+  const CommandResult r =
+      RunCommand({testing::BinaryPath("pagoda"), "run",
+                  "--model=" + testing::SharedPath("models/stories260K-hf"),
+                  "--prompt=Once upon a time", "--temperature=0", "--max-model-len=257", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const testing::GoldenCase golden = testing::LoadGoldenCases()[0];
+  ASSERT_EQ(golden.prompt, "Once upon a time");
+  EXPECT_THAT(r.out, HasSubstr("\"output_ids\":" + JsonIntArray(golden.greedy_ids)));
 }
 
 }  // namespace
