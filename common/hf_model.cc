@@ -11,12 +11,6 @@
 namespace pagoda {
 namespace {
 
-absl::StatusOr<std::string> ReadFileText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // An id or a list of ids (eos_token_id may be either).
 absl::Status AppendIds(const JsonValue& v, absl::string_view key, absl::string_view what,
                        std::vector<int>* ids) {
@@ -58,7 +52,7 @@ bool IsHfModelDir(const std::string& path) {
 
 absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
   const JsonValue* arch = JsonMember(j, "architectures");
   std::string architecture;
@@ -169,7 +163,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   RETURN_IF_ERROR(AppendIds(j, "eos_token_id", path, &c.eos_ids));
   const std::string gen_path = dir + "/generation_config.json";
   if (std::filesystem::exists(gen_path)) {
-    ASSIGN_OR_RETURN(std::string gen_text, ReadFileText(gen_path));
+    ASSIGN_OR_RETURN(std::string gen_text, ReadTextFile(gen_path));
     ASSIGN_OR_RETURN(JsonValue gen, ParseJson(gen_text, gen_path));
     RETURN_IF_ERROR(AppendIds(gen, "eos_token_id", gen_path, &c.eos_ids));
     ASSIGN_OR_RETURN(double temperature, JsonNumberOr(gen, "temperature", 1.0, gen_path));

@@ -1,7 +1,6 @@
 #include "common/hf_tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
 #include <queue>
 
 #include "absl/strings/str_cat.h"
@@ -40,9 +39,7 @@ int ByteTokenValue(const std::string& piece) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
   auto bad = [&](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));

@@ -1,6 +1,7 @@
 #include "common/json.h"
 
 #include <cmath>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
@@ -15,6 +16,12 @@ absl::StatusOr<JsonValue> ParseJson(absl::string_view text, absl::string_view wh
         absl::StrCat(what, ": not valid JSON: ", std::string(status.message())));
   }
   return v;
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 const JsonValue* JsonMember(const JsonValue& v, absl::string_view key) {

@@ -15,6 +15,8 @@ using JsonValue = google::protobuf::Value;
 
 // `what` names the document in errors ("config.json").
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text, absl::string_view what);
+// A whole file's contents; NOT_FOUND naming it when it cannot be opened.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 // The member `key` of an object, or null when absent (or `v` is not an object).
 const JsonValue* JsonMember(const JsonValue& v, absl::string_view key);

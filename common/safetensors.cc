@@ -35,12 +35,6 @@ const char* DtypeName(TensorDtype d) {
   return "?";
 }
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 }  // namespace
 
 float HalfToFloat(uint16_t h) {
@@ -229,7 +223,7 @@ absl::StatusOr<SafetensorsModel> SafetensorsModel::Open(const std::string& dir) 
   const std::string index_path = dir + "/model.safetensors.index.json";
   std::vector<std::string> names;
   if (std::filesystem::exists(index_path)) {
-    absl::StatusOr<std::string> text = ReadText(index_path);
+    absl::StatusOr<std::string> text = ReadTextFile(index_path);
     if (!text.ok()) return text.status();
     absl::StatusOr<JsonValue> index = ParseJson(*text, index_path);
     if (!index.ok()) return index.status();
