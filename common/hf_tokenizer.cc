@@ -49,7 +49,22 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   ASSIGN_OR_RETURN(std::string type, JsonString(*model, "type", path + ": model"));
   if (type != "BPE") return bad("model type ", type, " is not supported (BPE)");
   auto t = std::unique_ptr<HfTokenizer>(new HfTokenizer());
-  if (const JsonValue* pre = JsonMember(j, "pre_tokenizer"); pre != nullptr) {
+  const JsonValue* pre = JsonMember(j, "pre_tokenizer");
+  if (pre != nullptr && JsonMember(*pre, "type") != nullptr &&
+      JsonMember(*pre, "type")->string_value() == "Metaspace") {
+    ASSIGN_OR_RETURN(bool split, JsonBoolOr(*pre, "split", true, path));
+    const JsonValue* scheme = JsonMember(*pre, "prepend_scheme");
+    const std::string prepend = scheme ? scheme->string_value() : "always";
+    const JsonValue* replacement = JsonMember(*pre, "replacement");
+    t->metaspace_ = replacement ? replacement->string_value() : kSpace;
+    if (split || (prepend != "first" && prepend != "always") || t->metaspace_.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          path, ": Metaspace is supported with split: false and prepend_scheme first or always"));
+    }
+    t->metaspace_first_only_ = prepend == "first";
+    pre = nullptr;
+  }
+  if (pre != nullptr) {
     // Byte-level: Sequence[Split(one of our patterns, Isolated), ByteLevel(use_regex: false)].
     const JsonValue* seq = JsonMember(*pre, "pretokenizers");
     std::string pattern, second;
@@ -336,6 +351,13 @@ std::vector<int> HfTokenizer::Encode(std::string_view text) const {
     std::string normalized = prepend_ + std::string(segment);
     for (const auto& [from, to] : replacements_) {
       normalized = absl::StrReplaceAll(normalized, {{from, to}});
+    }
+    if (!metaspace_.empty()) {
+      normalized = absl::StrReplaceAll(normalized, {{" ", metaspace_}});
+      const bool first = segment.data() == text.data();
+      if ((first || !metaspace_first_only_) && !normalized.starts_with(metaspace_)) {
+        normalized = metaspace_ + normalized;
+      }
     }
     EncodeWord(normalized, &out);
   };

@@ -1,6 +1,6 @@
 // Hugging Face `tokenizer.json` with a BPE model, in both families:
 //  - SentencePiece style (Llama 2, TinyLlama, Mistral): normalizer Prepend("▁") +
-//    Replace(" " -> "▁"), no pre-tokenizer, byte fallback to <0xXX> tokens;
+//    Replace(" " -> "▁") or the Metaspace pre-tokenizer, byte fallback to <0xXX> tokens;
 //  - byte-level (Llama 3, Qwen2/3, SmolLM): the GPT-4-style regex pre-tokenizer (digits in runs
 //    of up to 3, or singly), then GPT-2's bytes-to-unicode mapping; `ignore_merges` honoured.
 // Merges apply by rank. Added tokens (special ones included) are matched in the text before
@@ -50,6 +50,11 @@ class HfTokenizer final : public Tokenizer {
   int unk_id_ = -1;
   int bos_id_ = 1, eos_id_ = 2;
   std::string prepend_;  // normalizer: prepended to non-empty text
+  // Metaspace pre-tokenizer (split: false): spaces become `metaspace_`, then it is prepended
+  // unless the text starts with it; with prepend_scheme "first" only to the text's first
+  // segment (not after an added token).
+  std::string metaspace_;
+  bool metaspace_first_only_ = false;
   std::vector<std::pair<std::string, std::string>> replacements_;  // normalizer: in order
   bool strip_leading_space_ = false;                               // decoder: Strip(" ", 1, 0)
   bool byte_level_ = false;

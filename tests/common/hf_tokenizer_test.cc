@@ -11,6 +11,7 @@
 #include "common/llama2c_tokenizer.h"
 #include "common/utf8.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -129,6 +130,35 @@ TEST(HfTokenizerTest, ByteLevelSpecialTokensAreMatchedInTheText) {
   EXPECT_EQ(ids.back(), 128009);
   EXPECT_EQ(tok->bos_id(), 128000);
   EXPECT_EQ(tok->Decode(ids), "<|begin_of_text|>Hi<|eot_id|>");
+}
+
+TEST(HfTokenizerTest, TheMetaspaceFormOfTheLlama2TokenizerAlsoWorks) {
+  // Newer conversions drop the normalizer for a Metaspace pre-tokenizer, which prepends "▁"
+  // only when the text does not start with one (so a leading space is not doubled).
+  auto j = ParseJson(
+      testing::ReadFile(testing::SharedPath("models/llama2-tokenizer/tokenizer.json")), "t");
+  ASSERT_TRUE(j.ok());
+  auto& fields = *j->mutable_struct_value()->mutable_fields();
+  fields["normalizer"].set_null_value(google::protobuf::NULL_VALUE);
+  auto& pre = *fields["pre_tokenizer"].mutable_struct_value()->mutable_fields();
+  pre["type"].set_string_value("Metaspace");
+  pre["replacement"].set_string_value("\u2581");
+  pre["prepend_scheme"].set_string_value("first");
+  pre["split"].set_bool_value(false);
+  std::string text;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(*j, &text).ok());
+  const std::string path = testing::TempDir() + "/metaspace.json";
+  testing::WriteFile(path, text);
+  auto metaspace = LoadTokenizer(path);
+  ASSERT_TRUE(metaspace.ok()) << metaspace.status();
+  auto legacy = Load("models/llama2-tokenizer/tokenizer.json");
+  for (const testing::GoldenCase& c : testing::LoadGoldenCases()) {
+    EXPECT_EQ((*metaspace)->Encode(c.prompt), legacy->Encode(c.prompt)) << c.prompt;
+  }
+  EXPECT_EQ((*metaspace)->Encode(" Hello"), std::vector<int>({15043}));   // "▁Hello"
+  EXPECT_EQ(legacy->Encode(" Hello"), std::vector<int>({29871, 15043}));  // "▁" "▁Hello"
+  // After a special token, "first" adds no "▁".
+  EXPECT_EQ((*metaspace)->Encode("<s>Hello"), std::vector<int>({1, 10994}));  // "Hello"
 }
 
 TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
