@@ -1,0 +1,152 @@
+// What operators see: Prometheus /metrics during and after a load, and `pagoda bench`.
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/http_client.h"
+#include "common/llama2c_checkpoint.h"
+#include "common/random_weights.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/serving_fixture.h"
+
+namespace pagoda {
+namespace {
+
+using testing::CheckHealth;
+using ::testing::HasSubstr;
+using testing::kNotServing;
+using testing::kServing;
+using testing::WaitForHealth;
+
+double Metric(const std::string& text, const std::string& series) {
+  for (size_t at = 0; (at = text.find(series + " ", at)) != std::string::npos; ++at) {
+    if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + series.size() + 1));
+  }
+  return NAN;
+}
+
+TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  std::string during;
+  std::vector<testing::StreamOutput> outputs(16);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      outputs[i] = Generate(Greedy(golden_[i % golden_.size()].prompt), i == 0 ? 20 : -1,
+                            [&](grpc::ClientContext&) {
+                              during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+                            });
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const char* name :
+       {"pagoda_num_requests_running", "pagoda_num_requests_waiting", "pagoda_kv_cache_usage",
+        "pagoda_prefix_cache_queries_total", "pagoda_prefix_cache_hits_total",
+        "pagoda_num_preemptions_total", "pagoda_prompt_tokens_total",
+        "pagoda_generation_tokens_total", "pagoda_time_to_first_token_seconds",
+        "pagoda_inter_token_latency_seconds", "pagoda_e2e_request_latency_seconds",
+        "pagoda_request_queue_time_seconds", "pagoda_worker_step_seconds"}) {
+    EXPECT_THAT(during, HasSubstr(absl::StrCat("# TYPE ", name, " "))) << name;
+  }
+  EXPECT_GE(Metric(during, "pagoda_num_requests_running"), 1);
+  EXPECT_GT(Metric(during, "pagoda_generation_tokens_total"), 0);
+  EXPECT_GT(Metric(during, "pagoda_kv_cache_usage{worker=\"0\"}") +
+                Metric(during, "pagoda_kv_cache_usage{worker=\"1\"}"),
+            0);
+
+  int tokens = 0, prompt_tokens = 0;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(outputs[i].status.ok());
+    tokens += static_cast<int>(outputs[i].ids[0].size());
+    prompt_tokens += static_cast<int>(golden_[i % golden_.size()].prompt_ids.size());
+  }
+  WaitForNoUsedBlocks();
+  const std::string after = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+  EXPECT_EQ(Metric(after, "pagoda_generation_tokens_total"), tokens);
+  EXPECT_EQ(Metric(after, "pagoda_prompt_tokens_total"), prompt_tokens);
+  EXPECT_EQ(Metric(after, "pagoda_time_to_first_token_seconds_count"), 16);
+  EXPECT_EQ(Metric(after, "pagoda_e2e_request_latency_seconds_count"), 16);
+  EXPECT_EQ(Metric(after, "pagoda_request_queue_time_seconds_count"), 16);
+  EXPECT_EQ(Metric(after, "pagoda_inter_token_latency_seconds_count"), tokens - 16);
+  EXPECT_EQ(Metric(after, "pagoda_prefix_cache_queries_total"), prompt_tokens);
+  EXPECT_EQ(Metric(after, "pagoda_num_requests_running"), 0);
+  EXPECT_EQ(Metric(after, "pagoda_kv_cache_usage{worker=\"0\"}"), 0);
+  EXPECT_EQ(Metric(after, "pagoda_kv_cache_usage{worker=\"1\"}"), 0);
+  EXPECT_GT(Metric(after, "pagoda_worker_step_seconds_count{worker=\"0\"}") +
+                Metric(after, "pagoda_worker_step_seconds_count{worker=\"1\"}"),
+            0);
+}
+
+// A number field of a flat JSON object; NaN if absent.
+double JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? NAN : std::stod(json.substr(at + key.size() + 3));
+}
+
+TEST_F(ServingTest, BenchReportsTheLoadItSent) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  const std::string server = absl::StrCat("--server=127.0.0.1:", port_);
+  const std::string metrics = absl::StrCat("--metrics=127.0.0.1:", metrics_port_);
+  const testing::CommandResult random =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, metrics,
+                           "--num-prompts=24", "--input-len=40", "--output-len=30",
+                           "--range-ratio=0.5", "--request-rate=200", "--ignore-eos", "--json"});
+  ASSERT_EQ(random.exit_code, 0) << random.err;
+  for (const char* key :
+       {"duration", "request_throughput", "input_throughput", "output_throughput",
+        "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+        "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
+        "prefix_cache_hit_rate", "peak_running", "mean_kv_cache_utilization"}) {
+    EXPECT_FALSE(std::isnan(JsonNumber(random.out, key))) << key << " in " << random.out;
+  }
+  EXPECT_EQ(JsonNumber(random.out, "completed"), 24);
+  EXPECT_EQ(JsonNumber(random.out, "failed"), 0);
+  // --ignore-eos: every request ran to its max_tokens, drawn from [15, 45].
+  const double output = JsonNumber(random.out, "total_output_tokens");
+  EXPECT_GE(output, 24 * 15);
+  EXPECT_LE(output, 24 * 45);
+  EXPECT_GE(JsonNumber(random.out, "peak_running"), 1);
+  EXPECT_LE(JsonNumber(random.out, "p90_ttft_ms"), JsonNumber(random.out, "p99_ttft_ms"));
+  // What the router counted agrees with what the client saw.
+  const std::string scrape = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+  EXPECT_EQ(Metric(scrape, "pagoda_generation_tokens_total"), output);
+
+  // max_tokens 4x the output: the client ends each stream at its output length.
+  const testing::CommandResult overstated = testing::RunCommand(
+      {testing::BinaryPath("pagoda"), "bench", server, "--num-prompts=8", "--input-len=20",
+       "--output-len=20", "--max-tokens-ratio=4", "--ignore-eos", "--json"});
+  ASSERT_EQ(overstated.exit_code, 0) << overstated.err;
+  EXPECT_EQ(JsonNumber(overstated.out, "completed"), 8);
+  EXPECT_EQ(JsonNumber(overstated.out, "total_output_tokens"), 8 * 20);
+  WaitForNoUsedBlocks();
+
+  // Chat: every turn resends the history, so most prompt tokens are cache hits.
+  const testing::CommandResult chat =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, "--dataset=chat",
+                           "--num-prompts=12", "--turns=3", "--system-prompt-len=96",
+                           "--input-len=16", "--output-len=16", "--max-concurrency=4", "--json"});
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  EXPECT_EQ(JsonNumber(chat.out, "completed"), 12);
+  EXPECT_GT(JsonNumber(chat.out, "prefix_cache_hit_rate"), 0.5) << chat.out;
+
+  // Bad input: clear errors, exit code 2.
+  const testing::CommandResult too_long =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, "--input-len=300"});
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_THAT(too_long.err, HasSubstr("model length is 257"));
+  const testing::CommandResult nobody =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench",
+                           absl::StrCat("--server=127.0.0.1:", FreePort()), "--timeout=1"});
+  EXPECT_EQ(nobody.exit_code, 2);
+  EXPECT_THAT(nobody.err, HasSubstr("error:"));
+  WaitForNoUsedBlocks();
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,162 @@
+// The fixture of the process tests: a real pagoda-router on loopback ports, workers started
+// on demand, a gRPC client, and checks that every block is free again when a test ends.
+// Ready means grpc.health.v1 says SERVING and GetModelInfo counts the workers: no sleeps.
+#ifndef PAGODA_TESTS_INTEGRATION_SERVING_FIXTURE_H_
+#define PAGODA_TESTS_INTEGRATION_SERVING_FIXTURE_H_
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "pagoda/v1/generation.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "tests/integration/serving_client.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  return testing::StartProcess(argv, log, log);
+}
+
+class ServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    golden_ = testing::LoadGoldenCases();
+    dir_ = testing::TempDir();
+    port_ = FreePort();
+    worker_port_ = FreePort();
+    metrics_port_ = FreePort();
+    StartRouter();
+  }
+  void TearDown() override {
+    // Whatever the test did, every block must be free again once its streams are over.
+    if (Info().num_workers() > 0) WaitForNoUsedBlocks();
+    for (pid_t pid : workers_) Kill(pid);
+    Kill(router_);
+  }
+  static void Kill(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+
+  // The llama2.c stories260K by default; `model` (with its own tokenizer) otherwise.
+  void StartRouter(const std::string& model = "") {
+    router_ = Spawn({testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
+                     absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
+                     "--model=" + (model.empty() ? testing::Stories260KModel() : model),
+                     "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
+                     "--max-model-len=257", "--heartbeat-timeout-s=3",
+                     absl::StrCat("--metrics-port=", metrics_port_)},
+                    dir_ + "/router.log");
+    // Reconnect quickly while the router starts (the default backoff grows to seconds).
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port_),
+                                         grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::Generation::NewStub(channel_);
+  }
+  pid_t StartWorker(const std::string& model = "", const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {
+        testing::BinaryPath("pagoda-worker"), absl::StrCat("--router=127.0.0.1:", worker_port_),
+        "--model=" + (model.empty() ? testing::Stories260KModel() : model), "--threads=1",
+        "--kv-cache-mb=8"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const pid_t pid = Spawn(argv, absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
+    workers_.push_back(pid);
+    return pid;
+  }
+
+  // Waits until health says SERVING and `n` workers are connected.
+  void WaitForWorkers(int n) {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    for (int i = 0; i < 600; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      ctx.set_wait_for_ready(true);  // wait for the connection rather than fail fast
+      grpc::health::v1::HealthCheckRequest req;
+      grpc::health::v1::HealthCheckResponse resp;
+      // SERVING needs a worker; with n == 0 any answer shows the router is up.
+      const bool answered = health->Check(&ctx, req, &resp).ok();
+      const bool serving = resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+      if (answered && (n == 0 || serving) && Info().num_workers() == n) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "router never had " << n << " workers; see " << dir_;
+  }
+
+  v1::ModelInfo Info() { return testing::GetModelInfo(*stub_); }
+
+  // Waits until no block is in use and it stays so for 250 ms: a client can see its call end
+  // (e.g. DEADLINE_EXCEEDED) before the router has even admitted the request it then aborts.
+  void WaitForNoUsedBlocks() {
+    int zeros = 0;
+    for (int i = 0; i < 400 && zeros < 10; ++i) {
+      zeros = Info().num_used_blocks() == 0 ? zeros + 1 : 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    EXPECT_EQ(zeros, 10) << "blocks still in use: " << Info().num_used_blocks();
+  }
+
+  static v1::GenerateRequest Greedy(const std::string& prompt) {
+    return testing::GreedyRequest(prompt);
+  }
+  testing::StreamOutput Generate(const v1::GenerateRequest& request, int trigger_at = -1,
+                                 std::function<void(grpc::ClientContext&)> trigger = nullptr) {
+    return testing::Generate(*stub_, request, trigger_at, std::move(trigger));
+  }
+  void ExpectNoTokenLostWhen(const std::function<void()>& fault) {
+    testing::ExpectNoTokenLostWhen(*stub_, golden_, fault);
+  }
+
+  // The exit status of a child that is ending (or -1 if it did not exit normally in 30 s).
+  int ExitCode(pid_t pid) {
+    int status = 0;
+    for (int i = 0; i < 600; ++i) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        std::erase(workers_, pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+  std::vector<testing::GoldenCase> golden_;
+  std::string dir_;
+  int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
+  pid_t router_ = -1;
+  std::vector<pid_t> workers_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_TESTS_INTEGRATION_SERVING_FIXTURE_H_
