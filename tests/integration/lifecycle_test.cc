@@ -1,13 +1,8 @@
 // Health probes and stopping without losing a request: drained workers, drains that run out
 // of time, a router stopped with SIGTERM.
-#include <cmath>
-#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/http_client.h"
-#include "common/llama2c_checkpoint.h"
-#include "common/random_weights.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/serving_fixture.h"

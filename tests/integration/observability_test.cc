@@ -1,12 +1,9 @@
 // What operators see: Prometheus /metrics during and after a load, and `pagoda bench`.
 #include <cmath>
-#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/http_client.h"
-#include "common/llama2c_checkpoint.h"
-#include "common/random_weights.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/serving_fixture.h"
@@ -14,11 +11,7 @@
 namespace pagoda {
 namespace {
 
-using testing::CheckHealth;
 using ::testing::HasSubstr;
-using testing::kNotServing;
-using testing::kServing;
-using testing::WaitForHealth;
 
 double Metric(const std::string& text, const std::string& series) {
   for (size_t at = 0; (at = text.find(series + " ", at)) != std::string::npos; ++at) {

@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/http_client.h"
 #include "common/llama2c_checkpoint.h"
 #include "common/random_weights.h"
 #include "gmock/gmock.h"
@@ -15,11 +14,7 @@
 namespace pagoda {
 namespace {
 
-using testing::CheckHealth;
 using ::testing::HasSubstr;
-using testing::kNotServing;
-using testing::kServing;
-using testing::WaitForHealth;
 
 TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
   StartWorker();
