@@ -133,6 +133,14 @@ Histogram* MetricsRegistry::AddHistogram(const std::string& name, const std::str
   return m.histogram.get();
 }
 
+void MetricsRegistry::Remove(const Histogram* histogram) {
+  absl::MutexLock lock(&mu_);
+  for (auto& f : families_) {
+    std::erase_if(f->members,
+                  [&](const Family::Member& m) { return m.histogram.get() == histogram; });
+  }
+}
+
 void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string& help,
                                      GaugeReader read) {
   absl::MutexLock lock(&mu_);

@@ -75,6 +75,9 @@ class MetricsRegistry {
   // outside the registry's lock.
   using GaugeReader = std::function<std::vector<std::pair<MetricLabels, double>>()>;
   void AddGaugeFamily(const std::string& name, const std::string& help, GaugeReader read);
+  // Drops a histogram's series (e.g. a worker that left); `histogram` is deleted. No-op for an
+  // unknown pointer.
+  void Remove(const Histogram* histogram);
 
   std::string Render() const;
 

@@ -22,6 +22,7 @@ struct Cluster::Worker {
   };
   std::vector<Abort> aborts;
   bool alive = true;
+  bool loop_done = false;  // its loop has exited and left nothing behind: the thread can be joined
   bool draining = false;
   std::function<void()> on_drained;  // taken by the loop when the drained worker is idle
   absl::CondVar wake;
@@ -51,6 +52,24 @@ struct Cluster::Request {
   absl::Time give_up_at;  // while parked, UNAVAILABLE after this
 };
 
+absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits) {
+  auto check = [](const char* field, int64_t value, int64_t max) -> absl::Status {
+    if (value >= 1 && value <= max) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.", field, " = ", value, ": must be in [1, ", max, "]"));
+  };
+  RETURN_IF_ERROR(check("num_blocks", info.num_blocks, limits.max_num_blocks));
+  RETURN_IF_ERROR(check("block_size", info.block_size, limits.max_block_size));
+  RETURN_IF_ERROR(
+      check("max_num_batched_tokens", info.max_num_batched_tokens, limits.max_num_batched_tokens));
+  RETURN_IF_ERROR(check("max_num_seqs", info.max_num_seqs, limits.max_num_seqs));
+  // Slots (block * block_size + offset) are 32-bit on both sides.
+  if (static_cast<int64_t>(info.num_blocks) * info.block_size > INT32_MAX) {
+    return absl::InvalidArgumentError("Hello: num_blocks x block_size exceeds 2^31 slots");
+  }
+  return absl::OkStatus();
+}
+
 Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
     : config_(config), options_(options) {}
 
@@ -74,14 +93,27 @@ int Cluster::max_model_len() const {
   return limit > 0 ? std::min(limit, config_.max_seq_len) : config_.max_seq_len;
 }
 
+absl::Status Cluster::Validate(const GenerationRequest& request) const {
+  return ValidateRequest(request, config_, max_model_len(), options_.engine.max_n);
+}
+
 absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   const WorkerInfo& info = executor->info();
+  RETURN_IF_ERROR(ValidateWorkerInfo(info, options_.worker_limits));
   if (info.model_fingerprint != config_.Fingerprint()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker serves a different model: ", info.model_fingerprint,
-                     " (router: ", config_.Fingerprint(), ")"));
+    // Only the router's log shows both: a refused peer learns nothing about the model.
+    LOG(WARNING) << "worker model " << info.model_fingerprint << " differs from the router's "
+                 << config_.Fingerprint();
+    return absl::InvalidArgumentError("the worker serves a different model than the router");
   }
   absl::MutexLock lock(&mu_);
+  ReapLocked();
+  const int live = static_cast<int>(
+      std::count_if(workers_.begin(), workers_.end(), [](const auto& o) { return o->alive; }));
+  if (live >= options_.worker_limits.max_workers) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the router has ", live, " workers, its limit"));
+  }
   auto w = std::make_unique<Worker>();
   w->id = static_cast<int>(workers_.size());
   w->executor = std::move(executor);
@@ -101,6 +133,14 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   parked.swap(parked_);
   for (Work& work : parked) PlaceLocked(std::move(work));
   return raw->id;
+}
+
+void Cluster::ReapLocked() {
+  for (auto& w : workers_) {
+    if (!w->loop_done || !w->thread.joinable()) continue;
+    w->thread.join();  // the loop has exited: this returns at once
+    w->executor.reset();
+  }
 }
 
 void Cluster::RemoveWorker(int worker_id) {
@@ -142,6 +182,7 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   const int max_len = max_model_len();
   RETURN_IF_ERROR(ValidateRequest(request, config_, max_len, options_.engine.max_n));
   absl::MutexLock lock(&mu_);
+  ReapLocked();
   int waiting = static_cast<int>(parked_.size());
   for (const auto& w : workers_) {
     if (w->alive) waiting += w->num_waiting.load() + static_cast<int>(w->inbox.size());
@@ -328,6 +369,9 @@ void Cluster::Loop(Worker* w) {
       }
       adds.swap(w->inbox);
       aborts.swap(w->aborts);
+      // Still waiting, now in the scheduler: counted until the step publishes the exact number,
+      // so --max-waiting never misses a request between the inbox and the scheduler.
+      w->num_waiting += static_cast<int>(adds.size());
     }
     if (drained) {
       LOG(INFO) << "worker " << w->id << " is drained";
@@ -427,6 +471,22 @@ void Cluster::Loop(Worker* w) {
   w->num_slots_reserved = 0;
   w->num_running = 0;
   w->num_waiting = 0;
+  // A dead worker leaves nothing: its pool and block tables, its placement hints and its
+  // metric series go now; AddWorker or Submit joins this thread later.
+  w->engine.reset();
+  w->to_request.clear();
+  w->to_engine.clear();
+  if (options_.metrics && w->step_seconds) options_.metrics->registry->Remove(w->step_seconds);
+  absl::MutexLock lock(&mu_);
+  for (auto it = block_owner_.begin(); it != block_owner_.end();) {
+    if (it->second == w->id) {
+      block_owner_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  w->step_seconds = nullptr;
+  w->loop_done = true;
 }
 
 std::vector<WorkerStats> Cluster::worker_stats() const {
@@ -453,6 +513,10 @@ ClusterStats Cluster::stats() const {
   ClusterStats s;
   s.num_waiting = static_cast<int>(parked_.size());
   for (const auto& w : workers_) {
+    // Cumulative counters include workers that left, so deltas between two calls never drop.
+    s.num_steps += w->num_steps.load();
+    s.step_seconds += w->step_micros.load() * 1e-6;
+    s.forward_seconds += w->forward_micros.load() * 1e-6;
     if (!w->alive) continue;
     ++s.num_workers;
     if (w->draining) ++s.num_draining_workers;
@@ -461,9 +525,6 @@ ClusterStats Cluster::stats() const {
     s.num_used_blocks += w->num_used_blocks.load();
     s.num_running += w->num_running.load();
     s.num_waiting += w->num_waiting.load() + static_cast<int>(w->inbox.size());
-    s.num_steps += w->num_steps.load();
-    s.step_seconds += w->step_micros.load() * 1e-6;
-    s.forward_seconds += w->forward_micros.load() * 1e-6;
   }
   return s;
 }

@@ -35,8 +35,23 @@ namespace pagoda {
 
 enum class PlacementPolicy { kPrefixAware, kRoundRobin, kLeastLoaded };
 
+// What the router accepts from a worker's Hello. Everything in it crosses a port: ranges bound
+// the router's memory per worker (a block costs the router ~50 bytes of pool state) and keep
+// every slot index inside 32 bits.
+struct WorkerLimits {
+  int max_workers = 256;                 // connected at once
+  int max_num_blocks = 1 << 21;          // per worker (2M blocks: ~100 MB of router state)
+  int max_block_size = 1024;             // tokens per block
+  int max_num_batched_tokens = 1 << 20;  // per step
+  int max_num_seqs = 1 << 16;            // per step
+};
+
+// OK when `info` fits `limits`; INVALID_ARGUMENT naming the bad field otherwise.
+absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits);
+
 struct ClusterOptions {
   EngineOptions engine;
+  WorkerLimits worker_limits;
   PlacementPolicy placement = PlacementPolicy::kPrefixAware;
   double prefix_weight = 1.0;        // w in the placement cost
   int max_waiting = 1024;            // requests queued beyond this fail with RESOURCE_EXHAUSTED
@@ -68,8 +83,8 @@ struct ClusterStats {
   int64_t num_used_blocks = 0;
   int num_running = 0;
   int num_waiting = 0;  // queued in schedulers and waiting for a worker
-  // Summed over live workers since they joined: steps that ran tokens, their wall time in the
-  // router's loop, and the part the workers spent in the forward pass.
+  // Summed over every worker that ever joined (so they never decrease): steps that ran tokens,
+  // their wall time in the router's loop, and the part the workers spent in the forward pass.
   int64_t num_steps = 0;
   double step_seconds = 0;
   double forward_seconds = 0;
@@ -94,7 +109,9 @@ class Cluster {
   ~Cluster();  // stops every loop
 
   // Adds a worker and starts its loop. The executor is shared with its transport.
-  // INVALID_ARGUMENT when its model differs from the router's.
+  // INVALID_ARGUMENT when its Hello is out of range (ValidateWorkerInfo) or its model differs
+  // from the router's (the message does not reveal the router's fingerprint);
+  // RESOURCE_EXHAUSTED when max_workers are connected.
   absl::StatusOr<int> AddWorker(std::shared_ptr<Executor> executor);
   // Marks a worker dead (its stream broke): its loop resubmits its sequences and exits.
   void RemoveWorker(int worker_id);
@@ -104,6 +121,9 @@ class Cluster {
   // nothing more. If the worker dies first, its sequences move as usual.
   void DrainWorker(int worker_id, std::function<void()> on_drained);
 
+  // INVALID_ARGUMENT naming the field when `request` can never run here. Submit checks it
+  // too; a transport calls it first to refuse before it allocates per-sequence state.
+  absl::Status Validate(const GenerationRequest& request) const;
   // Validates and queues a request; `sink` gets every update until each sequence finished.
   // A request still waiting for a worker at `give_up_at` ends with UNAVAILABLE (see Tick).
   absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink,
@@ -127,6 +147,8 @@ class Cluster {
   };
 
   void Loop(Worker* w);
+  // REQUIRES: mu_ held. Joins the threads of dead workers whose loops have exited.
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held. Chooses a live worker for `work` and queues it (or parks it). New
   // requests never go to a draining worker; resumed sequences may, rather than wait.
   void PlaceLocked(Work work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -68,6 +68,10 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
                                                      config.vocab_size, ")"));
     }
   }
+  if (r.stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
+    return absl::InvalidArgumentError(absl::StrCat("stop_token_ids: ", r.stop_token_ids.size(),
+                                                   " ids; at most ", kMaxStopTokenIds));
+  }
   for (int id : r.stop_token_ids) {
     if (id < 0 || id >= config.vocab_size) {
       return absl::InvalidArgumentError(
@@ -78,7 +82,7 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
   if (r.n < 1 || r.n > max_n) {
     return absl::InvalidArgumentError(absl::StrCat("n = ", r.n, ": must be in [1, ", max_n, "]"));
   }
-  const int num_prompt = static_cast<int>(r.prompt_ids.size());
+  const int64_t num_prompt = static_cast<int64_t>(r.prompt_ids.size());
   if (num_prompt >= max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt: ", num_prompt, " tokens leave no room in the model length of ", max_model_len));
@@ -87,6 +91,7 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
     return absl::InvalidArgumentError(
         absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= 1"));
   }
+  // 64-bit: max_tokens may be anything up to INT_MAX.
   if (r.max_tokens.has_value() && num_prompt + *r.max_tokens > max_model_len) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt (", num_prompt, " tokens) + max_tokens (", *r.max_tokens,

@@ -42,6 +42,9 @@ struct GenerationRequest {
   bool front_of_queue = false;  // queue ahead of waiting requests (moved from a dead worker)
 };
 
+// Extra stop token ids per request at most: each sampled token is compared with all of them.
+inline constexpr int kMaxStopTokenIds = 128;
+
 // INVALID_ARGUMENT naming the field when `request` can never run on `config` with sequences of
 // at most `max_model_len` tokens and at most `max_n` samples.
 absl::Status ValidateRequest(const GenerationRequest& request, const ModelConfig& config,

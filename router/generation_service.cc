@@ -249,6 +249,10 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   absl::StatusOr<GenerationRequest> r = Translate(*request);
+  // Validated before the reactor sizes anything by n or the prompt.
+  if (r.ok()) {
+    if (absl::Status valid = cluster_->Validate(*r); !valid.ok()) r = valid;
+  }
   if (!r.ok()) {
     return new ErrorReactor(ToGrpcStatus(r.status()));
   }
@@ -287,6 +291,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   response->set_num_workers(stats.num_workers);
   response->set_num_blocks(stats.num_blocks);
   response->set_num_used_blocks(stats.num_used_blocks);
+  response->set_model_fingerprint(cluster_->config().Fingerprint());
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -29,14 +29,14 @@ Scheduler::Scheduler(const SchedulerOptions& options)
 }
 
 absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
-  if (num_prompt_tokens + max_tokens > options_.max_model_len) {
+  const int64_t total = static_cast<int64_t>(num_prompt_tokens) + max_tokens;  // no overflow
+  if (total > options_.max_model_len) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt (", num_prompt_tokens, " tokens) + max_tokens (", max_tokens,
                      ") exceeds the model length of ", options_.max_model_len, " tokens"));
   }
   // The last sampled token is never computed, so a sequence holds at most total - 1 in cache.
-  const int blocks =
-      (num_prompt_tokens + max_tokens - 1 + options_.block_size - 1) / options_.block_size;
+  const int64_t blocks = (total - 1 + options_.block_size - 1) / options_.block_size;
   if (blocks > options_.num_blocks) {
     return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens needs ", blocks,
                                                    " KV blocks but the worker has ",

@@ -62,15 +62,23 @@ class ServingTest : public ::testing::Test {
     waitpid(pid, nullptr, 0);
   }
 
+  // Flags a test adds to the router's command line.
+  virtual std::vector<std::string> ExtraRouterFlags() const { return {}; }
+
   // The llama2.c stories260K by default; `model` (with its own tokenizer) otherwise.
   void StartRouter(const std::string& model = "") {
-    router_ = Spawn({testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
-                     absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
-                     "--model=" + (model.empty() ? testing::Stories260KModel() : model),
-                     "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
-                     "--max-model-len=257", "--heartbeat-timeout-s=3",
-                     absl::StrCat("--metrics-port=", metrics_port_)},
-                    dir_ + "/router.log");
+    std::vector<std::string> argv = {
+        testing::BinaryPath("pagoda-router"),
+        absl::StrCat("--port=", port_),
+        absl::StrCat("--worker-port=", worker_port_),
+        "--host=127.0.0.1",
+        "--model=" + (model.empty() ? testing::Stories260KModel() : model),
+        "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
+        "--max-model-len=257",
+        "--heartbeat-timeout-s=3",
+        absl::StrCat("--metrics-port=", metrics_port_)};
+    for (const std::string& flag : ExtraRouterFlags()) argv.push_back(flag);
+    router_ = Spawn(argv, dir_ + "/router.log");
     // Reconnect quickly while the router starts (the default backoff grows to seconds).
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);

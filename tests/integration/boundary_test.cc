@@ -1,0 +1,140 @@
+// The boundary holds: what a hostile or broken peer can send on either port is refused with a
+// status naming the problem, and the router serves on (issue: hostile and broken peers).
+// A fake worker speaks worker.proto directly; public calls are plain gRPC.
+#include <climits>
+
+#include "common/http_client.h"
+#include "tests/integration/fake_worker.h"
+#include "tests/integration/serving_fixture.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class BoundaryTest : public ServingTest {
+ protected:
+  std::string WorkerAddress() const { return absl::StrCat("127.0.0.1:", worker_port_); }
+  std::string Fingerprint() { return Info().model_fingerprint(); }
+  std::string Metrics() { return HttpGet("127.0.0.1", metrics_port_, "/metrics").body; }
+  // A raw call (the shared client sizes its output by n, which these requests abuse).
+  grpc::Status Call(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto reader = stub_->Generate(&context, request);
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+    }
+    return reader->Finish();
+  }
+  // The router still serves the golden story.
+  void ExpectGoldenStory() {
+    const testing::StreamOutput out = Generate(Greedy(golden_[0].prompt));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.ids[0], golden_[0].greedy_ids);
+  }
+};
+
+TEST_F(BoundaryTest, AHelloOutOfRangeIsRefusedNamingTheFieldAndTheRouterServesOn) {
+  WaitForWorkers(0);
+  const std::string fingerprint = Fingerprint();
+  ASSERT_FALSE(fingerprint.empty());
+  struct Case {
+    const char* field;
+    std::function<void(v1::Hello&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"num_blocks", [](v1::Hello& h) { h.set_num_blocks(0); }},
+      {"num_blocks", [](v1::Hello& h) { h.set_num_blocks(-1); }},
+      {"num_blocks", [](v1::Hello& h) { h.set_num_blocks(50'000'000); }},
+      {"block_size", [](v1::Hello& h) { h.set_block_size(0); }},
+      {"block_size", [](v1::Hello& h) { h.set_block_size(-16); }},
+      {"block_size", [](v1::Hello& h) { h.set_block_size(INT_MAX); }},
+      {"max_num_seqs", [](v1::Hello& h) { h.set_max_num_seqs(0); }},
+      {"max_num_batched_tokens", [](v1::Hello& h) { h.set_max_num_batched_tokens(0); }},
+      {"max_num_batched_tokens", [](v1::Hello& h) { h.set_max_num_batched_tokens(-5); }},
+      {"slots",
+       [](v1::Hello& h) {
+         h.set_num_blocks(1 << 21);
+         h.set_block_size(1024);
+       }},
+  };
+  for (const Case& c : cases) {
+    v1::Hello hello = testing::ValidHello(fingerprint);
+    c.mutate(hello);
+    testing::FakeWorker fake(WorkerAddress(), "");
+    const v1::HelloReply reply = fake.Connect(hello);
+    EXPECT_FALSE(reply.accepted()) << hello.ShortDebugString();
+    EXPECT_THAT(reply.message(), HasSubstr(c.field)) << hello.ShortDebugString();
+    EXPECT_EQ(fake.Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  StartWorker();
+  WaitForWorkers(1);
+  ExpectGoldenStory();
+}
+
+TEST_F(BoundaryTest, ARefusalDoesNotRevealTheRoutersFingerprint) {
+  WaitForWorkers(0);
+  const std::string fingerprint = Fingerprint();
+  testing::FakeWorker fake(WorkerAddress(), "");
+  const v1::HelloReply reply = fake.Connect(testing::ValidHello("dim=1,layers=1"));
+  EXPECT_FALSE(reply.accepted());
+  EXPECT_THAT(reply.message(), HasSubstr("different model"));
+  EXPECT_THAT(reply.message(), Not(HasSubstr(fingerprint)));
+  EXPECT_THAT(reply.message(), Not(HasSubstr("dim=")));
+  EXPECT_THAT(fake.Finish().error_message(), Not(HasSubstr("dim=")));
+}
+
+TEST_F(BoundaryTest, RequestSizesAreCheckedBeforeAnythingIsAllocated) {
+  StartWorker();
+  WaitForWorkers(1);
+  struct Case {
+    const char* field;
+    std::function<void(v1::GenerateRequest&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"n", [](v1::GenerateRequest& r) { r.set_n(INT_MAX); }},
+      {"n", [](v1::GenerateRequest& r) { r.set_n(-1); }},
+      {"n", [](v1::GenerateRequest& r) { r.set_n(0); }},
+      {"max_tokens", [](v1::GenerateRequest& r) { r.set_max_tokens(INT_MAX); }},
+      {"max_tokens", [](v1::GenerateRequest& r) { r.set_max_tokens(INT_MIN); }},
+      {"stop_token_ids",
+       [](v1::GenerateRequest& r) {
+         for (int i = 0; i < 10'000; ++i) r.add_stop_token_ids(1);
+       }},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest request = Greedy(golden_[0].prompt);
+    c.mutate(request);
+    const grpc::Status status = Call(request);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_THAT(status.error_message(), HasSubstr(c.field));
+  }
+  ExpectGoldenStory();
+}
+
+TEST_F(BoundaryTest, DeadWorkersLeaveNoMetricSeries) {
+  WaitForWorkers(0);
+  const std::string fingerprint = Fingerprint();
+  for (int i = 0; i < 20; ++i) {
+    testing::FakeWorker fake(WorkerAddress(), "");
+    ASSERT_TRUE(fake.Connect(testing::ValidHello(fingerprint)).accepted());
+    fake.Serve(testing::FakeWorker::Mode::kAnswer);
+    WaitForWorkers(1);
+    fake.Finish();
+    WaitForWorkers(0);
+  }
+  StartWorker();
+  WaitForWorkers(1);
+  ExpectGoldenStory();
+  // Only the live worker (id 20) has series; the 20 that left have none.
+  const std::string metrics = Metrics();
+  EXPECT_THAT(metrics, HasSubstr("worker=\"20\""));
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_THAT(metrics, Not(HasSubstr(absl::StrCat("worker=\"", i, "\""))));
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
