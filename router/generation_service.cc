@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "router/text_assembler.h"
@@ -189,11 +190,26 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
-                                     std::string model_name, RouterMetrics* metrics)
+                                     std::string model_name, RouterMetrics* metrics,
+                                     std::string api_key)
     : cluster_(cluster),
       tokenizer_(tokenizer),
       metrics_(metrics),
-      model_name_(std::move(model_name)) {}
+      model_name_(std::move(model_name)),
+      api_key_(std::move(api_key)) {}
+
+grpc::Status GenerationService::CheckApiKey(const grpc::CallbackServerContext& context) const {
+  if (api_key_.empty()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  auto auth = metadata.find("authorization");
+  if (auth != metadata.end() &&
+      BearerMatches(std::string_view(auth->second.data(), auth->second.size()), api_key_)) {
+    return grpc::Status::OK;
+  }
+  if (metrics_) metrics_->refused_api_key->Add();
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "missing or wrong API key: send metadata authorization: Bearer <key>");
+}
 
 absl::StatusOr<GenerationRequest> GenerationService::Translate(
     const v1::GenerateRequest& in) const {
@@ -248,6 +264,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) return new ErrorReactor(auth);
   absl::StatusOr<GenerationRequest> r = Translate(*request);
   // Validated before the reactor sizes anything by n or the prompt.
   if (r.ok()) {
@@ -271,6 +288,10 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
   auto* reactor = context->DefaultReactor();
+  if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   if (request->text().size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: too long"));
     return reactor;
@@ -283,6 +304,11 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const v1::GetModelInfoRequest*,
                                                           v1::ModelInfo* response) {
+  auto* reactor = context->DefaultReactor();
+  if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   const ClusterStats stats = cluster_->stats();
   response->set_model_name(model_name_);
   response->set_context_length(cluster_->max_model_len());
@@ -292,7 +318,6 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   response->set_num_blocks(stats.num_blocks);
   response->set_num_used_blocks(stats.num_used_blocks);
   response->set_model_fingerprint(cluster_->config().Fingerprint());
-  auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

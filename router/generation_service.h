@@ -20,9 +20,10 @@ inline constexpr int kMaxRequestIdBytes = 256;
 
 class GenerationService final : public v1::Generation::CallbackService {
  public:
-  // Not owned; all must outlive the service. `metrics` may be null.
+  // Not owned; all must outlive the service. `metrics` may be null. With an `api_key`, every
+  // call must carry `authorization: Bearer <api_key>` or fails with UNAUTHENTICATED.
   GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
-                    RouterMetrics* metrics = nullptr);
+                    RouterMetrics* metrics = nullptr, std::string api_key = "");
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -36,6 +37,9 @@ class GenerationService final : public v1::Generation::CallbackService {
   // The core request for a wire request, or INVALID_ARGUMENT naming the bad field.
   absl::StatusOr<GenerationRequest> Translate(const v1::GenerateRequest& request) const;
 
+  // OK when the API key is not required or `context` carries it.
+  grpc::Status CheckApiKey(const grpc::CallbackServerContext& context) const;
+
   Cluster* cluster() const { return cluster_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   RouterMetrics* metrics() const { return metrics_; }
@@ -45,6 +49,7 @@ class GenerationService final : public v1::Generation::CallbackService {
   const Tokenizer* tokenizer_;  // Not owned.
   RouterMetrics* metrics_;      // Not owned; may be null.
   const std::string model_name_;
+  const std::string api_key_;  // "" = calls need no key
 };
 
 // absl::Status -> grpc::Status with the same code and message.

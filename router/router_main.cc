@@ -8,6 +8,7 @@
 // streams in flight get up to --shutdown-grace-s to finish before the router exits 0.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "common/http_server.h"
 #include "common/metrics.h"
 #include "common/model_loader.h"
+#include "common/secret.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -52,6 +54,19 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
 ABSL_FLAG(int, metrics_port, 0, "serve Prometheus metrics at http://HOST:PORT/metrics; 0 = off");
 ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");
+ABSL_FLAG(
+    std::string, worker_token, "",
+    "the cluster's secret: workers must present it to connect (default: $PAGODA_WORKER_TOKEN; "
+    "if neither is set, a random one for --spawn-workers only)");
+ABSL_FLAG(bool, insecure_worker_port, false,
+          "accept any worker that reaches --worker-port, without a token");
+ABSL_FLAG(std::string, api_key, "",
+          "every public call must carry authorization: Bearer KEY (default: $PAGODA_API_KEY; "
+          "none = open). Health and reflection stay open");
+ABSL_FLAG(double, step_timeout_s, 30.0,
+          "a worker that does not answer a step this long is failed over like a dead one");
+ABSL_FLAG(int, max_streams_per_connection, 256,
+          "concurrent calls on one client connection; more wait in the client");
 
 namespace {
 
@@ -95,17 +110,36 @@ void AddStateGauges(pagoda::MetricsRegistry* registry, const pagoda::Cluster* cl
       }));
 }
 
-pid_t SpawnWorker(const std::string& binary, const std::vector<std::string>& args) {
+// Starts a local worker with `env` added to the router's environment (the worker token goes
+// there, not on the command line, which any local user can read).
+pid_t SpawnWorker(const std::string& binary, const std::vector<std::string>& args,
+                  const std::vector<std::string>& env) {
+  std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // local workers die with their router
-    std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
+    execve(binary.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   return pid;
+}
+
+// Idle connections each hold a descriptor: the common soft limit of 1024 runs out long before
+// the hard one, and gRPC's listener does not recover from EMFILE.
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    LOG(INFO) << "file descriptor limit raised from " << before << " to " << limit.rlim_max;
+  }
 }
 
 }  // namespace
@@ -122,6 +156,7 @@ int main(int argc, char** argv) {
   pagoda::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  RaiseFileLimit();
   const std::string model = absl::GetFlag(FLAGS_model);
   if (model.empty()) {
     std::cerr << "error: --model is required\n";
@@ -181,8 +216,23 @@ int main(int argc, char** argv) {
     metrics_server = *std::move(started);
   }
 
-  pagoda::WorkerLinkService worker_link(&cluster,
-                                        absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout_s)));
+  pagoda::WorkerLinkOptions link_options;
+  link_options.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout_s));
+  link_options.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
+  link_options.metrics = &metrics;
+  if (!absl::GetFlag(FLAGS_insecure_worker_port)) {
+    link_options.worker_token =
+        pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_worker_token), pagoda::kWorkerTokenEnv);
+    if (link_options.worker_token.empty()) {
+      link_options.worker_token = pagoda::RandomToken();
+      LOG(INFO) << "no --worker-token or $" << pagoda::kWorkerTokenEnv
+                << ": made a random one, so only the workers this router spawns can connect";
+    }
+  } else {
+    LOG(WARNING) << "--insecure-worker-port: anyone who reaches port "
+                 << absl::GetFlag(FLAGS_worker_port) << " can join as a worker";
+  }
+  pagoda::WorkerLinkService worker_link(&cluster, link_options);
   grpc::ServerBuilder worker_builder;
   const std::string host = absl::GetFlag(FLAGS_host);
   worker_builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_worker_port)),
@@ -194,13 +244,17 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  pagoda::GenerationService generation(&cluster, tokenizer->get(), config.name, &metrics);
+  pagoda::GenerationService generation(
+      &cluster, tokenizer->get(), config.name, &metrics,
+      pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_port)),
                            grpc::InsecureServerCredentials());
   builder.RegisterService(&generation);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_max_streams_per_connection));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
     std::cerr << "error: cannot listen on port " << absl::GetFlag(FLAGS_port) << "\n";
@@ -226,7 +280,8 @@ int main(int argc, char** argv) {
          absl::StrCat("--threads=", absl::GetFlag(FLAGS_worker_threads)),
          absl::StrCat("--max_num_batched_tokens=", absl::GetFlag(FLAGS_max_num_batched_tokens)),
          absl::StrCat("--max_num_seqs=", absl::GetFlag(FLAGS_max_num_seqs)),
-         absl::StrCat("--name=local-", i)});
+         absl::StrCat("--name=local-", i)},
+        {absl::StrCat(pagoda::kWorkerTokenEnv, "=", link_options.worker_token)});
     LOG(INFO) << "spawned worker " << i << " (pid " << pid << ")";
   }
 

@@ -1,6 +1,9 @@
 #include "router/router_metrics.h"
 
 namespace pagoda {
+namespace {
+constexpr char kRefusedHelp[] = "Connections and calls refused at the boundary, by reason.";
+}  // namespace
 
 RouterMetrics::RouterMetrics(MetricsRegistry* r)
     : registry(r),
@@ -24,6 +27,12 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
                                           LatencyBuckets())),
       request_queue_time(r->AddHistogram("pagoda_request_queue_time_seconds",
                                          "A sequence's wait in its scheduler's queue.",
-                                         LatencyBuckets())) {}
+                                         LatencyBuckets())),
+      refused_worker_token(
+          r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "worker_token"}})),
+      refused_worker_hello(
+          r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "worker_hello"}})),
+      refused_api_key(
+          r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "api_key"}})) {}
 
 }  // namespace pagoda

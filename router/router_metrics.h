@@ -22,6 +22,11 @@ struct RouterMetrics {
   Histogram* const inter_token_latency;
   Histogram* const e2e_request_latency;
   Histogram* const request_queue_time;
+  // Connections and calls the router turned away, by why: a worker without the cluster's
+  // token, a worker whose Hello was refused, a public call without the API key.
+  Counter* const refused_worker_token;
+  Counter* const refused_worker_hello;
+  Counter* const refused_api_key;
 };
 
 }  // namespace pagoda

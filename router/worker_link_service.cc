@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/secret.h"
 #include "common/step_proto.h"
 #include "glog/logging.h"
 
@@ -16,7 +17,9 @@ using Stream = grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>;
 // service's handler thread reads results; they meet under mu_.
 class WorkerConnection final : public Executor {
  public:
-  WorkerConnection(const WorkerInfo& info, Stream* stream) : info_(info), stream_(stream) {}
+  WorkerConnection(const WorkerInfo& info, Stream* stream, grpc::ServerContext* context,
+                   absl::Duration step_timeout)
+      : info_(info), stream_(stream), context_(context), step_timeout_(step_timeout) {}
 
   const WorkerInfo& info() const override { return info_; }
 
@@ -36,8 +39,18 @@ class WorkerConnection final : public Executor {
         closed_ = true;
         return absl::UnavailableError("worker stream broke");
       }
-      mu_.Await(absl::Condition(
-          +[](WorkerConnection* c) { return c->closed_ || c->result_.has_value(); }, this));
+      const bool answered = mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](WorkerConnection* c) { return c->closed_ || c->result_.has_value(); }, this),
+          step_timeout_);
+      if (!answered) {
+        // Hung (or hostile): end the call, so the handler sees the worker gone.
+        closed_ = true;
+        context_->TryCancel();
+        return absl::UnavailableError(absl::StrCat("worker did not answer step ", command.step_id,
+                                                   " within ",
+                                                   absl::FormatDuration(step_timeout_)));
+      }
       if (!result_.has_value()) return absl::UnavailableError("worker connection closed");
       if (!result_->error().empty()) {
         return absl::InternalError(absl::StrCat("worker rejected step: ", result_->error()));
@@ -72,7 +85,9 @@ class WorkerConnection final : public Executor {
 
  private:
   const WorkerInfo info_;
-  Stream* const stream_;  // Not owned; valid until Close().
+  Stream* const stream_;                // Not owned; valid until Close().
+  grpc::ServerContext* const context_;  // Not owned; valid until Close().
+  const absl::Duration step_timeout_;
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
@@ -82,23 +97,44 @@ class WorkerConnection final : public Executor {
 
 }  // namespace
 
-WorkerLinkService::WorkerLinkService(Cluster* cluster, absl::Duration heartbeat_timeout)
-    : cluster_(cluster), heartbeat_timeout_(heartbeat_timeout) {}
+WorkerLinkService::WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options)
+    : cluster_(cluster), options_(options) {}
 
 WorkerLinkService::~WorkerLinkService() = default;
 
 grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* stream) {
+  // The token first: a stranger learns nothing and costs nothing more than this.
+  if (!options_.worker_token.empty()) {
+    const auto& metadata = context->client_metadata();
+    auto auth = metadata.find("authorization");
+    if (auth == metadata.end() ||
+        !BearerMatches(std::string_view(auth->second.data(), auth->second.size()),
+                       options_.worker_token)) {
+      LOG_EVERY_N(WARNING, 100) << "refused a worker from " << context->peer()
+                                << ": no or wrong worker token (" << google::COUNTER << " so far)";
+      if (options_.metrics) options_.metrics->refused_worker_token->Add();
+      constexpr char kMessage[] =
+          "the router's worker port needs the cluster's token (--worker-token or "
+          "PAGODA_WORKER_TOKEN)";
+      v1::RouterMessage reply;
+      reply.mutable_hello_reply()->set_message(kMessage);
+      stream->Write(reply);
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kMessage);
+    }
+  }
   v1::WorkerMessage first;
   if (!stream->Read(&first) || !first.has_hello()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello");
   }
   const std::string name = first.hello().worker_name();
-  auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()), stream);
+  auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()), stream, context,
+                                                       options_.step_timeout);
   absl::StatusOr<int> id = cluster_->AddWorker(connection);
   v1::RouterMessage reply;
   reply.mutable_hello_reply()->set_accepted(id.ok());
   if (!id.ok()) {
     LOG(WARNING) << "refused worker " << name << ": " << id.status().message();
+    if (options_.metrics) options_.metrics->refused_worker_hello->Add();
     reply.mutable_hello_reply()->set_message(std::string(id.status().message()));
     stream->Write(reply);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message()));
@@ -118,7 +154,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
     absl::MutexLock lock(&beat_mu);
     while (!done) {
       beat_mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(200));
-      if (!done && absl::Now() - last_seen > heartbeat_timeout_) {
+      if (!done && absl::Now() - last_seen > options_.heartbeat_timeout) {
         LOG(WARNING) << "worker " << *id << " missed its heartbeats";
         context->TryCancel();
         break;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -17,10 +18,21 @@
 
 namespace pagoda {
 
+struct WorkerLinkOptions {
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // silent this long: dead
+  // A step unanswered this long (a hung forward pass): the worker is failed over like a dead
+  // one. Far above the slowest legitimate step.
+  absl::Duration step_timeout = absl::Seconds(30);
+  // Workers must present `authorization: Bearer <worker_token>` on Connect; "" leaves the port
+  // open to anyone who reaches it (--insecure-worker-port).
+  std::string worker_token;
+  RouterMetrics* metrics = nullptr;  // refusals are counted when set; not owned
+};
+
 class WorkerLinkService final : public v1::WorkerLink::Service {
  public:
   // `cluster` is not owned and must outlive the service.
-  WorkerLinkService(Cluster* cluster, absl::Duration heartbeat_timeout);
+  WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options);
   ~WorkerLinkService() override;
 
   grpc::Status Connect(
@@ -31,7 +43,7 @@ class WorkerLinkService final : public v1::WorkerLink::Service {
 
  private:
   Cluster* cluster_;  // Not owned.
-  const absl::Duration heartbeat_timeout_;
+  const WorkerLinkOptions options_;
   std::atomic<int> num_connected_{0};
 };
 

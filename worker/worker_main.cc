@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/model_loader.h"
+#include "common/secret.h"
 #include "glog/logging.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
@@ -32,6 +33,8 @@ ABSL_FLAG(int, max_num_seqs, 256, "the most sequences in one step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
 ABSL_FLAG(std::string, name, "", "name in the router's logs; default host:pid");
 ABSL_FLAG(int, health_port, 0, "serve grpc.health.v1 on this port; 0 = none");
+ABSL_FLAG(std::string, worker_token, "",
+          "the cluster's secret the router asks for (default: $PAGODA_WORKER_TOKEN)");
 ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
@@ -131,6 +134,8 @@ int main(int argc, char** argv) {
   if (health) health->SetServingStatus("liveness", true);
   pagoda::WorkerServiceOptions service_options;
   service_options.router_address = absl::GetFlag(FLAGS_router);
+  service_options.worker_token =
+      pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_worker_token), pagoda::kWorkerTokenEnv);
   char host[256] = "worker";
   gethostname(host, sizeof(host) - 1);
   service_options.name = absl::GetFlag(FLAGS_name).empty() ? absl::StrCat(host, ":", getpid())

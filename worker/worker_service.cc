@@ -68,6 +68,9 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
   auto channel = grpc::CreateChannel(options_.router_address, grpc::InsecureChannelCredentials());
   auto stub = v1::WorkerLink::NewStub(channel);
   grpc::ClientContext context;
+  if (!options_.worker_token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options_.worker_token);
+  }
   std::unique_ptr<Stream> stream = stub->Connect(&context);
   std::mutex write_mu;  // one writer at a time: results, heartbeats and the drain share it
 

@@ -22,6 +22,7 @@ namespace pagoda {
 struct WorkerServiceOptions {
   std::string router_address;  // host:port of the router's worker port
   std::string name;            // for the router's logs
+  std::string worker_token;    // sent as authorization: Bearer <token>; "" = none
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(25)};
   // Called with true once the router accepted this worker, false when that ends (lost link,
   // draining). For a readiness probe.
@@ -32,8 +33,8 @@ class WorkerService {
  public:
   WorkerService(std::unique_ptr<WorkerEngine> engine, const WorkerServiceOptions& options);
 
-  // Serves until drained (returns 0) or refused by the router, which serves another model
-  // (returns 1).
+  // Serves until drained (returns 0) or refused by the router, which serves another model or
+  // wants another token (returns 1).
   int Run();
 
   // Starts a drain; thread-safe, returns at once.

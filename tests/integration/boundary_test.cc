@@ -63,7 +63,7 @@ TEST_F(BoundaryTest, AHelloOutOfRangeIsRefusedNamingTheFieldAndTheRouterServesOn
   for (const Case& c : cases) {
     v1::Hello hello = testing::ValidHello(fingerprint);
     c.mutate(hello);
-    testing::FakeWorker fake(WorkerAddress(), "");
+    testing::FakeWorker fake(WorkerAddress(), kToken);
     const v1::HelloReply reply = fake.Connect(hello);
     EXPECT_FALSE(reply.accepted()) << hello.ShortDebugString();
     EXPECT_THAT(reply.message(), HasSubstr(c.field)) << hello.ShortDebugString();
@@ -77,7 +77,7 @@ TEST_F(BoundaryTest, AHelloOutOfRangeIsRefusedNamingTheFieldAndTheRouterServesOn
 TEST_F(BoundaryTest, ARefusalDoesNotRevealTheRoutersFingerprint) {
   WaitForWorkers(0);
   const std::string fingerprint = Fingerprint();
-  testing::FakeWorker fake(WorkerAddress(), "");
+  testing::FakeWorker fake(WorkerAddress(), kToken);
   const v1::HelloReply reply = fake.Connect(testing::ValidHello("dim=1,layers=1"));
   EXPECT_FALSE(reply.accepted());
   EXPECT_THAT(reply.message(), HasSubstr("different model"));
@@ -118,7 +118,7 @@ TEST_F(BoundaryTest, DeadWorkersLeaveNoMetricSeries) {
   WaitForWorkers(0);
   const std::string fingerprint = Fingerprint();
   for (int i = 0; i < 20; ++i) {
-    testing::FakeWorker fake(WorkerAddress(), "");
+    testing::FakeWorker fake(WorkerAddress(), kToken);
     ASSERT_TRUE(fake.Connect(testing::ValidHello(fingerprint)).accepted());
     fake.Serve(testing::FakeWorker::Mode::kAnswer);
     WaitForWorkers(1);
@@ -134,6 +134,107 @@ TEST_F(BoundaryTest, DeadWorkersLeaveNoMetricSeries) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_THAT(metrics, Not(HasSubstr(absl::StrCat("worker=\"", i, "\""))));
   }
+}
+
+TEST_F(BoundaryTest, AWorkerWithoutTheClustersTokenIsRefusedAndLearnsNothing) {
+  WaitForWorkers(0);
+  const std::string fingerprint = Fingerprint();
+  for (const std::string token : {"", "wrong-token", "test-worker-token-but-longer"}) {
+    testing::FakeWorker fake(WorkerAddress(), token);
+    const v1::HelloReply reply = fake.Connect(testing::ValidHello(fingerprint));
+    EXPECT_FALSE(reply.accepted());
+    EXPECT_THAT(reply.message(), HasSubstr("token"));
+    EXPECT_EQ(fake.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_THAT(Metrics(), HasSubstr("pagoda_refused_total{reason=\"worker_token\"} 3"));
+  // A real pagoda-worker started by hand without the token gives up with the reason.
+  const pid_t intruder =
+      Spawn({testing::BinaryPath("pagoda-worker"), "--router=" + WorkerAddress(),
+             "--model=" + testing::Stories260KModel(), "--threads=1", "--kv-cache-mb=8"},
+            dir_ + "/intruder.log");
+  int status = 0;
+  ASSERT_EQ(waitpid(intruder, &status, 0), intruder);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_THAT(testing::ReadFile(dir_ + "/intruder.log"), HasSubstr("PAGODA_WORKER_TOKEN"));
+  EXPECT_EQ(Info().num_workers(), 0);
+  StartWorker();  // with the token
+  WaitForWorkers(1);
+  ExpectGoldenStory();
+}
+
+// A worker that heartbeats but never answers a step (a hung forward pass) is failed over like
+// a dead one once --step-timeout-s passes; its request finishes on a healthy worker.
+class StepTimeoutTest : public BoundaryTest {
+ protected:
+  std::vector<std::string> ExtraRouterFlags() const override { return {"--step-timeout-s=1"}; }
+};
+
+TEST_F(StepTimeoutTest, AHungWorkersRequestsMoveToAHealthyOne) {
+  WaitForWorkers(0);
+  testing::FakeWorker hung(WorkerAddress(), kToken);
+  ASSERT_TRUE(hung.Connect(testing::ValidHello(Fingerprint())).accepted());
+  hung.Serve(testing::FakeWorker::Mode::kSilent);
+  WaitForWorkers(1);
+  testing::StreamOutput out;
+  std::thread client([&] { out = Generate(Greedy(golden_[0].prompt)); });
+  for (int i = 0; i < 400 && hung.num_steps_seen() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_GT(hung.num_prompts_seen(), 0);
+  StartWorker();
+  client.join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.ids[0], golden_[0].greedy_ids);
+  EXPECT_EQ(hung.Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(Info().num_workers(), 1);
+}
+
+// --api-key guards every public call; health stays open. A router started with
+// --spawn-workers and no --worker-token makes its own and hands it to its workers.
+TEST(ApiKeyTest, EveryCallNeedsTheKeyButHealthDoesNot) {
+  const std::string dir = testing::TempDir();
+  const int port = FreePort();
+  const pid_t router = Spawn(
+      {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port),
+       absl::StrCat("--worker-port=", FreePort()), "--host=127.0.0.1",
+       "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
+       "--max-model-len=257", "--spawn-workers=1", "--worker-kv-cache-mb=8", "--api-key=sesame"},
+      dir + "/router.log");
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  ASSERT_TRUE(testing::WaitForHealth(address, "", testing::kServing)) << dir;
+  auto stub =
+      v1::Generation::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  auto generate = [&](const std::string& key) {
+    grpc::ClientContext context;
+    if (!key.empty()) context.AddMetadata("authorization", key);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto reader = stub->Generate(&context, testing::GreedyRequest(golden[0].prompt));
+    std::vector<int> ids;
+    v1::GenerateResponse response;
+    while (reader->Read(&response))
+      ids.insert(ids.end(), response.token_ids().begin(), response.token_ids().end());
+    return std::make_pair(reader->Finish(), ids);
+  };
+  for (const std::string bad : {"", "Bearer wrong", "sesame", "Bearer sesame2", "bearer sesame"}) {
+    EXPECT_EQ(generate(bad).first.error_code(), grpc::StatusCode::UNAUTHENTICATED) << bad;
+  }
+  const auto [status, ids] = generate("Bearer sesame");
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ids, golden[0].greedy_ids);
+  grpc::ClientContext info_context;
+  v1::ModelInfo info;
+  EXPECT_EQ(stub->GetModelInfo(&info_context, v1::GetModelInfoRequest(), &info).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext tokenize_context;
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text("hello");
+  v1::TokenizeResponse tokens;
+  EXPECT_EQ(stub->Tokenize(&tokenize_context, tokenize, &tokens).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(testing::CheckHealth(address, "liveness"), testing::kServing);
+  kill(router, SIGKILL);
+  waitpid(router, nullptr, 0);
 }
 
 }  // namespace

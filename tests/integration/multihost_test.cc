@@ -143,12 +143,13 @@ class MultiHostTest : public ::testing::Test {
         kRouter, testing::BinaryPath("pagoda-router"),
         {"--host=0.0.0.0", "--port=50051", "--worker-port=50052",
          "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
-         "--max-model-len=257", "--heartbeat-timeout-s=2"});
+         "--max-model-len=257", "--heartbeat-timeout-s=2", "--worker-token=multihost-secret"});
     for (const Host& host : {kWorker1, kWorker2}) {
-      workers_.push_back(StartOn(host, testing::BinaryPath("pagoda-worker"),
-                                 {absl::StrCat("--router=", kRouter.address, ":50052"),
-                                  "--model=" + testing::Stories260KModel(), "--threads=1",
-                                  "--kv-cache-mb=8", "--health-port=8081"}));
+      workers_.push_back(
+          StartOn(host, testing::BinaryPath("pagoda-worker"),
+                  {absl::StrCat("--router=", kRouter.address, ":50052"),
+                   "--model=" + testing::Stories260KModel(), "--threads=1", "--kv-cache-mb=8",
+                   "--health-port=8081", "--worker-token=multihost-secret"}));
     }
     stub_ = v1::Generation::NewStub(grpc::CreateChannel(absl::StrCat(kRouter.address, ":50051"),
                                                         grpc::InsecureChannelCredentials()));

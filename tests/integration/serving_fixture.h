@@ -42,6 +42,9 @@ inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log)
 
 class ServingTest : public ::testing::Test {
  protected:
+  // The cluster's worker token: the router asks for it, StartWorker's workers present it.
+  static constexpr char kToken[] = "test-worker-token";
+
   void SetUp() override {
     golden_ = testing::LoadGoldenCases();
     dir_ = testing::TempDir();
@@ -76,7 +79,8 @@ class ServingTest : public ::testing::Test {
         "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
         "--max-model-len=257",
         "--heartbeat-timeout-s=3",
-        absl::StrCat("--metrics-port=", metrics_port_)};
+        absl::StrCat("--metrics-port=", metrics_port_),
+        absl::StrCat("--worker-token=", kToken)};
     for (const std::string& flag : ExtraRouterFlags()) argv.push_back(flag);
     router_ = Spawn(argv, dir_ + "/router.log");
     // Reconnect quickly while the router starts (the default backoff grows to seconds).
@@ -90,9 +94,12 @@ class ServingTest : public ::testing::Test {
   }
   pid_t StartWorker(const std::string& model = "", const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {
-        testing::BinaryPath("pagoda-worker"), absl::StrCat("--router=127.0.0.1:", worker_port_),
-        "--model=" + (model.empty() ? testing::Stories260KModel() : model), "--threads=1",
-        "--kv-cache-mb=8"};
+        testing::BinaryPath("pagoda-worker"),
+        absl::StrCat("--router=127.0.0.1:", worker_port_),
+        "--model=" + (model.empty() ? testing::Stories260KModel() : model),
+        "--threads=1",
+        "--kv-cache-mb=8",
+        absl::StrCat("--worker-token=", kToken)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     const pid_t pid = Spawn(argv, absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
     workers_.push_back(pid);

@@ -1,0 +1,28 @@
+// Shared secrets that guard Pagoda's ports: the cluster's worker token and the public API key,
+// both sent as gRPC metadata `authorization: Bearer <secret>` (DESIGN §10).
+#ifndef PAGODA_COMMON_SECRET_H_
+#define PAGODA_COMMON_SECRET_H_
+
+#include <string>
+#include <string_view>
+
+namespace pagoda {
+
+// The environment variables that carry the secrets when the flags are not given (a flag is
+// visible to anyone who can list processes; the environment is not).
+inline constexpr char kWorkerTokenEnv[] = "PAGODA_WORKER_TOKEN";
+inline constexpr char kApiKeyEnv[] = "PAGODA_API_KEY";
+
+// `flag_value` if set, else the value of environment variable `env` (or "").
+std::string SecretFromFlagOrEnv(const std::string& flag_value, const char* env);
+
+// 32 random bytes from the kernel, as 64 hex digits.
+std::string RandomToken();
+
+// Whether `header` (an `authorization` metadata value) is exactly "Bearer <secret>". Compares in
+// time independent of where the values differ. REQUIRES: !secret.empty().
+bool BearerMatches(std::string_view header, std::string_view secret);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_SECRET_H_
