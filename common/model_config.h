@@ -14,7 +14,9 @@ enum class RopeStyle {
 };
 
 struct ModelConfig {
-  std::string name;    // For logs and GetModelInfo; not part of the fingerprint.
+  std::string name;  // For logs and GetModelInfo; not part of the fingerprint.
+  // WeightsDigest() of the files the weights came from; "" when not computed (offline runs).
+  std::string weights_digest;
   int dim = 0;         // Residual stream width.
   int hidden_dim = 0;  // FFN inner width.
   int num_layers = 0;
@@ -44,7 +46,8 @@ struct ModelConfig {
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
-  // A stable description of everything that changes the model's outputs' shape.
+  // A stable description of everything that changes the model's outputs: its shape, and the
+  // weights' digest when set.
   std::string Fingerprint() const;
   // RoPE's rotation frequency of dimension pair i (of head_dim / 2), scaling included.
   float RopeFrequency(int i) const;  // in float, as llama2.c computes it

@@ -26,6 +26,7 @@
 #include "common/metrics.h"
 #include "common/model_loader.h"
 #include "common/secret.h"
+#include "common/weights_digest.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -168,6 +169,13 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << loaded.status().message() << "\n";
     return 1;
   }
+  // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
+  absl::StatusOr<std::string> digest = pagoda::WeightsDigest(model);
+  if (!digest.ok()) {
+    std::cerr << "error: " << digest.status().message() << "\n";
+    return 1;
+  }
+  loaded->weights_digest = *digest;
   const pagoda::ModelConfig config = *loaded;
   auto tokenizer = pagoda::LoadModelTokenizer(model, absl::GetFlag(FLAGS_tokenizer), config);
   if (!tokenizer.ok()) {

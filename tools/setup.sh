@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev ocl-icd-opencl-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev
+  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libxxhash-dev
 )
 if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   # Tests: network namespaces (multi-host test), Node.js for the Kubernetes schema validator,

@@ -17,6 +17,7 @@
 #include "common/command_line.h"
 #include "common/model_loader.h"
 #include "common/secret.h"
+#include "common/weights_digest.h"
 #include "glog/logging.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
@@ -118,6 +119,12 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << weights.status().message() << "\n";
     return 1;
   }
+  absl::StatusOr<std::string> digest = pagoda::WeightsDigest(model);
+  if (!digest.ok()) {
+    std::cerr << "error: " << digest.status().message() << "\n";
+    return 1;
+  }
+  weights->config.weights_digest = *digest;  // the router asks for the same weights
   pagoda::WorkerOptions options;
   options.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
   options.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);

@@ -162,6 +162,22 @@ TEST_F(BoundaryTest, AWorkerWithoutTheClustersTokenIsRefusedAndLearnsNothing) {
   ExpectGoldenStory();
 }
 
+// Same shape, other weights (a fine-tune of the same base model): a different model.
+TEST_F(BoundaryTest, AWorkerWithOtherWeightsOfTheSameShapeIsRefused) {
+  WaitForWorkers(0);
+  EXPECT_THAT(Fingerprint(), HasSubstr(",weights="));
+  std::string weights = testing::ReadFile(testing::Stories260KModel());
+  weights[weights.size() - 5] ^= 0x10;  // one bit of the last weight
+  const std::string tuned = dir_ + "/stories260K-tuned.bin";
+  testing::WriteFile(tuned, weights);
+  const pid_t worker = StartWorker(tuned);
+  EXPECT_EQ(ExitCode(worker), 1);
+  EXPECT_THAT(testing::ReadFile(dir_ + "/worker0.log"), HasSubstr("different model"));
+  StartWorker();
+  WaitForWorkers(1);
+  ExpectGoldenStory();
+}
+
 // A worker that heartbeats but never answers a step (a hung forward pass) is failed over like
 // a dead one once --step-timeout-s passes; its request finishes on a healthy worker.
 class StepTimeoutTest : public BoundaryTest {
