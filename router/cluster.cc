@@ -22,6 +22,7 @@ struct Cluster::Worker {
   };
   std::vector<Abort> aborts;
   bool alive = true;
+  bool resumed = false;    // a paused request it holds may run again
   bool loop_done = false;  // its loop has exited and left nothing behind: the thread can be joined
   bool draining = false;
   std::function<void()> on_drained;  // taken by the loop when the drained worker is idle
@@ -219,6 +220,17 @@ void Cluster::Abort(int64_t request_id) {
   requests_.erase(it);
 }
 
+void Cluster::Resume(int64_t request_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (int worker : it->second->worker) {
+    if (worker < 0) continue;
+    workers_[worker]->resumed = true;
+    workers_[worker]->wake.Signal();
+  }
+}
+
 void Cluster::Tick(absl::Time now) {
   absl::MutexLock lock(&mu_);
   std::erase_if(parked_, [&](const Work& work) {
@@ -359,9 +371,11 @@ void Cluster::Loop(Worker* w) {
     std::function<void()> drained;
     {
       absl::MutexLock lock(&mu_);
-      while (!busy && w->alive && w->inbox.empty() && w->aborts.empty() && !w->on_drained) {
+      while (!busy && w->alive && w->inbox.empty() && w->aborts.empty() && !w->on_drained &&
+             !w->resumed) {
         w->wake.Wait(&mu_);
       }
+      w->resumed = false;
       if (!w->alive) break;
       if (!busy && w->inbox.empty() && w->on_drained) {
         drained = std::move(w->on_drained);

@@ -132,6 +132,9 @@ class Cluster {
   void Tick(absl::Time now);
   // Ends the request's sequences and frees their blocks. Its sink gets nothing more.
   void Abort(int64_t request_id);
+  // Its client reads again: wakes the loops of the workers that hold the request, which were
+  // idle if all they held was paused (GenerationRequest::paused).
+  void Resume(int64_t request_id);
 
   ClusterStats stats() const;
   std::vector<WorkerStats> worker_stats() const;  // connected workers

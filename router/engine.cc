@@ -118,6 +118,7 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
   seq->max_tokens = max_tokens;
   seq->max_total_tokens = max_model_len();
   seq->stop_token_ids = r.stop_token_ids;
+  seq->paused = r.paused;
   if (!r.ignore_eos) {
     seq->stop_token_ids.insert(seq->stop_token_ids.end(), config_.eos_ids.begin(),
                                config_.eos_ids.end());

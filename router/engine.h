@@ -8,7 +8,9 @@
 #ifndef PAGODA_ROUTER_ENGINE_H_
 #define PAGODA_ROUTER_ENGINE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -40,6 +42,9 @@ struct GenerationRequest {
   int first_seq_index = 0;
   std::vector<int> output_ids;
   bool front_of_queue = false;  // queue ahead of waiting requests (moved from a dead worker)
+  // Set by the transport while its client is not reading: the request's sequences are not
+  // scheduled meanwhile. Null: never paused.
+  std::shared_ptr<const std::atomic<bool>> paused;
 };
 
 // Extra stop token ids per request at most: each sampled token is compared with all of them.

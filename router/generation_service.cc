@@ -30,6 +30,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
     stopped_.assign(request.n, false);
     completion_tokens_.assign(request.n, 0);
     last_token_at_.assign(request.n, Clock::time_point());
+    request.paused = paused_;
     absl::StatusOr<int64_t> id = service_->cluster()->Submit(
         request, [this](const RequestUpdate& u) { return OnUpdate(u); }, give_up_at);
     absl::MutexLock lock(&mu_);
@@ -42,14 +43,24 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    queue_.pop_front();
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
-      return;
+    int64_t resume_id = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      unsent_tokens_ -= queue_.front().token_ids_size();
+      queue_.pop_front();
+      writing_ = false;
+      if (!ok) {
+        FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+        return;
+      }
+      if (paused_->load() && unsent_tokens_ < kMaxUnsentTokens / 4) {
+        paused_->store(false);
+        resume_id = request_id_;
+      }
+      MaybeWriteLocked();
     }
-    MaybeWriteLocked();
+    // Outside mu_: the Cluster calls OnUpdate under its own lock, which then takes mu_.
+    if (resume_id >= 0) service_->cluster()->Resume(resume_id);
   }
 
   void OnCancel() override {
@@ -117,7 +128,11 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
         return false;
       }
     }
-    if (r.token_ids_size() > 0 || done) queue_.push_back(std::move(r));
+    if (r.token_ids_size() > 0 || done) {
+      unsent_tokens_ += r.token_ids_size();
+      queue_.push_back(std::move(r));
+    }
+    if (unsent_tokens_ >= kMaxUnsentTokens) paused_->store(true);  // the client is not reading
     MaybeWriteLocked();
     return !done;
   }
@@ -163,6 +178,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   RouterMetrics* const metrics_;  // may be null
   const Clock::time_point arrived_at_ = Clock::now();
   const std::vector<int> prompt_ids_;
+  // Shared with the request's sequences: set while the client is not reading.
+  const std::shared_ptr<std::atomic<bool>> paused_ = std::make_shared<std::atomic<bool>>(false);
   absl::Mutex mu_;
   int64_t request_id_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<TextAssembler> texts_ ABSL_GUARDED_BY(mu_);  // (n)
@@ -170,6 +187,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   int num_unfinished_ ABSL_GUARDED_BY(mu_);
   std::vector<int> completion_tokens_ ABSL_GUARDED_BY(mu_);  // (n) tokens sent
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+  int unsent_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // in queue_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool first_token_seen_ ABSL_GUARDED_BY(mu_) = false;

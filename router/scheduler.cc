@@ -45,6 +45,12 @@ absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
   return absl::OkStatus();
 }
 
+bool Scheduler::has_work() const {
+  auto active = [](const Sequence* s) { return !s->is_paused(); };
+  return std::any_of(running_.begin(), running_.end(), active) ||
+         std::any_of(waiting_.begin(), waiting_.end(), active);
+}
+
 void Scheduler::Add(std::unique_ptr<Sequence> seq, bool front) {
   seq->added_at = std::chrono::steady_clock::now();
   if (front) {
@@ -147,6 +153,9 @@ StepCommand Scheduler::Schedule() {
   cmd.step_id = next_step_id_++;
   last_step_.clear();
   ForkDueSequences(&pending_fork_updates_);
+  // One view of which clients are reading for the whole step: the flags change under us.
+  for (Sequence* s : running_) s->paused_this_step = s->is_paused();
+  for (Sequence* s : waiting_) s->paused_this_step = s->is_paused();
   int budget = options_.max_num_batched_tokens;
   bool preempted = false;
 
@@ -155,16 +164,23 @@ StepCommand Scheduler::Schedule() {
                      static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
     Sequence* seq = running_[i];
     const int n = std::min(seq->target_tokens() - seq->num_computed_tokens, budget);
-    if (n <= 0) {
+    if (n <= 0 || seq->paused_this_step) {
       ++i;
       continue;
     }
     const int end = seq->num_computed_tokens + n;
     bool self_preempted = false;
     while (!kv_.CanAppend(seq->id, seq->num_computed_tokens, end)) {
-      // The newest running sequence has not been scheduled yet this step (we go oldest first).
-      Sequence* victim = running_.back();
+      // A paused sequence (its client is not reading) goes first, else the newest running one,
+      // which has not been scheduled yet this step (we go oldest first).
+      auto paused = std::find_if(running_.rbegin(), running_.rend(), [seq](const Sequence* s) {
+        return s != seq && s->paused_this_step;
+      });
+      Sequence* victim = paused != running_.rend() ? *paused : running_.back();
+      const size_t victim_at =
+          std::find(running_.begin(), running_.end(), victim) - running_.begin();
       Preempt(victim);
+      if (victim_at < i) --i;  // an earlier (paused, so unscheduled) one: seq moved down
       preempted = true;
       if (victim == seq) {
         self_preempted = true;
@@ -182,7 +198,11 @@ StepCommand Scheduler::Schedule() {
   while (!preempted && !waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs &&
          static_cast<int>(last_step_.size()) < options_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
+    // The oldest waiting sequence whose client is reading.
+    auto next = std::find_if(waiting_.begin(), waiting_.end(),
+                             [](const Sequence* s) { return !s->paused_this_step; });
+    if (next == waiting_.end()) break;
+    Sequence* seq = *next;
     const int target = seq->target_tokens();
     const PrefixHit hit =
         options_.enable_prefix_caching
@@ -208,7 +228,7 @@ StepCommand Scheduler::Schedule() {
     }
     seq->admitted_once = true;
     seq->num_computed_tokens = cached;
-    waiting_.pop_front();
+    waiting_.erase(next);
     running_.push_back(seq);
     if (n > 0) {
       Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);

@@ -72,7 +72,8 @@ class Scheduler {
   // REQUIRES: `result` answers the last Schedule().
   std::vector<SequenceUpdate> Postprocess(const StepResult& result);
 
-  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  // Whether a step would do anything: some sequence runs or waits and is not paused.
+  bool has_work() const;
   bool has_pending_finishes() const { return !finished_on_worker_.empty(); }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }

@@ -4,8 +4,10 @@
 #ifndef PAGODA_ROUTER_SEQUENCE_H_
 #define PAGODA_ROUTER_SEQUENCE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/sampling_params.h"
@@ -26,6 +28,9 @@ struct Sequence {
   int max_tokens = 0;               // output tokens at most
   int max_total_tokens = 0;         // prompt + output at most (the model length)
   std::vector<int> stop_token_ids;  // sampling one ends the sequence (EOS unless ignore_eos)
+  // Set by the transport while the client is not reading: the sequence is not scheduled (and
+  // is preempted first when KV is short). Shared by the request's sequences; may be null.
+  std::shared_ptr<const std::atomic<bool>> paused;
 
   // Progress.
   std::vector<int> tokens;      // prompt then output
@@ -34,6 +39,7 @@ struct Sequence {
   int num_pending_forks = 0;    // n - 1 until this sequence forks its siblings
   FinishReason finish_reason = FinishReason::kNone;
   bool admitted_once = false;
+  bool paused_this_step = false;  // is_paused() when the current step was scheduled
   std::chrono::steady_clock::time_point added_at;  // Scheduler::Add
   double queue_seconds = -1;                       // Add to first admission, once known
 
@@ -41,6 +47,7 @@ struct Sequence {
   bool on_worker = false;     // the worker holds its state (NewSequence sent)
   int num_synced_blocks = 0;  // leading block-table entries the worker has
 
+  bool is_paused() const { return paused && paused->load(std::memory_order_relaxed); }
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
   // The tokens it must compute before it can sample (or fork, while forks are pending).

@@ -18,6 +18,19 @@ class BoundaryTest : public ServingTest {
   std::string WorkerAddress() const { return absl::StrCat("127.0.0.1:", worker_port_); }
   std::string Fingerprint() { return Info().model_fingerprint(); }
   std::string Metrics() { return HttpGet("127.0.0.1", metrics_port_, "/metrics").body; }
+  // The value of the first series of family `name` (whatever its labels); -1 if absent.
+  double Metric(const std::string& name) {
+    const std::string metrics = Metrics();
+    for (size_t at = metrics.find(name); at != std::string::npos; at = metrics.find(name, at + 1)) {
+      const bool line_start = at == 0 || metrics[at - 1] == '\n';
+      const char next = metrics[at + name.size()];
+      if (!line_start || (next != ' ' && next != '{')) continue;
+      const size_t end = metrics.find('\n', at);
+      const size_t space = metrics.rfind(' ', end);
+      return std::stod(metrics.substr(space + 1, end - space - 1));
+    }
+    return -1;
+  }
   // A raw call (the shared client sizes its output by n, which these requests abuse).
   grpc::Status Call(const v1::GenerateRequest& request) {
     grpc::ClientContext context;
@@ -160,6 +173,51 @@ TEST_F(BoundaryTest, AWorkerWithoutTheClustersTokenIsRefusedAndLearnsNothing) {
   StartWorker();  // with the token
   WaitForWorkers(1);
   ExpectGoldenStory();
+}
+
+// A client that stops reading is paused once kMaxUnsentTokens of its tokens wait (and is
+// preempted first when KV runs short), so the router does not buffer its whole output and an
+// honest client is served meanwhile; when it reads again, its streams finish.
+TEST_F(BoundaryTest, AClientThatStopsReadingIsPausedWhileOthersAreServed) {
+  StartWorker();
+  WaitForWorkers(1);
+  grpc::ChannelArguments args;  // a small receive window that never grows
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8192);
+  auto slow = v1::Generation::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), args));
+  constexpr int kStreams = 8, kN = 8, kMaxTokens = 200;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  for (int i = 0; i < kStreams; ++i) {
+    v1::GenerateRequest request = testing::SeededRequest(golden_[i % golden_.size()].prompt, i);
+    request.set_n(kN);
+    request.set_logprobs(20);
+    request.set_max_tokens(kMaxTokens);
+    request.set_ignore_eos(true);
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(slow->Generate(contexts.back().get(), request));
+  }
+  // The slow streams stall: no token is generated for a while, yet their sequences remain.
+  double generated = -1;
+  for (int i = 0; i < 300; ++i) {
+    const double now = Metric("pagoda_generation_tokens_total");
+    if (now > 0 && now == generated) break;
+    generated = now;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  EXPECT_LT(generated, kStreams * kN * kMaxTokens / 2) << "the slow streams were not paused";
+  ExpectGoldenStory();  // an honest client is served meanwhile
+  EXPECT_GT(Metric("pagoda_num_requests_running") + Metric("pagoda_num_requests_waiting"), 0);
+  // Reading again resumes them, to the last token.
+  for (int i = 0; i < kStreams; ++i) {
+    std::vector<int> tokens(kN, 0);
+    v1::GenerateResponse response;
+    while (readers[i]->Read(&response)) tokens[response.index()] += response.token_ids_size();
+    const grpc::Status status = readers[i]->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_THAT(tokens, ::testing::Each(kMaxTokens));
+  }
 }
 
 // Same shape, other weights (a fine-tune of the same base model): a different model.
