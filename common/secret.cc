@@ -3,7 +3,10 @@
 #include <sys/random.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
 namespace pagoda {
@@ -42,6 +45,27 @@ bool BearerMatches(std::string_view header, std::string_view secret) {
     diff |= static_cast<unsigned char>(header[i] ^ want);
   }
   return diff == 0;
+}
+
+absl::StatusOr<TlsPem> ReadTlsPem(const std::string& cert_path, const std::string& key_path,
+                                  const std::string& ca_path) {
+  if (cert_path.empty() != key_path.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  auto read = [](const std::string& path, std::string* out) -> absl::Status {
+    if (path.empty()) return absl::OkStatus();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    *out = std::string(std::istreambuf_iterator<char>(in), {});
+    if (out->empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty"));
+    return absl::OkStatus();
+  };
+  TlsPem pem;
+  for (auto [path, out] : {std::pair{&cert_path, &pem.cert}, std::pair{&key_path, &pem.key},
+                           std::pair{&ca_path, &pem.ca}}) {
+    if (absl::Status s = read(*path, out); !s.ok()) return s;
+  }
+  return pem;
 }
 
 }  // namespace pagoda

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+
 namespace pagoda {
 
 // The environment variables that carry the secrets when the flags are not given (a flag is
@@ -22,6 +24,17 @@ std::string RandomToken();
 // Whether `header` (an `authorization` metadata value) is exactly "Bearer <secret>". Compares in
 // time independent of where the values differ. REQUIRES: !secret.empty().
 bool BearerMatches(std::string_view header, std::string_view secret);
+
+// PEM contents for TLS on the worker link; "" = not given.
+struct TlsPem {
+  std::string cert;  // this side's certificate chain
+  std::string key;   // its private key
+  std::string ca;    // the CA that signs the peer's certificate
+};
+// Reads the files given ("" = none). INVALID_ARGUMENT when only one of cert and key is given;
+// NOT_FOUND naming a file that cannot be read.
+absl::StatusOr<TlsPem> ReadTlsPem(const std::string& cert_path, const std::string& key_path,
+                                  const std::string& ca_path);
 
 }  // namespace pagoda
 

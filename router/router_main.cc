@@ -61,6 +61,10 @@ ABSL_FLAG(
     "if neither is set, a random one for --spawn-workers only)");
 ABSL_FLAG(bool, insecure_worker_port, false,
           "accept any worker that reaches --worker-port, without a token");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: TLS on --worker-port (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA: with --tls-cert, workers must present a client certificate it signed (mTLS)");
 ABSL_FLAG(std::string, api_key, "",
           "every public call must carry authorization: Bearer KEY (default: $PAGODA_API_KEY; "
           "none = open). Health and reflection stay open");
@@ -241,10 +245,23 @@ int main(int argc, char** argv) {
                  << absl::GetFlag(FLAGS_worker_port) << " can join as a worker";
   }
   pagoda::WorkerLinkService worker_link(&cluster, link_options);
+  absl::StatusOr<pagoda::TlsPem> tls = pagoda::ReadTlsPem(
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
+  if (tls.ok() && !tls->ca.empty() && tls->cert.empty()) {
+    tls = absl::InvalidArgumentError("--tls-ca needs --tls-cert and --tls-key");
+  }
+  if (!tls.ok()) {
+    std::cerr << "error: " << tls.status().message() << "\n";
+    return 2;
+  }
+  if (!tls->cert.empty() && absl::GetFlag(FLAGS_spawn_workers) > 0) {
+    std::cerr << "error: --spawn-workers dials 127.0.0.1 in plaintext; TLS is for remote workers\n";
+    return 2;
+  }
   grpc::ServerBuilder worker_builder;
   const std::string host = absl::GetFlag(FLAGS_host);
   worker_builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_worker_port)),
-                                  grpc::InsecureServerCredentials());
+                                  pagoda::WorkerPortCredentials(*tls));
   worker_builder.RegisterService(&worker_link);
   std::unique_ptr<grpc::Server> worker_server = worker_builder.BuildAndStart();
   if (!worker_server) {

@@ -7,6 +7,7 @@
 #include "common/secret.h"
 #include "common/step_proto.h"
 #include "glog/logging.h"
+#include "grpcpp/security/server_credentials.h"
 
 namespace pagoda {
 namespace {
@@ -96,6 +97,16 @@ class WorkerConnection final : public Executor {
 };
 
 }  // namespace
+
+std::shared_ptr<grpc::ServerCredentials> WorkerPortCredentials(const TlsPem& pem) {
+  if (pem.cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      pem.ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                     : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = pem.ca;
+  options.pem_key_cert_pairs.push_back({pem.key, pem.cert});
+  return grpc::SslServerCredentials(options);
+}
 
 WorkerLinkService::WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options)
     : cluster_(cluster), options_(options) {}

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "common/secret.h"
 #include "pagoda/v1/worker.grpc.pb.h"
 #include "router/cluster.h"
 
@@ -28,6 +29,11 @@ struct WorkerLinkOptions {
   std::string worker_token;
   RouterMetrics* metrics = nullptr;  // refusals are counted when set; not owned
 };
+
+// The worker port's credentials: TLS with `pem.cert` and `pem.key` when given, and then, with
+// `pem.ca`, only workers whose client certificate it signed (mTLS); plaintext otherwise.
+// REQUIRES: pem.ca is set only with a certificate.
+std::shared_ptr<grpc::ServerCredentials> WorkerPortCredentials(const TlsPem& pem);
 
 class WorkerLinkService final : public v1::WorkerLink::Service {
  public:

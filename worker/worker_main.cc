@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, name, "", "name in the router's logs; default host:pid");
 ABSL_FLAG(int, health_port, 0, "serve grpc.health.v1 on this port; 0 = none");
 ABSL_FLAG(std::string, worker_token, "",
           "the cluster's secret the router asks for (default: $PAGODA_WORKER_TOKEN)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA that signed the router's certificate: dial with TLS");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for a router that asks (mTLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
@@ -95,6 +98,12 @@ int main(int argc, char** argv) {
     std::cerr << "error: --model is required\n";
     return 2;
   }
+  absl::StatusOr<pagoda::TlsPem> tls = pagoda::ReadTlsPem(
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
+  if (!tls.ok()) {
+    std::cerr << "error: " << tls.status().message() << "\n";
+    return 2;
+  }
   // The health server comes up before the (possibly long) model load, so a startup probe can
   // tell "loading" (liveness NOT_SERVING) from "dead" (no answer).
   std::unique_ptr<grpc::Server> health_server;
@@ -143,6 +152,8 @@ int main(int argc, char** argv) {
   service_options.router_address = absl::GetFlag(FLAGS_router);
   service_options.worker_token =
       pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_worker_token), pagoda::kWorkerTokenEnv);
+  service_options.tls = !tls->ca.empty() || !tls->cert.empty();
+  service_options.tls_pem = *tls;
   char host[256] = "worker";
   gethostname(host, sizeof(host) - 1);
   service_options.name = absl::GetFlag(FLAGS_name).empty() ? absl::StrCat(host, ":", getpid())

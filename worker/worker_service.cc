@@ -65,7 +65,12 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_) return Outcome::kDone;  // nothing here to drain
   }
-  auto channel = grpc::CreateChannel(options_.router_address, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(
+      options_.router_address, options_.tls
+                                   ? grpc::SslCredentials({.pem_root_certs = options_.tls_pem.ca,
+                                                           .pem_private_key = options_.tls_pem.key,
+                                                           .pem_cert_chain = options_.tls_pem.cert})
+                                   : grpc::InsecureChannelCredentials());
   auto stub = v1::WorkerLink::NewStub(channel);
   grpc::ClientContext context;
   if (!options_.worker_token.empty()) {

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/secret.h"
 #include "worker/worker_engine.h"
 
 namespace pagoda {
@@ -23,6 +24,10 @@ struct WorkerServiceOptions {
   std::string router_address;  // host:port of the router's worker port
   std::string name;            // for the router's logs
   std::string worker_token;    // sent as authorization: Bearer <token>; "" = none
+  // TLS to the router when `tls` (roots: tls_pem.ca, else the system's), presenting
+  // tls_pem.cert / key as a client certificate when given (mTLS).
+  bool tls = false;
+  TlsPem tls_pem;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(25)};
   // Called with true once the router accepted this worker, false when that ends (lost link,
   // draining). For a readiness probe.

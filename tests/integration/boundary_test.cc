@@ -1,6 +1,8 @@
 // The boundary holds: what a hostile or broken peer can send on either port is refused with a
 // status naming the problem, and the router serves on (issue: hostile and broken peers).
 // A fake worker speaks worker.proto directly; public calls are plain gRPC.
+#include <sys/resource.h>
+
 #include <climits>
 
 #include "common/http_client.h"
@@ -220,6 +222,46 @@ TEST_F(BoundaryTest, AClientThatStopsReadingIsPausedWhileOthersAreServed) {
   }
 }
 
+// Idle connections hold descriptors: the router raises its soft limit (here 1024, as on many
+// machines) to the hard one at start, so 1100 idle connections do not stop it accepting.
+class FileLimitTest : public BoundaryTest {
+ protected:
+  void SetUp() override {
+    rlimit limit;
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+    if (limit.rlim_max < 4096) GTEST_SKIP() << "hard descriptor limit " << limit.rlim_max;
+    const rlimit low = {1024, limit.rlim_max};
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);  // the router inherits the low soft limit
+    BoundaryTest::SetUp();
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);  // this test opens > 1024 sockets
+  }
+};
+
+TEST_F(FileLimitTest, ElevenHundredIdleConnectionsDoNotStopTheRouter) {
+  StartWorker();
+  WaitForWorkers(1);
+  const std::string limits = testing::ReadFile(absl::StrCat("/proc/", router_, "/limits"));
+  EXPECT_THAT(limits, Not(::testing::ContainsRegex("Max open files +1024 ")));
+  std::vector<int> idle;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port_);
+  for (int i = 0; i < 1100; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+  auto fresh = v1::Generation::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), args));
+  const testing::StreamOutput out = testing::Generate(*fresh, Greedy(golden_[0].prompt));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  for (int fd : idle) close(fd);
+}
+
 // Same shape, other weights (a fine-tune of the same base model): a different model.
 TEST_F(BoundaryTest, AWorkerWithOtherWeightsOfTheSameShapeIsRefused) {
   WaitForWorkers(0);
@@ -261,6 +303,64 @@ TEST_F(StepTimeoutTest, AHungWorkersRequestsMoveToAHealthyOne) {
   EXPECT_EQ(out.ids[0], golden_[0].greedy_ids);
   EXPECT_EQ(hung.Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(Info().num_workers(), 1);
+}
+
+// TLS on the worker port with certificates made here: a worker with a client certificate the
+// CA signed serves; a plaintext peer, or a TLS one without a client certificate, cannot join.
+class TlsTest : public BoundaryTest {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new std::string(testing::TempDir());
+    const std::string& d = *certs_;
+    testing::WriteFile(d + "/san.cnf", "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    auto run = [](const std::vector<std::string>& argv) {
+      const testing::CommandResult r = testing::RunCommand(argv);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    };
+    const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt",
+                                         "ec_paramgen_curve:prime256v1", "-nodes"};
+    auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    };
+    run(with({"/usr/bin/openssl", "req", "-x509", "-days", "1", "-subj", "/CN=pagoda-test-ca",
+              "-keyout", d + "/ca.key", "-out", d + "/ca.pem"},
+             ec));
+    for (const std::string name : {"router", "worker"}) {
+      run(with({"/usr/bin/openssl", "req", "-subj", "/CN=localhost", "-keyout",
+                d + "/" + name + ".key", "-out", d + "/" + name + ".csr"},
+               ec));
+      run({"/usr/bin/openssl", "x509", "-req", "-days", "1", "-in", d + "/" + name + ".csr", "-CA",
+           d + "/ca.pem", "-CAkey", d + "/ca.key", "-CAcreateserial", "-extfile", d + "/san.cnf",
+           "-out", d + "/" + name + ".pem"});
+    }
+  }
+  static void TearDownTestSuite() { delete certs_; }
+  std::vector<std::string> ExtraRouterFlags() const override {
+    return {"--tls-cert=" + *certs_ + "/router.pem", "--tls-key=" + *certs_ + "/router.key",
+            "--tls-ca=" + *certs_ + "/ca.pem"};
+  }
+  static std::string* certs_;
+};
+std::string* TlsTest::certs_ = nullptr;
+
+TEST_F(TlsTest, OnlyAWorkerWithACertificateTheCaSignedJoins) {
+  WaitForWorkers(0);
+  const std::string d = *certs_;
+  {
+    testing::FakeWorker plaintext(WorkerAddress(), kToken);
+    EXPECT_FALSE(plaintext.Connect(testing::ValidHello(Fingerprint())).accepted());
+  }
+  {
+    grpc::SslCredentialsOptions no_client_cert;
+    no_client_cert.pem_root_certs = testing::ReadFile(d + "/ca.pem");
+    testing::FakeWorker anonymous(WorkerAddress(), kToken, grpc::SslCredentials(no_client_cert));
+    EXPECT_FALSE(anonymous.Connect(testing::ValidHello(Fingerprint())).accepted());
+  }
+  StartWorker("", {"--tls-ca=" + d + "/ca.pem", "--tls-cert=" + d + "/worker.pem",
+                   "--tls-key=" + d + "/worker.key"});
+  WaitForWorkers(1);
+  ExpectGoldenStory();
 }
 
 // --api-key guards every public call; health stays open. A router started with

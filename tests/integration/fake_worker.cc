@@ -5,9 +5,10 @@
 
 namespace pagoda::testing {
 
-FakeWorker::FakeWorker(const std::string& router_address, const std::string& token)
-    : stub_(v1::WorkerLink::NewStub(
-          grpc::CreateChannel(router_address, grpc::InsecureChannelCredentials()))) {
+FakeWorker::FakeWorker(const std::string& router_address, const std::string& token,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : stub_(v1::WorkerLink::NewStub(grpc::CreateChannel(
+          router_address, credentials ? credentials : grpc::InsecureChannelCredentials()))) {
   if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
   context_.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
   stream_ = stub_->Connect(&context_);

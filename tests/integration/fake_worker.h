@@ -20,8 +20,9 @@ class FakeWorker {
     kAnswer,  // answer every step, sampling token `token` for each sequence that samples
     kSilent,  // heartbeat but never answer a step (a hung forward pass)
   };
-  // `token`: the bearer token to present ("" = none).
-  FakeWorker(const std::string& router_address, const std::string& token);
+  // `token`: the bearer token to present ("" = none). Plaintext unless `credentials` are given.
+  FakeWorker(const std::string& router_address, const std::string& token,
+             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   ~FakeWorker();  // ends the call
 
   // Sends `hello` and waits for the reply. Returns the reply; on a refusal `reply.accepted()`
