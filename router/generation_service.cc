@@ -12,9 +12,28 @@
 namespace pagoda {
 namespace {
 
+// Wire bytes <-> messages, for the raw methods.
+bool ParseMessage(const grpc::ByteBuffer& in, google::protobuf::Message* out) {
+  std::vector<grpc::Slice> slices;
+  if (!in.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out->ParseFromString(bytes);
+}
+grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+grpc::Status Malformed(const char* what) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      absl::StrCat("the request is not a valid ", what, " message"));
+}
+
 // One Generate call. Updates arrive on worker loop threads (under the Cluster's lock, in order)
 // and queue here; one write is in flight at a time.
-class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   using Clock = std::chrono::steady_clock;
 
  public:
@@ -141,7 +160,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
     if (finished_ || writing_) return;
     if (!queue_.empty()) {
       writing_ = true;
-      StartWrite(&queue_.front());  // deque: the element stays put while others are appended
+      writing_bytes_ = Serialize(queue_.front());
+      StartWrite(&writing_bytes_);
     } else if (num_unfinished_ == 0) {
       if (metrics_) metrics_->e2e_request_latency->Observe(SecondsSince(arrived_at_));
       FinishLocked(grpc::Status::OK);
@@ -185,9 +205,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   std::vector<TextAssembler> texts_ ABSL_GUARDED_BY(mu_);  // (n)
   std::vector<bool> stopped_ ABSL_GUARDED_BY(mu_);         // (n) the client saw its end
   int num_unfinished_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> completion_tokens_ ABSL_GUARDED_BY(mu_);  // (n) tokens sent
-  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
-  int unsent_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // in queue_
+  std::vector<int> completion_tokens_ ABSL_GUARDED_BY(mu_);      // (n) tokens sent
+  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);  // front() is being written
+  grpc::ByteBuffer writing_bytes_ ABSL_GUARDED_BY(mu_);          // its bytes
+  int unsent_tokens_ ABSL_GUARDED_BY(mu_) = 0;                   // in queue_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool first_token_seen_ ABSL_GUARDED_BY(mu_) = false;
@@ -195,7 +216,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
 };
 
 // Ends a call that failed validation.
-class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit ErrorReactor(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
@@ -280,9 +301,11 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   return r;  // the Cluster validates the rest (ids, sampling ranges, lengths, n)
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) return new ErrorReactor(auth);
+  auto request = std::make_unique<v1::GenerateRequest>();
+  if (!ParseMessage(*bytes, request.get())) return new ErrorReactor(Malformed("GenerateRequest"));
   absl::StatusOr<GenerationRequest> r = Translate(*request);
   // Validated before the reactor sizes anything by n or the prompt.
   if (r.ok()) {
@@ -303,30 +326,44 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
-                                                      const v1::TokenizeRequest* request,
-                                                      v1::TokenizeResponse* response) {
+                                                      const grpc::ByteBuffer* bytes,
+                                                      grpc::ByteBuffer* response_bytes) {
   auto* reactor = context->DefaultReactor();
   if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) {
     reactor->Finish(auth);
     return reactor;
   }
-  if (request->text().size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
+  v1::TokenizeRequest request;
+  if (!ParseMessage(*bytes, &request)) {
+    reactor->Finish(Malformed("TokenizeRequest"));
+    return reactor;
+  }
+  if (request.text().size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: too long"));
     return reactor;
   }
-  for (int id : tokenizer_->Encode(request->text())) response->add_token_ids(id);
+  v1::TokenizeResponse response;
+  for (int id : tokenizer_->Encode(request.text())) response.add_token_ids(id);
+  *response_bytes = Serialize(response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                          const v1::GetModelInfoRequest*,
-                                                          v1::ModelInfo* response) {
+                                                          const grpc::ByteBuffer* bytes,
+                                                          grpc::ByteBuffer* response_bytes) {
   auto* reactor = context->DefaultReactor();
   if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) {
     reactor->Finish(auth);
     return reactor;
   }
+  v1::GetModelInfoRequest request;
+  if (!ParseMessage(*bytes, &request)) {
+    reactor->Finish(Malformed("GetModelInfoRequest"));
+    return reactor;
+  }
+  v1::ModelInfo info;
+  v1::ModelInfo* response = &info;
   const ClusterStats stats = cluster_->stats();
   response->set_model_name(model_name_);
   response->set_context_length(cluster_->max_model_len());
@@ -336,6 +373,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   response->set_num_blocks(stats.num_blocks);
   response->set_num_used_blocks(stats.num_used_blocks);
   response->set_model_fingerprint(cluster_->config().Fingerprint());
+  *response_bytes = Serialize(info);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -22,21 +22,29 @@ inline constexpr int kMaxRequestIdBytes = 256;
 // bounded, and the steps go to clients that read.
 inline constexpr int kMaxUnsentTokens = 256;
 
-class GenerationService final : public v1::Generation::CallbackService {
+// The methods take and give raw bytes, so a request that is not a valid message is refused
+// with INVALID_ARGUMENT and a message (gRPC's own parsing answers UNIMPLEMENTED, no message).
+using RawGenerationService =
+    v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::WithRawCallbackMethod_Tokenize<
+        v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>>;
+
+class GenerationService final : public RawGenerationService {
  public:
   // Not owned; all must outlive the service. `metrics` may be null. With an `api_key`, every
   // call must carry `authorization: Bearer <api_key>` or fails with UNAUTHENTICATED.
   GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
                     RouterMetrics* metrics = nullptr, std::string api_key = "");
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  // Generate(GenerateRequest) -> stream of GenerateResponse, Tokenize and GetModelInfo, each
+  // with its messages serialized.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
   // The core request for a wire request, or INVALID_ARGUMENT naming the bad field.
   absl::StatusOr<GenerationRequest> Translate(const v1::GenerateRequest& request) const;

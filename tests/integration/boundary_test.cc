@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "common/http_client.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "tests/integration/fake_worker.h"
 #include "tests/integration/serving_fixture.h"
 
@@ -127,6 +128,44 @@ TEST_F(BoundaryTest, RequestSizesAreCheckedBeforeAnythingIsAllocated) {
     EXPECT_THAT(status.error_message(), HasSubstr(c.field));
   }
   ExpectGoldenStory();
+}
+
+// Sends `bytes` as the one request message of `method` and returns the call's status.
+grpc::Status CallWithRawBytes(const std::shared_ptr<grpc::Channel>& channel,
+                              const std::string& method, const std::string& bytes) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&context, method, &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, grpc::WriteOptions().set_last_message(), reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  return status;
+}
+
+TEST_F(BoundaryTest, MalformedRequestBytesAreInvalidArgumentWithAMessage) {
+  WaitForWorkers(0);
+  const std::string garbage = "\xff\xff\xff\xff\x0f";
+  for (const std::string method :
+       {"/pagoda.v1.Generation/Generate", "/pagoda.v1.Generation/Tokenize",
+        "/pagoda.v1.Generation/GetModelInfo"}) {
+    const grpc::Status status = CallWithRawBytes(channel_, method, garbage);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_THAT(status.error_message(), HasSubstr("not a valid")) << method;
+  }
+  EXPECT_FALSE(Fingerprint().empty());  // and well-formed calls still work
 }
 
 TEST_F(BoundaryTest, DeadWorkersLeaveNoMetricSeries) {
