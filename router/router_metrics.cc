@@ -24,6 +24,23 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
                                           LatencyBuckets())),
       request_queue_time(r->AddHistogram("pagoda_request_queue_time_seconds",
                                          "A sequence's wait in its scheduler's queue.",
-                                         LatencyBuckets())) {}
+                                         LatencyBuckets())),
+      request_success_stop(r->AddCounter("pagoda_request_success_total",
+                                         "Sequences finished, by finished_reason.",
+                                         {{"finished_reason", "stop"}})),
+      request_success_length(
+          r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "length"}})),
+      request_success_abort(
+          r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "abort"}})) {}
+
+void RouterMetrics::CountFinished(std::string_view finished_reason) {
+  if (finished_reason == "stop") {
+    request_success_stop->Add(1);
+  } else if (finished_reason == "length") {
+    request_success_length->Add(1);
+  } else {
+    request_success_abort->Add(1);
+  }
+}
 
 }  // namespace pagoda
