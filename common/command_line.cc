@@ -70,19 +70,21 @@ std::string HelpText(const ProgramUsage& usage, std::string_view command) {
     if (wanted) append(group.title, group.flags);
   }
   // Flags defined beside the grouped ones (the program's own files) that no group names.
+  std::set<std::string> grouped;
   for (const FlagGroup& group : usage.groups) {
     for (const std::string& name : group.flags) {
+      grouped.insert(name);
       if (auto it = all.find(name); it != all.end()) files.insert(it->second->Filename());
     }
   }
   std::vector<std::string> others;
   for (const auto& [name, flag] : all) {
-    if (!listed.contains(std::string(name)) && files.contains(flag->Filename())) {
+    if (!grouped.contains(std::string(name)) && files.contains(flag->Filename())) {
       others.emplace_back(name);
     }
   }
   std::sort(others.begin(), others.end());
-  if (command.empty()) append("Other flags", others);
+  append("Other flags", others);
   absl::StrAppend(&out,
                   "\nFlags take dashes or underscores (--max-tokens, --max_tokens); "
                   "--version prints the version.\n");
