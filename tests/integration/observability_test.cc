@@ -195,6 +195,16 @@ TEST_F(ServingTest, BenchReportsTheLoadItSent) {
   EXPECT_EQ(JsonNumber(chat.out, "completed"), 12);
   EXPECT_GT(JsonNumber(chat.out, "prefix_cache_hit_rate"), 0.5) << chat.out;
 
+  // A /metrics that never answers: the router's figures are unknown, not zero.
+  const testing::CommandResult unsampled =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server,
+                           absl::StrCat("--metrics=127.0.0.1:", FreePort()), "--num-prompts=2",
+                           "--input-len=8", "--output-len=4"});
+  ASSERT_EQ(unsampled.exit_code, 0) << unsampled.err;
+  EXPECT_THAT(unsampled.out, ::testing::ContainsRegex("Peak running sequences: +n/a\n"));
+  EXPECT_THAT(unsampled.out, ::testing::ContainsRegex("Mean KV cache usage \\(busy\\): +n/a\n"));
+  EXPECT_THAT(unsampled.err, HasSubstr("no metrics could be read"));
+
   // Bad input: clear errors, exit code 2.
   const testing::CommandResult too_long =
       testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server, "--input-len=300"});
