@@ -10,7 +10,7 @@ prompt=${1:-Once upon a time}
 mkdir -p build
 build_log=build/demo-build.log
 : > "$build_log"
-if [ ! -f build/build.ninja ]; then
+if [ ! -f build/CMakeCache.txt ]; then
   echo "building Pagoda (first time: a few minutes; log: $build_log)"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >> "$build_log" 2>&1 ||
     { tail -20 "$build_log"; exit 1; }
