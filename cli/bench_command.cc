@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "cli/generate_command.h"
 #include "common/http_client.h"
 #include "common/json_writer.h"
 #include "grpcpp/grpcpp.h"
@@ -247,15 +248,17 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   auto stub = v1::Generation::NewStub(channel);
   v1::ModelInfo info;
   {
+    // Fail fast (no wait for the channel): a refused connection is reported at once.
     grpc::ClientContext context;
-    // Wait for the router to come up, at most 10 s (or the call timeout).
     context.set_deadline(
         std::chrono::system_clock::now() +
         std::chrono::milliseconds(static_cast<int64_t>(std::min(10.0, o.timeout_s) * 1000)));
-    context.set_wait_for_ready(true);
     const grpc::Status status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
     if (!status.ok()) {
-      err << "error: " << o.server << ": " << status.error_message() << "\n";
+      const bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                               status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      err << "error: " << (unreachable ? "cannot connect to " : "") << o.server << ": "
+          << DescribeStatus(status.error_code(), status.error_message()) << "\n";
       return 2;
     }
   }
@@ -387,7 +390,7 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
                             "\"p99_%s_ms\":%.3f",
                             name, s.mean, name, s.median, name, s.p90, name, s.p99);
     }
-    if (sampler) {
+    if (sampler && sampler->num_samples > 0) {
       absl::StrAppendFormat(
           &j,
           ",\"peak_running\":%.0f,\"mean_kv_cache_usage\":%.4f,\"peak_kv_cache_usage\":%.4f,"
@@ -395,6 +398,10 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
           sampler->peak_running, sampler->num_busy ? sampler->usage_sum / sampler->num_busy : 0,
           sampler->peak_usage,
           sampler->num_busy ? sampler->utilization_sum / sampler->num_busy : 0);
+    } else if (sampler) {  // /metrics never answered: unknown, not zero
+      absl::StrAppend(&j,
+                      ",\"peak_running\":null,\"mean_kv_cache_usage\":null,"
+                      "\"peak_kv_cache_usage\":null,\"mean_kv_cache_utilization\":null");
     }
     if (!first_error.empty()) absl::StrAppend(&j, ",\"first_error\":", JsonQuote(first_error));
     out << j << "}\n";
@@ -427,14 +434,15 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (sampler) {
       out << "-------------Router (sampled /metrics)------------\n";
-      line("Peak running sequences:", absl::StrFormat("%.0f", sampler->peak_running));
-      line("Mean KV cache usage (busy):",
-           absl::StrFormat("%.1f%%",
-                           sampler->num_busy ? 100 * sampler->usage_sum / sampler->num_busy : 0.0));
-      line("Mean KV utilization (busy):",
-           absl::StrFormat("%.1f%%", sampler->num_busy
-                                         ? 100 * sampler->utilization_sum / sampler->num_busy
-                                         : 0.0));
+      const bool sampled = sampler->num_samples > 0;
+      auto percent = [&](double sum) {
+        if (!sampled) return std::string("n/a");
+        return absl::StrFormat("%.1f%%", sampler->num_busy ? 100 * sum / sampler->num_busy : 0.0);
+      };
+      line("Peak running sequences:",
+           sampled ? absl::StrFormat("%.0f", sampler->peak_running) : std::string("n/a"));
+      line("Mean KV cache usage (busy):", percent(sampler->usage_sum));
+      line("Mean KV utilization (busy):", percent(sampler->utilization_sum));
     }
     out << "==================================================\n";
   }

@@ -4,13 +4,12 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/marshalling.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/bench_command.h"
@@ -20,18 +19,26 @@
 #include "common/command_line.h"
 #include "glog/logging.h"
 
-ABSL_FLAG(std::string, model, "", "llama2.c checkpoint (.bin)");
-ABSL_FLAG(std::string, tokenizer, "", "tokenizer file; default: tokenizer.bin beside the model");
+ABSL_FLAG(std::string, model, "",
+          "a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging Face model "
+          "directory (config.json, *.safetensors, tokenizer.json)");
+ABSL_FLAG(std::string, tokenizer, "",
+          "tokenizer.bin, tokenizer.json or a directory holding one; default: the model's");
 ABSL_FLAG(std::string, prompt, "", "one prompt");
 ABSL_FLAG(std::string, prompts_file, "", "a file with one prompt per line, run as one batch");
 ABSL_FLAG(std::string, text, "", "tokenize: the text to encode");
 ABSL_FLAG(std::string, texts_file, "", "tokenize: a JSON array of strings");
 ABSL_FLAG(int, max_tokens, 0, "output tokens per sequence at most; 0 = up to the model length");
-ABSL_FLAG(double, temperature, 1.0, "0 = greedy");
-ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass, in (0, 1]");
-ABSL_FLAG(int, top_k, 0, "keep the k most likely tokens; 0 = all");
+// Unset (std::nullopt): the model's generation_config.json value, else the value in the help.
+ABSL_FLAG(std::optional<double>, temperature, std::nullopt,
+          "0 = greedy; default: the model's (generation_config.json), else 1");
+ABSL_FLAG(std::optional<double>, top_p, std::nullopt,
+          "nucleus sampling mass, in (0, 1]; default: the model's, else 1 (off)");
+ABSL_FLAG(std::optional<int>, top_k, std::nullopt,
+          "keep the k most likely tokens; default: the model's, else 0 (off)");
 ABSL_FLAG(double, min_p, 0.0, "drop tokens below min_p x the top probability");
-ABSL_FLAG(double, repetition_penalty, 1.0, "> 1 discourages tokens already in prompt or output");
+ABSL_FLAG(std::optional<double>, repetition_penalty, std::nullopt,
+          "> 1 discourages tokens already in prompt or output; default 1 (off)");
 ABSL_FLAG(double, presence_penalty, 0.0, "in [-2, 2]");
 ABSL_FLAG(double, frequency_penalty, 0.0, "in [-2, 2]");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed: the same seed gives the same tokens");
@@ -40,54 +47,93 @@ ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
 ABSL_FLAG(int, kv_cache_mb, 256, "KV cache size in MiB");
-ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv_cache_mb");
+ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step (chunked-prefill budget)");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "generate: the router's public address");
-ABSL_FLAG(std::vector<std::string>, stop, {}, "generate: stop strings, comma-separated");
-ABSL_FLAG(double, timeout, 600, "generate, bench: deadline of each call, seconds");
-ABSL_FLAG(std::string, dataset, "random", "bench: random | chat");
-ABSL_FLAG(int, num_prompts, 100, "bench: requests in all");
-ABSL_FLAG(std::string, request_rate, "inf", "bench: arrivals per second (Poisson), or inf");
-ABSL_FLAG(int, max_concurrency, 0, "bench: requests in flight at most; 0 = no cap");
-ABSL_FLAG(int, input_len, 128, "bench: prompt tokens (chat: tokens per user message)");
-ABSL_FLAG(int, output_len, 128, "bench: output tokens of each request");
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "the router's public address, HOST:PORT");
+// Repeatable: every --stop=S is read from argv (RepeatedFlagValues); Abseil keeps the last.
+ABSL_FLAG(std::string, stop, "",
+          "a stop string, commas and all; repeat the flag for several (--stop=A --stop=B)");
+ABSL_FLAG(std::vector<std::string>, stop_token_ids, {},
+          "token ids that end a sequence, comma-separated (--stop-token-ids=1,2)");
+ABSL_FLAG(int, logprobs, 0,
+          "with --json: the top N alternatives of every generated token, in [0, 20]");
+ABSL_FLAG(double, timeout, 600, "deadline of each call, seconds");
+ABSL_FLAG(std::string, dataset, "random", "random | chat");
+ABSL_FLAG(int, num_prompts, 100, "requests in all");
+ABSL_FLAG(std::string, request_rate, "inf", "arrivals per second (Poisson), or inf");
+ABSL_FLAG(int, max_concurrency, 0, "requests in flight at most; 0 = no cap");
+ABSL_FLAG(int, input_len, 128, "prompt tokens (chat: tokens per user message)");
+ABSL_FLAG(int, output_len, 128, "output tokens of each request");
 ABSL_FLAG(double, max_tokens_ratio, 1.0,
-          "bench: ask for max_tokens = ratio x output length; the client ends the stream at the "
+          "ask for max_tokens = ratio x output length; the client ends the stream at the "
           "output length");
-ABSL_FLAG(double, range_ratio, 0.0, "bench: lengths uniform in [len(1-r), len(1+r)]");
-ABSL_FLAG(int, system_prompt_len, 1024, "bench chat: tokens of the shared system prompt");
-ABSL_FLAG(int, turns, 4, "bench chat: requests per conversation");
-ABSL_FLAG(std::string, metrics, "",
-          "bench: the router's metrics HOST:PORT, sampled during the run");
+ABSL_FLAG(double, range_ratio, 0.0, "lengths uniform in [len(1-r), len(1+r)]");
+ABSL_FLAG(int, system_prompt_len, 1024, "chat: tokens of the shared system prompt");
+ABSL_FLAG(int, turns, 4, "chat: requests per conversation");
+ABSL_FLAG(std::string, metrics, "", "the router's metrics HOST:PORT, sampled during the run");
 
 namespace {
 
 constexpr char kUsage[] =
-    "pagoda <command> [flags]\n"
-    "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts_file=F) [sampling] [--json]\n"
-    "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts_file=F) [sampling] [--stop=A,B]\n"
-    "            [--json]\n"
+    "pagoda <command> [flags]; `pagoda <command> --help` lists that command's flags.\n"
+    "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts-file=F) [sampling]\n"
+    "            [--json]: offline, in this process\n"
+    "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts-file=F) [sampling]\n"
+    "            [--stop=S ...] [--stop-token-ids=1,2] [--logprobs=N] [--json]: a router's client\n"
     "  bench     --server=HOST:PORT [--dataset=random|chat] [--num-prompts=N]\n"
     "            [--request-rate=R|inf] [--max-concurrency=C] [--input-len=N] [--output-len=N]\n"
     "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
     "            [--system-prompt-len=N --turns=T]\n"
-    "            [--metrics=HOST:PORT] [--seed=S] [--json]\n"
-    "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
+    "            [--metrics=HOST:PORT] [--seed=S] [--json]: load generator\n"
+    "  tokenize  --tokenizer=PATH (--text=S | --texts-file=F.json)\n";
+
+pagoda::ProgramUsage Usage() {
+  return {"pagoda",
+          kUsage,
+          {
+              {"Model", {"model", "tokenizer"}, {"run"}},
+              {"Prompts", {"prompt", "prompts_file", "json"}, {"run", "generate"}},
+              {"Sampling",
+               {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                "presence_penalty", "frequency_penalty", "seed", "n", "ignore_eos"},
+               {"run", "generate"}},
+              {"Engine (run)",
+               {"max_model_len", "kv_cache_mb", "num_kv_blocks", "block_size",
+                "max_num_batched_tokens", "max_num_seqs", "threads"},
+               {"run"}},
+              {"Router client (generate, bench)", {"server", "timeout"}, {"generate", "bench"}},
+              {"Generate", {"stop", "stop_token_ids", "logprobs"}, {"generate"}},
+              {"Bench",
+               {"dataset", "num_prompts", "request_rate", "max_concurrency", "input_len",
+                "output_len", "range_ratio", "max_tokens_ratio", "ignore_eos", "system_prompt_len",
+                "turns", "metrics", "seed", "json"},
+               {"bench"}},
+              {"Tokenize", {"tokenizer", "text", "texts_file"}, {"tokenize"}},
+          }};
+}
 
 pagoda::SamplingParams SamplingFromFlags() {
   pagoda::SamplingParams s;
-  s.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  s.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  s.top_k = absl::GetFlag(FLAGS_top_k);
   s.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
-  s.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
   s.presence_penalty = static_cast<float>(absl::GetFlag(FLAGS_presence_penalty));
   s.frequency_penalty = static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
   s.seed = absl::GetFlag(FLAGS_seed);
   return s;
+}
+
+// The sampling flags whose default is the model's (or the router's): set only if given.
+pagoda::SamplingOverrides OverridesFromFlags() {
+  pagoda::SamplingOverrides o;
+  if (const auto v = absl::GetFlag(FLAGS_temperature)) o.temperature = static_cast<float>(*v);
+  if (const auto v = absl::GetFlag(FLAGS_top_p)) o.top_p = static_cast<float>(*v);
+  o.top_k = absl::GetFlag(FLAGS_top_k);
+  if (const auto v = absl::GetFlag(FLAGS_repetition_penalty)) {
+    o.repetition_penalty = static_cast<float>(*v);
+  }
+  return o;
 }
 
 // --prompt or --prompts-file (one prompt per non-empty line).
@@ -95,7 +141,7 @@ bool ReadPrompts(std::vector<std::string>* prompts) {
   const std::string prompt = absl::GetFlag(FLAGS_prompt);
   const std::string prompts_file = absl::GetFlag(FLAGS_prompts_file);
   if (prompt.empty() == prompts_file.empty()) {
-    std::cerr << "error: give exactly one of --prompt and --prompts_file\n";
+    std::cerr << "error: give exactly one of --prompt and --prompts-file\n";
     return false;
   }
   if (!prompt.empty()) {
@@ -104,7 +150,7 @@ bool ReadPrompts(std::vector<std::string>* prompts) {
   }
   std::ifstream in(prompts_file);
   if (!in) {
-    std::cerr << "error: cannot open --prompts_file " << prompts_file << "\n";
+    std::cerr << "error: cannot open --prompts-file " << prompts_file << "\n";
     return false;
   }
   for (std::string line; std::getline(in, line);) {
@@ -130,6 +176,7 @@ int Run() {
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   o.json = absl::GetFlag(FLAGS_json);
   o.sampling = SamplingFromFlags();
+  o.overrides = OverridesFromFlags();
   o.worker.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
   o.worker.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   o.worker.block_size = absl::GetFlag(FLAGS_block_size);
@@ -142,7 +189,7 @@ int Run() {
   return pagoda::RunOffline(o, std::cout, std::cerr);
 }
 
-int Generate() {
+int Generate(const std::vector<std::string>& stops) {
   pagoda::GenerateOptions o;
   o.server = absl::GetFlag(FLAGS_server);
   if (!ReadPrompts(&o.prompts)) return 2;
@@ -150,9 +197,19 @@ int Generate() {
     o.max_tokens = max_tokens;
   }
   o.sampling = SamplingFromFlags();
+  o.overrides = OverridesFromFlags();
+  o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
   o.n = absl::GetFlag(FLAGS_n);
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
-  o.stop = absl::GetFlag(FLAGS_stop);
+  o.stop = stops;
+  for (const std::string& id : absl::GetFlag(FLAGS_stop_token_ids)) {
+    int value = 0;
+    if (!absl::SimpleAtoi(id, &value)) {
+      std::cerr << "error: --stop-token-ids: '" << id << "' is not a token id\n";
+      return 2;
+    }
+    o.stop_token_ids.push_back(value);
+  }
   o.json = absl::GetFlag(FLAGS_json);
   o.timeout_s = absl::GetFlag(FLAGS_timeout);
   return pagoda::GenerateCommand(o, std::cout, std::cerr);
@@ -195,14 +252,13 @@ int Tokenize() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  const std::vector<std::string> args = pagoda::ParseCommandLine(argc, argv);
+  const std::vector<std::string> args = pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 1;  // quiet CLI by default
   google::InitGoogleLogging(argv[0]);
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "run") return Run();
-  if (command == "generate") return Generate();
+  if (command == "generate") return Generate(pagoda::RepeatedFlagValues(argc, argv, "stop"));
   if (command == "bench") return Bench();
   if (command == "tokenize") return Tokenize();
   std::cerr << kUsage;

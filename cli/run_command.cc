@@ -66,6 +66,15 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
   InProcessExecutor executor(*std::move(worker));
   Engine engine(config, &executor, options.engine);
 
+  // Sampling fields the user left unset: the model's defaults (generation_config.json), as the
+  // router fills them for `pagoda generate`.
+  SamplingParams sampling = options.sampling;
+  const SamplingOverrides& set = options.overrides;
+  sampling.temperature = set.temperature.value_or(config.default_temperature);
+  sampling.top_p = set.top_p.value_or(config.default_top_p);
+  sampling.top_k = set.top_k.value_or(config.default_top_k);
+  sampling.repetition_penalty = set.repetition_penalty.value_or(1.0f);
+
   std::vector<PromptResult> results(options.prompts.size());
   absl::flat_hash_map<int64_t, int> request_to_prompt;
   for (size_t i = 0; i < options.prompts.size(); ++i) {
@@ -74,7 +83,7 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     for (int id : (*tokenizer)->Encode(options.prompts[i])) r.prompt_ids.push_back(id);
     GenerationRequest request;
     request.prompt_ids = r.prompt_ids;
-    request.sampling = options.sampling;
+    request.sampling = sampling;
     request.max_tokens = options.max_tokens;
     request.n = options.n;
     request.ignore_eos = options.ignore_eos;

@@ -16,14 +16,15 @@
 namespace pagoda {
 
 struct RunOptions {
-  std::string model;      // llama2.c checkpoint
+  std::string model;      // llama2.c checkpoint or Hugging Face directory
   std::string tokenizer;  // "" = the model's default
   std::vector<std::string> prompts;
   std::optional<int> max_tokens;  // unset = up to the model length
   int n = 1;
   bool ignore_eos = false;
-  bool json = false;  // one JSON object per output, in input order
-  SamplingParams sampling;
+  bool json = false;            // one JSON object per output, in input order
+  SamplingParams sampling;      // its temperature, top_p, top_k, repetition_penalty ...
+  SamplingOverrides overrides;  // ... come from here, or from the model's defaults
   WorkerOptions worker;
   EngineOptions engine;
 };

@@ -112,7 +112,8 @@ void HttpServer::Answer(int client) {
     WriteAll(client, Reply(405, "Method Not Allowed", "text/plain", "only GET\n"));
   } else {
     const HttpResponse r = it->second();
-    std::string reply = Reply(200, "OK", r.content_type, r.body);
+    std::string reply =
+        Reply(r.status, r.status == 200 ? "OK" : "Service Unavailable", r.content_type, r.body);
     if (method == "HEAD") reply.resize(reply.size() - r.body.size());
     WriteAll(client, reply);
   }

@@ -18,6 +18,7 @@ namespace pagoda {
 struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  int status = 200;  // 200 or 503 (e.g. /health while not ready)
 };
 
 class HttpServer {

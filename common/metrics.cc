@@ -58,6 +58,12 @@ MetricLabels With(MetricLabels labels, const std::string& key, const std::string
   return labels;
 }
 
+MetricLabels Join(const MetricLabels& first, const MetricLabels& then) {
+  MetricLabels labels = first;
+  labels.insert(labels.end(), then.begin(), then.end());
+  return labels;
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -87,7 +93,8 @@ std::vector<double> LatencyBuckets() {
           0.75,  1.0,    2.5,   5.0,  7.5,   10,   20,    40,  80,   100};
 }
 
-MetricsRegistry::MetricsRegistry() = default;
+MetricsRegistry::MetricsRegistry(MetricLabels constant_labels)
+    : constant_labels_(std::move(constant_labels)) {}
 MetricsRegistry::~MetricsRegistry() = default;
 
 MetricsRegistry::Family* MetricsRegistry::FamilyLocked(const std::string& name,
@@ -168,24 +175,26 @@ std::string MetricsRegistry::Render() const {
     for (const auto& [family, values] : read) {
       if (family != f.get()) continue;
       for (const auto& [labels, value] : values) {
-        absl::StrAppend(&out, f->name, FormatLabels(labels), " ", FormatValue(value), "\n");
+        absl::StrAppend(&out, f->name, FormatLabels(Join(constant_labels_, labels)), " ",
+                        FormatValue(value), "\n");
       }
     }
     for (const auto& m : f->members) {
+      const MetricLabels labels = Join(constant_labels_, m.labels);
       if (m.counter || m.gauge) {
         const double v = m.counter ? m.counter->value() : m.gauge->value();
-        absl::StrAppend(&out, f->name, FormatLabels(m.labels), " ", FormatValue(v), "\n");
+        absl::StrAppend(&out, f->name, FormatLabels(labels), " ", FormatValue(v), "\n");
         continue;
       }
       const Histogram& h = *m.histogram;
       const std::vector<uint64_t> counts = h.CumulativeCounts();
       for (size_t i = 0; i < counts.size(); ++i) {
         const std::string le = i < h.bounds().size() ? FormatValue(h.bounds()[i]) : "+Inf";
-        absl::StrAppend(&out, f->name, "_bucket", FormatLabels(With(m.labels, "le", le)), " ",
+        absl::StrAppend(&out, f->name, "_bucket", FormatLabels(With(labels, "le", le)), " ",
                         counts[i], "\n");
       }
-      absl::StrAppend(&out, f->name, "_sum", FormatLabels(m.labels), " ", FormatValue(h.sum()),
-                      "\n", f->name, "_count", FormatLabels(m.labels), " ", counts.back(), "\n");
+      absl::StrAppend(&out, f->name, "_sum", FormatLabels(labels), " ", FormatValue(h.sum()), "\n",
+                      f->name, "_count", FormatLabels(labels), " ", counts.back(), "\n");
     }
   }
   return out;

@@ -62,7 +62,8 @@ std::vector<double> LatencyBuckets();
 
 class MetricsRegistry {
  public:
-  MetricsRegistry();
+  // `constant_labels` are rendered first on every series (e.g. vLLM's model_name).
+  explicit MetricsRegistry(MetricLabels constant_labels = {});
   ~MetricsRegistry();
 
   // The returned metrics live as long as the registry. A name is one family: later calls with
@@ -86,6 +87,7 @@ class MetricsRegistry {
   Family* FamilyLocked(const std::string& name, const std::string& help, const char* type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const MetricLabels constant_labels_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Family>> families_ ABSL_GUARDED_BY(mu_);  // in registration order
 };

@@ -3,6 +3,7 @@
 #define PAGODA_COMMON_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -26,6 +27,16 @@ struct SamplingParams {
 };
 
 constexpr int kMaxLogprobs = 20;
+
+// The sampling fields a client may leave unset (as the API's `optional` fields): unset ones
+// come from the model's generation_config.json (temperature, top_p, top_k), else the defaults
+// above.
+struct SamplingOverrides {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> repetition_penalty;
+};
 
 }  // namespace pagoda
 

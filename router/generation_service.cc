@@ -95,6 +95,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       id = request_id_;
     }
     if (id >= 0) service_->cluster()->Abort(id);
+    if (id >= 0 && metrics_) {
+      absl::MutexLock lock(&mu_);  // sequences the client never saw end
+      for (int i = 0; i < num_unfinished_; ++i) metrics_->CountFinished("abort");
+    }
     delete this;
   }
 
@@ -137,6 +141,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       stopped_[u.seq_index] = true;
       --num_unfinished_;
       r.set_finish_reason(text.stopped() ? "stop" : FinishReasonName(u.finish_reason));
+      if (metrics_) metrics_->CountFinished(r.finish_reason());
       r.mutable_usage()->set_prompt_tokens(u.num_prompt_tokens);
       r.mutable_usage()->set_completion_tokens(completion_tokens_[u.seq_index]);
       r.mutable_usage()->set_cached_tokens(u.num_cached_tokens);

@@ -38,10 +38,15 @@
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
 ABSL_FLAG(int, worker_port, 50052, "port workers dial");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
-ABSL_FLAG(std::string, model, "", "llama2.c checkpoint (.bin); workers must serve the same");
-ABSL_FLAG(std::string, tokenizer, "", "tokenizer; default: tokenizer.bin beside the model");
+ABSL_FLAG(std::string, model, "",
+          "a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging Face model "
+          "directory; workers must serve the same");
+ABSL_FLAG(std::string, tokenizer, "", "tokenizer file; default: the model's");
+ABSL_FLAG(std::string, served_model_name, "",
+          "the name in GetModelInfo and the metrics' model_name label; default: the model's "
+          "file name without extension, or its directory's name");
 ABSL_FLAG(int, spawn_workers, 0, "start this many local workers as child processes");
-ABSL_FLAG(int, worker_kv_cache_mb, 256, "--kv_cache_mb of spawned workers");
+ABSL_FLAG(int, worker_kv_cache_mb, 256, "--kv-cache-mb of spawned workers");
 ABSL_FLAG(int, worker_threads, 1, "--threads of spawned workers");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
@@ -53,7 +58,8 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
           "on-demand: KV blocks as tokens arrive (paged); max-len: prompt + max_tokens reserved "
           "at admission (the contiguous baseline)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
-ABSL_FLAG(int, metrics_port, 0, "serve Prometheus metrics at http://HOST:PORT/metrics; 0 = off");
+ABSL_FLAG(int, metrics_port, 0,
+          "serve Prometheus metrics at http://HOST:PORT/metrics and readiness at /health; 0 = off");
 ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");
 ABSL_FLAG(
     std::string, worker_token, "",
@@ -74,6 +80,32 @@ ABSL_FLAG(int, max_streams_per_connection, 256,
           "concurrent calls on one client connection; more wait in the client");
 
 namespace {
+
+pagoda::ProgramUsage Usage() {
+  return {
+      "pagoda-router",
+      "pagoda-router --model=M [--port=50051 --worker-port=50052] [--spawn-workers=N] [flags]\n"
+      "Serves pagoda.v1.Generation (and grpc.health.v1) on --port; workers dial --worker-port.\n",
+      {
+          {"Model", {"model", "tokenizer", "served_model_name", "max_model_len"}},
+          {"Network", {"host", "port", "worker_port", "metrics_port"}},
+          {"Local workers", {"spawn_workers", "worker_kv_cache_mb", "worker_threads"}},
+          {"Scheduling",
+           {"placement", "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
+            "enable_prefix_caching"}},
+          {"Failure and shutdown", {"heartbeat_timeout_s", "step_timeout_s", "shutdown_grace_s"}},
+          {"Security",
+           {"worker_token", "insecure_worker_port", "tls_cert", "tls_key", "tls_ca", "api_key",
+            "max_streams_per_connection"}},
+      }};
+}
+
+// "stories260K" for .../stories260K.bin, "TinyLlama-1.1B" for .../TinyLlama-1.1B/.
+std::string DefaultServedModelName(const std::string& model) {
+  std::filesystem::path path(model);
+  if (!path.has_filename()) path = path.parent_path();  // a trailing slash
+  return std::filesystem::is_directory(path) ? path.filename().string() : path.stem().string();
+}
 
 // Gauges of the current state, read from the cluster at each scrape.
 void AddStateGauges(pagoda::MetricsRegistry* registry, const pagoda::Cluster* cluster) {
@@ -158,7 +190,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  pagoda::ParseCommandLine(argc, argv);
+  pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   RaiseFileLimit();
@@ -208,19 +240,28 @@ int main(int argc, char** argv) {
     std::cerr << "error: --placement must be prefix, round_robin or least_loaded\n";
     return 2;
   }
-  pagoda::MetricsRegistry registry;
+  std::string served_name = absl::GetFlag(FLAGS_served_model_name);
+  if (served_name.empty()) served_name = DefaultServedModelName(model);
+  pagoda::MetricsRegistry registry(pagoda::MetricLabels{{"model_name", served_name}});
   pagoda::RouterMetrics metrics(&registry);
   options.metrics = &metrics;
   pagoda::Cluster cluster(config, options);
   AddStateGauges(&registry, &cluster);
+  // --metrics-port's /health: 200 while readiness (service "") is SERVING, else 503.
+  std::atomic<bool> ready{false};  // declared before the server, which reads it
   std::unique_ptr<pagoda::HttpServer> metrics_server;
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port > 0) {
-    auto started = pagoda::HttpServer::Start(absl::GetFlag(FLAGS_host), port,
-                                             {{"/metrics", [&registry] {
-                                                 return pagoda::HttpResponse{
-                                                     "text/plain; version=0.0.4; charset=utf-8",
-                                                     registry.Render()};
-                                               }}});
+    auto started = pagoda::HttpServer::Start(
+        absl::GetFlag(FLAGS_host), port,
+        {{"/metrics",
+          [&registry] {
+            return pagoda::HttpResponse{"text/plain; version=0.0.4; charset=utf-8",
+                                        registry.Render()};
+          }},
+         {"/health", [&ready] {
+            return ready ? pagoda::HttpResponse{"text/plain", "ready\n", 200}
+                         : pagoda::HttpResponse{"text/plain", "not ready: no worker\n", 503};
+          }}});
     if (!started.ok()) {
       std::cerr << "error: metrics: " << started.status().message() << "\n";
       return 1;
@@ -270,7 +311,7 @@ int main(int argc, char** argv) {
   }
 
   pagoda::GenerationService generation(
-      &cluster, tokenizer->get(), config.name, &metrics,
+      &cluster, tokenizer->get(), served_name, &metrics,
       pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -286,9 +327,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  auto set_ready = [health](bool ready) {
-    health->SetServingStatus("", ready);
-    health->SetServingStatus(pagoda::v1::Generation::service_full_name(), ready);
+  auto set_ready = [health, &ready](bool now_ready) {
+    health->SetServingStatus("", now_ready);
+    health->SetServingStatus(pagoda::v1::Generation::service_full_name(), now_ready);
+    ready = now_ready;
   };
   set_ready(false);
   health->SetServingStatus("liveness", true);

@@ -32,7 +32,23 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
           r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "worker_token"}})),
       refused_worker_hello(
           r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "worker_hello"}})),
-      refused_api_key(
-          r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "api_key"}})) {}
+      refused_api_key(r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "api_key"}})),
+      request_success_stop(r->AddCounter("pagoda_request_success_total",
+                                         "Sequences finished, by finished_reason.",
+                                         {{"finished_reason", "stop"}})),
+      request_success_length(
+          r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "length"}})),
+      request_success_abort(
+          r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "abort"}})) {}
+
+void RouterMetrics::CountFinished(std::string_view finished_reason) {
+  if (finished_reason == "stop") {
+    request_success_stop->Add(1);
+  } else if (finished_reason == "length") {
+    request_success_length->Add(1);
+  } else {
+    request_success_abort->Add(1);
+  }
+}
 
 }  // namespace pagoda

@@ -1,9 +1,12 @@
 // The router's Prometheus metrics (names as vLLM's, prefixed pagoda_). The Cluster feeds the
 // scheduler-side ones (preemptions, prefix cache, queue time, per-worker step time), the
 // GenerationService the client-side ones (tokens, TTFT, inter-token latency, end-to-end);
-// gauges of the current state are read from the Cluster at scrape time.
+// gauges of the current state are read from the Cluster at scrape time. Every series carries
+// the registry's constant labels (the router gives model_name, as vLLM does).
 #ifndef PAGODA_ROUTER_ROUTER_METRICS_H_
 #define PAGODA_ROUTER_ROUTER_METRICS_H_
+
+#include <string_view>
 
 #include "common/metrics.h"
 
@@ -27,6 +30,13 @@ struct RouterMetrics {
   Counter* const refused_worker_token;
   Counter* const refused_worker_hello;
   Counter* const refused_api_key;
+  // Sequences that ended, by vLLM's finished_reason: "stop" (a stop token or string),
+  // "length" (max_tokens or the model length), "abort" (cancelled, expired, or failed).
+  Counter* const request_success_stop;
+  Counter* const request_success_length;
+  Counter* const request_success_abort;
+
+  void CountFinished(std::string_view finished_reason);
 };
 
 }  // namespace pagoda

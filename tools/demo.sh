@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
-# The one-command local deployment: builds Pagoda, starts pagoda-router with two local workers
+# The one-command local deployment: builds what is missing or out of date (an incremental,
+# quiet build; a no-op when nothing changed), starts pagoda-router with two local workers
 # serving stories260K from ../shared/models, waits until it is ready, streams one request
 # through it with `pagoda generate`, and stops it (KEEP=1 leaves it running on port 50051).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${PAGODA_SHARED:-../shared}/models/stories260K
 prompt=${1:-Once upon a time}
-if [ ! -x build/bin/pagoda-router ] || [ "${REBUILD:-1}" = 1 ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
-  cmake --build build -j "$(nproc)" > /dev/null
+mkdir -p build
+build_log=build/demo-build.log
+: > "$build_log"
+if [ ! -f build/CMakeCache.txt ]; then
+  echo "building Pagoda (first time: a few minutes; log: $build_log)"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >> "$build_log" 2>&1 ||
+    { tail -20 "$build_log"; exit 1; }
 fi
+cmake --build build -j "$(nproc)" --target pagoda-router pagoda-worker pagoda >> "$build_log" 2>&1 ||
+  { tail -20 "$build_log"; echo "build failed; log: $build_log"; exit 1; }
 port=${PORT:-50051}
+log=$(mktemp -t pagoda-router.XXXXXX.log)
 build/bin/pagoda-router --port="$port" --worker-port=$((port + 1)) \
   --model="$models/stories260K.bin" --tokenizer="$models/tok512.bin" --spawn-workers=2 \
-  2> /tmp/pagoda-router.log &
+  2> "$log" &
 router=$!
 [ "${KEEP:-0}" = 1 ] || trap 'kill $router' EXIT
+ready=0
 for _ in $(seq 100); do
-  build/bin/pagoda generate --server=127.0.0.1:"$port" --prompt=x --max-tokens=1 --timeout=1 \
-    > /dev/null 2>&1 && break
+  if build/bin/pagoda generate --server=127.0.0.1:"$port" --prompt=x --max-tokens=1 --timeout=1 \
+    > /dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  kill -0 $router 2> /dev/null || break  # the router exited: its log says why
   sleep 0.1
 done
-echo "router ready on 127.0.0.1:$port with 2 workers (log: /tmp/pagoda-router.log)"
+if [ $ready != 1 ]; then
+  tail -20 "$log"
+  echo "the router did not become ready; log: $log"
+  exit 1
+fi
+echo "router ready on 127.0.0.1:$port with 2 workers (log: $log)"
 build/bin/pagoda generate --server=127.0.0.1:"$port" --prompt="$prompt" --temperature=0

@@ -19,7 +19,12 @@ ABSL_FLAG(std::string, dtype, "f32", "hf: f32 | f16 | bf16");
 ABSL_FLAG(uint64_t, seed, 1, "random seed");
 
 int main(int argc, char** argv) {
-  pagoda::ParseCommandLine(argc, argv);
+  pagoda::ParseCommandLine(
+      argc, argv,
+      {"pagoda-make-model",
+       "pagoda-make-model --shape=S --out=PATH [--format=llama2c|hf] [--dtype=bf16] [--seed=N]\n"
+       "Writes a model of a named shape with random weights, for benchmarks.\n",
+       {{"Model", {"shape", "format", "dtype", "seed", "out"}}}});
   pagoda::ModelConfig config;
   if (!pagoda::NamedModelConfig(absl::GetFlag(FLAGS_shape), &config)) {
     std::cerr << "error: unknown --shape " << absl::GetFlag(FLAGS_shape) << "\n";

@@ -40,7 +40,11 @@ std::string RouterRss(int pid) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pagoda::ParseCommandLine(argc, argv);
+  pagoda::ParseCommandLine(argc, argv,
+                           {"slow_reader_load",
+                            "slow_reader_load --server=HOST:PORT --router-pid=PID [--streams=N] "
+                            "[--n=N] [--logprobs=N] [--max-tokens=N] [--stall-s=S]",
+                            {}});
   const int pid = absl::GetFlag(FLAGS_router_pid);
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);

@@ -25,9 +25,10 @@
 #include "worker/worker_service.h"
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50052", "the router's worker port, host:port");
-ABSL_FLAG(std::string, model, "", "llama2.c checkpoint (.bin)");
+ABSL_FLAG(std::string, model, "",
+          "a llama2.c checkpoint (.bin) or a Hugging Face model directory; the router's");
 ABSL_FLAG(int, kv_cache_mb, 256, "KV cache size in MiB");
-ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv_cache_mb");
+ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "the largest step, in tokens");
 ABSL_FLAG(int, max_num_seqs, 256, "the most sequences in one step");
@@ -43,6 +44,20 @@ ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
 namespace {
+
+pagoda::ProgramUsage Usage() {
+  return {"pagoda-worker",
+          "pagoda-worker --router=HOST:PORT --model=M [--kv-cache-mb=MB] [--threads=T] [flags]\n"
+          "Holds the weights and a shard of the KV pool; runs the steps the router sends.\n",
+          {
+              {"Router and model", {"router", "model", "name"}},
+              {"KV cache and steps",
+               {"kv_cache_mb", "num_kv_blocks", "block_size", "max_num_batched_tokens",
+                "max_num_seqs", "threads"}},
+              {"Health and shutdown", {"health_port", "drain_timeout_s"}},
+              {"Security", {"worker_token", "tls_ca", "tls_cert", "tls_key"}},
+          }};
+}
 
 // Takes SIGTERM and SIGINT on a thread of its own (sigwait), never in a handler. Before the
 // service runs there is nothing to drain and the process just exits (a model load can take
@@ -90,7 +105,7 @@ class StopSignals {
 
 int main(int argc, char** argv) {
   StopSignals stop_signals;
-  pagoda::ParseCommandLine(argc, argv);
+  pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   const std::string model = absl::GetFlag(FLAGS_model);

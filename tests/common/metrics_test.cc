@@ -2,6 +2,8 @@
 // serves it, through a real socket.
 #include "common/metrics.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "common/http_client.h"
 #include "common/http_server.h"
@@ -46,6 +48,34 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeAndInclusive) {
   EXPECT_THAT(text, HasSubstr("lat_seconds_bucket{le=\"+Inf\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("lat_seconds_sum 7.6\n"));
   EXPECT_THAT(text, HasSubstr("lat_seconds_count 3\n"));
+}
+
+TEST(MetricsTest, ConstantLabelsComeFirstOnEverySeries) {
+  MetricsRegistry r(MetricLabels{{"model_name", "m"}});
+  r.AddCounter("x_total", "Things.")->Add();
+  r.AddCounter("y_total", "Others.", {{"finished_reason", "stop"}});
+  r.AddHistogram("lat_seconds", "Latency.", {1.0})->Observe(0.5);
+  r.AddGaugeFamily("g", "A gauge.", [] {
+    return std::vector<std::pair<MetricLabels, double>>{{{{"worker", "0"}}, 1}};
+  });
+  const std::string text = r.Render();
+  EXPECT_THAT(text, HasSubstr("x_total{model_name=\"m\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("y_total{model_name=\"m\",finished_reason=\"stop\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("lat_seconds_bucket{model_name=\"m\",le=\"1\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("lat_seconds_count{model_name=\"m\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("g{model_name=\"m\",worker=\"0\"} 1\n"));
+}
+
+TEST(HttpServerTest, AHandlerChoosesItsStatus) {
+  std::atomic<bool> ready{false};
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  {{"/health", [&ready] {
+                                      return HttpResponse{"text/plain", "x\n", ready ? 200 : 503};
+                                    }}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(HttpGet("127.0.0.1", (*server)->port(), "/health").status, 503);
+  ready = true;
+  EXPECT_EQ(HttpGet("127.0.0.1", (*server)->port(), "/health").status, 200);
 }
 
 TEST(HttpServerTest, ServesPathsAndRefusesTheRest) {

@@ -200,7 +200,7 @@ TEST_F(BoundaryTest, AWorkerWithoutTheClustersTokenIsRefusedAndLearnsNothing) {
     EXPECT_THAT(reply.message(), HasSubstr("token"));
     EXPECT_EQ(fake.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
-  EXPECT_THAT(Metrics(), HasSubstr("pagoda_refused_total{reason=\"worker_token\"} 3"));
+  EXPECT_THAT(Metrics(), HasSubstr("reason=\"worker_token\"} 3"));
   // A real pagoda-worker started by hand without the token gives up with the reason.
   const pid_t intruder =
       Spawn({testing::BinaryPath("pagoda-worker"), "--router=" + WorkerAddress(),

@@ -2,7 +2,10 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/http_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -13,7 +16,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-double Metric(const std::string& text, const std::string& series) {
+// The value of `series` as written without the router's constant model_name label
+// ("pagoda_kv_cache_usage{worker=\"0\"}"); NaN if absent.
+double Metric(std::string text, const std::string& series) {
+  text = absl::StrReplaceAll(
+      text, {{"{model_name=\"stories260K\"}", ""}, {"{model_name=\"stories260K\",", "{"}});
   for (size_t at = 0; (at = text.find(series + " ", at)) != std::string::npos; ++at) {
     if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + series.size() + 1));
   }
@@ -74,6 +81,66 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
             0);
 }
 
+TEST_F(ServingTest, EverySeriesNamesTheModelAndFinishedRequestsAreCountedByReason) {
+  WaitForWorkers(0);
+  EXPECT_EQ(HttpGet("127.0.0.1", metrics_port_, "/health").status, 503) << "no worker yet";
+  StartWorker();
+  WaitForWorkers(1);
+  const HttpResult health = HttpGet("127.0.0.1", metrics_port_, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(Info().model_name(), "stories260K");  // --served-model-name's default
+
+  v1::GenerateRequest length = Greedy(golden_[0].prompt);
+  length.set_max_tokens(3);
+  ASSERT_TRUE(Generate(length).status.ok());
+  v1::GenerateRequest stop = Greedy(golden_[0].prompt);
+  stop.add_stop("little girl");
+  ASSERT_TRUE(Generate(stop).status.ok());
+  WaitForNoUsedBlocks();
+
+  const std::string text = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+  int series = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_TRUE(absl::StrContains(line, "{model_name=\"stories260K\"")) << line;
+    ++series;
+  }
+  EXPECT_GT(series, 20);
+  EXPECT_EQ(Metric(text, "pagoda_request_success_total{finished_reason=\"length\"}"), 1);
+  EXPECT_EQ(Metric(text, "pagoda_request_success_total{finished_reason=\"stop\"}"), 1);
+  EXPECT_EQ(Metric(text, "pagoda_request_success_total{finished_reason=\"abort\"}"), 0);
+  EXPECT_THAT(text, HasSubstr("pagoda_request_success_total{model_name=\"stories260K\","
+                              "finished_reason=\"length\"} 1\n"));
+
+  // A call the client cancels before it ends is an abort.
+  v1::GenerateRequest slow = Greedy(golden_[0].prompt);
+  slow.set_ignore_eos(true);
+  Generate(slow, 2, [](grpc::ClientContext& ctx) { ctx.TryCancel(); });
+  WaitForNoUsedBlocks();
+  for (int i = 0; i < 100; ++i) {
+    const std::string now = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+    if (Metric(now, "pagoda_request_success_total{finished_reason=\"abort\"}") == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Metric(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
+                   "pagoda_request_success_total{finished_reason=\"abort\"}"),
+            1);
+}
+
+TEST_F(ServingTest, ServedModelNameNamesTheModelEverywhere) {
+  Kill(router_);
+  router_ = Spawn(
+      {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
+       absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
+       "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
+       "--served-model-name=tiny", absl::StrCat("--metrics-port=", metrics_port_)},
+      dir_ + "/router2.log");
+  WaitForWorkers(0);
+  EXPECT_EQ(Info().model_name(), "tiny");
+  EXPECT_THAT(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
+              HasSubstr("pagoda_num_workers{model_name=\"tiny\"} 0\n"));
+}
+
 // A number field of a flat JSON object; NaN if absent.
 double JsonNumber(const std::string& json, const std::string& key) {
   const size_t at = json.find("\"" + key + "\":");
@@ -127,6 +194,16 @@ TEST_F(ServingTest, BenchReportsTheLoadItSent) {
   ASSERT_EQ(chat.exit_code, 0) << chat.err;
   EXPECT_EQ(JsonNumber(chat.out, "completed"), 12);
   EXPECT_GT(JsonNumber(chat.out, "prefix_cache_hit_rate"), 0.5) << chat.out;
+
+  // A /metrics that never answers: the router's figures are unknown, not zero.
+  const testing::CommandResult unsampled =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", server,
+                           absl::StrCat("--metrics=127.0.0.1:", FreePort()), "--num-prompts=2",
+                           "--input-len=8", "--output-len=4"});
+  ASSERT_EQ(unsampled.exit_code, 0) << unsampled.err;
+  EXPECT_THAT(unsampled.out, ::testing::ContainsRegex("Peak running sequences: +n/a\n"));
+  EXPECT_THAT(unsampled.out, ::testing::ContainsRegex("Mean KV cache usage \\(busy\\): +n/a\n"));
+  EXPECT_THAT(unsampled.err, HasSubstr("no metrics could be read"));
 
   // Bad input: clear errors, exit code 2.
   const testing::CommandResult too_long =
