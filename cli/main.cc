@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/bench_command.h"
 #include "cli/generate_command.h"
+#include "cli/render_template_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
 #include "common/command_line.h"
@@ -60,6 +61,11 @@ ABSL_FLAG(double, max_tokens_ratio, 1.0,
 ABSL_FLAG(double, range_ratio, 0.0, "bench: lengths uniform in [len(1-r), len(1+r)]");
 ABSL_FLAG(int, system_prompt_len, 1024, "bench chat: tokens of the shared system prompt");
 ABSL_FLAG(int, turns, 4, "bench chat: requests per conversation");
+ABSL_FLAG(std::string, template_file, "", "render-template: a Jinja chat template file");
+ABSL_FLAG(std::string, context_file, "", "render-template: a JSON object of template variables");
+ABSL_FLAG(std::string, now, "",
+          "render-template: the time strftime_now() formats, e.g. 2026-11-22T00:00:00; "
+          "default $PAGODA_TEMPLATE_NOW, else the clock");
 ABSL_FLAG(std::string, metrics, "",
           "bench: the router's metrics HOST:PORT, sampled during the run");
 
@@ -75,7 +81,8 @@ constexpr char kUsage[] =
     "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
     "            [--system-prompt-len=N --turns=T]\n"
     "            [--metrics=HOST:PORT] [--seed=S] [--json]\n"
-    "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n";
+    "  tokenize  --tokenizer=PATH (--text=S | --texts_file=F.json)\n"
+    "  render-template  (--template-file=T | --model=DIR) --context-file=C.json [--now=TIME]\n";
 
 pagoda::SamplingParams SamplingFromFlags() {
   pagoda::SamplingParams s;
@@ -192,6 +199,15 @@ int Tokenize() {
   return pagoda::TokenizeCommand(o, std::cout, std::cerr);
 }
 
+int RenderTemplate() {
+  pagoda::RenderTemplateOptions o;
+  o.template_file = absl::GetFlag(FLAGS_template_file);
+  o.model = absl::GetFlag(FLAGS_model);
+  o.context_file = absl::GetFlag(FLAGS_context_file);
+  o.now = absl::GetFlag(FLAGS_now);
+  return pagoda::RenderTemplateCommand(o, std::cout, std::cerr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +221,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return Generate();
   if (command == "bench") return Bench();
   if (command == "tokenize") return Tokenize();
+  if (command == "render-template") return RenderTemplate();
   std::cerr << kUsage;
   return 2;
 }

@@ -1,0 +1,31 @@
+// jinja2's and Python's library as templates see it: filters, tests, the methods of str,
+// dict and list (the sandbox refuses the mutating ones) and the globals.
+#ifndef PAGODA_COMMON_JINJA_BUILTINS_H_
+#define PAGODA_COMMON_JINJA_BUILTINS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/jinja/interpreter.h"
+#include "common/jinja/value.h"
+
+namespace pagoda::jinja {
+
+absl::StatusOr<Value> ApplyFilter(Interpreter& interp, absl::string_view name, const Value& subject,
+                                  CallArgs& args);
+absl::StatusOr<bool> ApplyTest(Interpreter& interp, absl::string_view name, const Value& subject,
+                               CallArgs& args);
+// `obj.name` as jinja2's sandboxed getattr: a method (bound to obj), a dict key, or an
+// undefined that fails when used. REQUIRES: !obj.is_undefined().
+Value GetAttribute(Interpreter& interp, const Value& obj, const std::string& name);
+// `obj[key]`: an item, else an attribute, else an undefined. REQUIRES: !obj.is_undefined().
+Value GetItem(Interpreter& interp, const Value& obj, const Value& key);
+// The values a `for` loop visits: list items, dict keys, string characters.
+absl::StatusOr<ValueList> Iterate(const Value& v);
+// range, namespace, dict, raise_exception, strftime_now.
+void AddGlobals(Interpreter& interp, Scope& scope);
+
+}  // namespace pagoda::jinja
+
+#endif  // PAGODA_COMMON_JINJA_BUILTINS_H_

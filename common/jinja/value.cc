@@ -1,0 +1,216 @@
+#include "common/jinja/value.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace pagoda::jinja {
+
+const Value* ValueDict::Find(absl::string_view key) const {
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+void ValueDict::Set(std::string key, Value value) {
+  const auto it = index_.find(key);
+  if (it != index_.end()) {
+    entries_[it->second].second = std::move(value);
+    return;
+  }
+  index_.emplace(key, entries_.size());
+  entries_.emplace_back(std::move(key), std::move(value));
+}
+
+void ValueDict::Clear() {
+  entries_.clear();
+  index_.clear();
+}
+
+Value Value::Undefined(std::string error) {
+  Value v;
+  v.string_ = std::make_shared<const std::string>(std::move(error));
+  return v;
+}
+
+Value Value::None() {
+  Value v;
+  v.kind_ = Kind::kNone;
+  return v;
+}
+
+Value Value::Bool(bool b) {
+  Value v;
+  v.kind_ = Kind::kBool;
+  v.bool_ = b;
+  return v;
+}
+
+Value Value::Int(int64_t i) {
+  Value v;
+  v.kind_ = Kind::kInt;
+  v.int_ = i;
+  return v;
+}
+
+Value Value::Float(double f) {
+  Value v;
+  v.kind_ = Kind::kFloat;
+  v.float_ = f;
+  return v;
+}
+
+Value Value::String(std::string s) {
+  Value v;
+  v.kind_ = Kind::kString;
+  v.string_ = std::make_shared<const std::string>(std::move(s));
+  return v;
+}
+
+Value Value::List(ValueList items, bool is_tuple) {
+  Value v;
+  v.kind_ = Kind::kList;
+  v.is_tuple_ = is_tuple;
+  v.list_ = std::make_shared<const ValueList>(std::move(items));
+  return v;
+}
+
+Value Value::Dict(std::shared_ptr<ValueDict> dict, bool is_namespace) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  v.is_namespace_ = is_namespace;
+  v.dict_ = std::move(dict);
+  return v;
+}
+
+Value Value::Callable(std::string name, NativeFunction fn) {
+  Value v;
+  v.kind_ = Kind::kCallable;
+  v.string_ = std::make_shared<const std::string>(std::move(name));
+  v.function_ = std::make_shared<NativeFunction>(std::move(fn));
+  return v;
+}
+
+bool Value::Truthy() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return bool_;
+    case Kind::kInt:
+      return int_ != 0;
+    case Kind::kFloat:
+      return float_ != 0;
+    case Kind::kString:
+      return !string_->empty();
+    case Kind::kList:
+      return !list_->empty();
+    case Kind::kDict:
+      return is_namespace_ || dict_->size() > 0;
+    case Kind::kCallable:
+      return true;
+  }
+  return false;
+}
+
+std::string Value::TypeName() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return is_tuple_ ? "tuple" : "list";
+    case Kind::kDict:
+      return is_namespace_ ? "Namespace" : "dict";
+    case Kind::kCallable:
+      return "function";
+  }
+  return "object";
+}
+
+bool Equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.as_string() == b.as_string();
+    case Value::Kind::kList: {
+      if (a.is_tuple() != b.is_tuple()) return false;
+      const ValueList& x = a.as_list();
+      const ValueList& y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!Equals(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kDict: {
+      if (a.is_namespace() || b.is_namespace()) return a.dict_ptr() == b.dict_ptr();
+      const ValueDict& x = a.as_dict();
+      const ValueDict& y = b.as_dict();
+      if (x.size() != y.size()) return false;
+      for (const auto& [key, value] : x.entries()) {
+        const Value* other = y.Find(key);
+        if (other == nullptr || !Equals(value, *other)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kCallable:
+      return &a.function() == &b.function();
+    default:
+      return false;
+  }
+}
+
+std::string FormatFloat(double f) {
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f < 0 ? "-inf" : "inf";
+  // Shortest round-trip digits in scientific form ("d.ddde±x"), then laid out as repr does.
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), f, std::chars_format::scientific);
+  std::string sci(buf, ec == std::errc() ? end : buf);
+  std::string sign;
+  if (!sci.empty() && sci[0] == '-') {
+    sign = "-";
+    sci.erase(0, 1);
+  }
+  const size_t e_pos = sci.find('e');
+  std::string digits = sci.substr(0, e_pos);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  const int exponent = std::stoi(sci.substr(e_pos + 1));
+  if (exponent >= -4 && exponent < 16) {
+    std::string out;
+    if (exponent >= 0) {
+      if (digits.size() < static_cast<size_t>(exponent) + 1) digits.resize(exponent + 1, '0');
+      out = digits.substr(0, exponent + 1) + ".";
+      const std::string frac = digits.substr(exponent + 1);
+      out += frac.empty() ? "0" : frac;
+    } else {
+      out = "0." + std::string(-exponent - 1, '0') + digits;
+    }
+    return sign + out;
+  }
+  std::string mantissa = digits.substr(0, 1);
+  if (digits.size() > 1) mantissa += "." + digits.substr(1);
+  char exp_buf[16];
+  std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+  return sign + mantissa + exp_buf;
+}
+
+}  // namespace pagoda::jinja
