@@ -119,7 +119,8 @@ Value LookupPath(Interpreter& interp, const Value& item, const std::string& path
 
 // ---- methods ----
 
-absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name, CallArgs& args) {
+absl::StatusOr<Value> StringMethod(Interpreter& interp, const std::string& s,
+                                   const std::string& name, CallArgs& args) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     ASSIGN_OR_RETURN(const std::optional<std::string> chars, OptionalStringArg(args, 0, "chars"));
     return Value::String(Strip(s, chars, name != "rstrip", name != "lstrip"));
@@ -184,7 +185,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   if (name == "join") {
     const Value* items = Arg(args, 0, "iterable");
     if (items == nullptr) return TemplateError("TypeError", "join() takes one argument");
-    ASSIGN_OR_RETURN(const ValueList list, Iterate(*items));
+    ASSIGN_OR_RETURN(const ValueList list, Iterate(interp, *items));
     std::string out;
     for (size_t i = 0; i < list.size(); ++i) {
       if (!list[i].is_string()) return TemplateError("TypeError", "join() takes strings");
@@ -275,7 +276,8 @@ absl::StatusOr<Value> ListMethod(const Value& obj, const std::string& name, Call
 Value BoundMethod(Interpreter& interp, const Value& obj, const std::string& name) {
   return Value::Callable(absl::StrCat(obj.TypeName(), ".", name),
                          [&interp, obj, name](CallArgs& args) -> absl::StatusOr<Value> {
-                           if (obj.is_string()) return StringMethod(obj.as_string(), name, args);
+                           if (obj.is_string())
+                             return StringMethod(interp, obj.as_string(), name, args);
                            if (obj.is_dict()) return DictMethod(interp, obj, name, args);
                            return ListMethod(obj, name, args);
                          });
@@ -380,44 +382,47 @@ absl::StatusOr<Value> FilterReplace(Interpreter& interp, const Value& v, CallArg
   ASSIGN_OR_RETURN(const std::string f, Str(*from));
   ASSIGN_OR_RETURN(const std::string t, Str(*to));
   ASSIGN_OR_RETURN(const int64_t count, IntArg(args, 2, "count", -1));
-  // Bound the result before building it: every match could grow by |t| - |f|.
-  const int64_t worst =
-      static_cast<int64_t>(s.size()) + static_cast<int64_t>(CodePointCount(s) + 1) *
-                                           std::max<int64_t>(0, static_cast<int64_t>(t.size()));
-  if (worst > static_cast<int64_t>(s.size())) {
-    RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(s.size())));
+  // Bound the result before building it: count the replacements first.
+  int64_t matches = 0;
+  if (f.empty()) {
+    matches = static_cast<int64_t>(CodePointCount(s)) + 1;
+  } else {
+    for (size_t at = s.find(f); at != std::string::npos; at = s.find(f, at + f.size())) ++matches;
   }
+  if (count >= 0) matches = std::min(matches, count);
+  const __int128 size = static_cast<__int128>(s.size()) +
+                        static_cast<__int128>(matches) * static_cast<int64_t>(t.size());
+  RETURN_IF_ERROR(interp.CheckSize(size > INT64_MAX ? INT64_MAX : static_cast<int64_t>(size)));
+  RETURN_IF_ERROR(interp.ChargeBytes(static_cast<int64_t>(size)));
   std::string out = Replace(s, f, t, count);
-  RETURN_IF_ERROR(interp.CheckSize(static_cast<int64_t>(out.size())));
-  RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(out.size())));
   return Value::String(std::move(out));
 }
 
-absl::StatusOr<Value> FilterFirst(Interpreter&, const Value& v, CallArgs&) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+absl::StatusOr<Value> FilterFirst(Interpreter& interp, const Value& v, CallArgs&) {
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   if (items.empty()) return Value::Undefined("UndefinedError: No first item, sequence was empty.");
   return items.front();
 }
 
-absl::StatusOr<Value> FilterLast(Interpreter&, const Value& v, CallArgs&) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+absl::StatusOr<Value> FilterLast(Interpreter& interp, const Value& v, CallArgs&) {
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   if (items.empty()) return Value::Undefined("UndefinedError: No last item, sequence was empty.");
   return items.back();
 }
 
 absl::StatusOr<Value> FilterList(Interpreter& interp, const Value& v, CallArgs&) {
-  ASSIGN_OR_RETURN(ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(ValueList items, Iterate(interp, v));
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size())));
   return Value::List(std::move(items));
 }
 
-absl::StatusOr<Value> FilterReverse(Interpreter&, const Value& v, CallArgs&) {
+absl::StatusOr<Value> FilterReverse(Interpreter& interp, const Value& v, CallArgs&) {
   if (v.is_string()) {
     std::u32string cps = ToCodePoints(v.as_string());
     std::reverse(cps.begin(), cps.end());
     return Value::String(FromCodePoints(cps));
   }
-  ASSIGN_OR_RETURN(ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(ValueList items, Iterate(interp, v));
   std::reverse(items.begin(), items.end());
   return Value::List(std::move(items));
 }
@@ -448,7 +453,7 @@ absl::StatusOr<Value> FilterDictsort(Interpreter& interp, const Value& v, CallAr
 }
 
 absl::StatusOr<Value> FilterJoin(Interpreter& interp, const Value& v, CallArgs& args) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   const Value* sep_value = Arg(args, 0, "d");
   std::string sep;
   if (sep_value) {
@@ -467,7 +472,7 @@ absl::StatusOr<Value> FilterJoin(Interpreter& interp, const Value& v, CallArgs& 
     out += s;
     RETURN_IF_ERROR(interp.CheckSize(static_cast<int64_t>(out.size())));
   }
-  RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(out.size())));
+  RETURN_IF_ERROR(interp.ChargeBytes(static_cast<int64_t>(out.size())));
   return Value::String(std::move(out));
 }
 
@@ -496,7 +501,7 @@ absl::StatusOr<Value> FilterTojson(Interpreter& interp, const Value& v, CallArgs
   o.sort_keys = BoolArg(args, 3, "sort_keys", false);
   ASSIGN_OR_RETURN(std::string out, ToJson(v, o));
   RETURN_IF_ERROR(interp.CheckSize(static_cast<int64_t>(out.size())));
-  RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(out.size())));
+  RETURN_IF_ERROR(interp.ChargeBytes(static_cast<int64_t>(out.size())));
   return Value::String(std::move(out));
 }
 
@@ -524,7 +529,7 @@ absl::StatusOr<Value> FilterIndent(Interpreter& interp, const Value& v, CallArgs
     RETURN_IF_ERROR(interp.CheckSize(static_cast<int64_t>(out.size())));
   }
   if (first) out = indentation + out;
-  RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(out.size())));
+  RETURN_IF_ERROR(interp.ChargeBytes(static_cast<int64_t>(out.size())));
   return Value::String(std::move(out));
 }
 
@@ -653,7 +658,7 @@ absl::StatusOr<Value> FilterAttr(Interpreter& interp, const Value& v, CallArgs& 
 // truthiness, with no test) equals `keep`.
 absl::StatusOr<Value> Select(Interpreter& interp, const Value& v, CallArgs& args, bool on_attribute,
                              bool keep) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   size_t next = 0;
   std::string attribute;
   if (on_attribute) {
@@ -702,7 +707,7 @@ absl::StatusOr<Value> FilterRejectattr(Interpreter& i, const Value& v, CallArgs&
 }
 
 absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& args) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size())));
   ValueList out;
   if (args.positional.empty()) {
@@ -733,7 +738,7 @@ absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& a
 }
 
 absl::StatusOr<Value> FilterSort(Interpreter& interp, const Value& v, CallArgs& args) {
-  ASSIGN_OR_RETURN(ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(ValueList items, Iterate(interp, v));
   const bool reverse = BoolArg(args, 0, "reverse", false);
   const bool case_sensitive = BoolArg(args, 1, "case_sensitive", false);
   const Value* attribute = Arg(args, 2, "attribute");
@@ -746,10 +751,10 @@ absl::StatusOr<Value> FilterSort(Interpreter& interp, const Value& v, CallArgs& 
 }
 
 absl::StatusOr<Value> FilterUnique(Interpreter& interp, const Value& v, CallArgs& args) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   const bool case_sensitive = BoolArg(args, 0, "case_sensitive", false);
   const Value* attribute = Arg(args, 1, "attribute");
-  RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size() * items.size() / 16 + 1)));
+  RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size() * items.size() / 256 + 1)));
   ValueList out;
   ValueList seen;
   for (const Value& item : items) {
@@ -767,7 +772,7 @@ absl::StatusOr<Value> FilterUnique(Interpreter& interp, const Value& v, CallArgs
 }
 
 absl::StatusOr<Value> MinMax(Interpreter& interp, const Value& v, CallArgs& args, bool max) {
-  ASSIGN_OR_RETURN(ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(ValueList items, Iterate(interp, v));
   if (items.empty())
     return Value::Undefined("UndefinedError: No aggregated item, sequence was empty.");
   const bool case_sensitive = BoolArg(args, 0, "case_sensitive", false);
@@ -787,7 +792,7 @@ absl::StatusOr<Value> FilterMax(Interpreter& i, const Value& v, CallArgs& a) {
 }
 
 absl::StatusOr<Value> FilterSum(Interpreter& interp, const Value& v, CallArgs& args) {
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(v));
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   const Value* attribute = Arg(args, 0, "attribute");
   const Value* start = Arg(args, 1, "start");
   Value total = start ? *start : Value::Int(0);
@@ -807,6 +812,13 @@ absl::StatusOr<Value> FilterSum(Interpreter& interp, const Value& v, CallArgs& a
   return total;
 }
 
+absl::StatusOr<Value> FilterFormat(Interpreter& interp, const Value& v, CallArgs& args) {
+  ASSIGN_OR_RETURN(const std::string format, Str(v));
+  ASSIGN_OR_RETURN(std::string out, PercentFormat(format, args.positional));
+  RETURN_IF_ERROR(interp.CheckSize(static_cast<int64_t>(out.size())));
+  return Value::String(std::move(out));
+}
+
 const absl::flat_hash_map<absl::string_view, Filter>& Filters() {
   static const auto* kFilters = new absl::flat_hash_map<absl::string_view, Filter>{
       {"abs", FilterAbs},
@@ -822,6 +834,7 @@ const absl::flat_hash_map<absl::string_view, Filter>& Filters() {
       {"first", FilterFirst},
       {"float", FilterFloat},
       {"forceescape", FilterEscape},
+      {"format", FilterFormat},
       {"indent", FilterIndent},
       {"int", FilterInt},
       {"items", FilterItems},
@@ -897,8 +910,8 @@ absl::StatusOr<bool> Test(Interpreter& interp, absl::string_view name, const Val
   if (name == "lower" || name == "upper") {
     if (!v.is_string()) return false;
     CallArgs none;
-    ASSIGN_OR_RETURN(const Value r,
-                     StringMethod(v.as_string(), name == "lower" ? "islower" : "isupper", none));
+    ASSIGN_OR_RETURN(const Value r, StringMethod(interp, v.as_string(),
+                                                 name == "lower" ? "islower" : "isupper", none));
     return r.as_bool();
   }
   if (name == "sameas") {
@@ -922,7 +935,7 @@ absl::StatusOr<bool> Test(Interpreter& interp, absl::string_view name, const Val
     if (other->is_string())
       return v.is_string() && other->as_string().find(v.as_string()) != std::string::npos;
     if (other->is_dict()) return v.is_string() && other->as_dict().Find(v.as_string()) != nullptr;
-    ASSIGN_OR_RETURN(const ValueList items, Iterate(*other));
+    ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, *other));
     return std::any_of(items.begin(), items.end(), [&](const Value& x) { return Equals(v, x); });
   }
   if (name == "lt" || name == "lessthan" || name == "<" || name == "gt" || name == "greaterthan" ||
@@ -1003,7 +1016,57 @@ absl::StatusOr<Value> StrftimeNow(Interpreter& interp, CallArgs& args) {
 
 }  // namespace
 
-absl::StatusOr<ValueList> Iterate(const Value& v) {
+absl::StatusOr<std::string> PercentFormat(const std::string& format, const ValueList& values) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out += format[i];
+      continue;
+    }
+    if (++i == format.size()) return TemplateError("ValueError", "incomplete format");
+    const char conversion = format[i];
+    if (conversion == '%') {
+      out += '%';
+      continue;
+    }
+    if (next >= values.size()) {
+      return TemplateError("TypeError", "not enough arguments for format string");
+    }
+    const Value& x = values[next++];
+    switch (conversion) {
+      case 's': {
+        ASSIGN_OR_RETURN(const std::string s, ToPythonStr(x));
+        out += s;
+        break;
+      }
+      case 'r': {
+        ASSIGN_OR_RETURN(const std::string s, ToPythonRepr(x));
+        out += s;
+        break;
+      }
+      case 'd':
+      case 'i':
+        if (!x.is_number()) return TemplateError("TypeError", "%d format: a number is required");
+        absl::StrAppend(&out,
+                        x.is_float() ? static_cast<int64_t>(std::trunc(x.as_float())) : x.as_int());
+        break;
+      default:
+        return TemplateError("ValueError", absl::StrCat("unsupported format character '",
+                                                        std::string(1, conversion), "'"));
+    }
+  }
+  if (next < values.size()) {
+    return TemplateError("TypeError", "not all arguments converted during string formatting");
+  }
+  return out;
+}
+
+absl::StatusOr<ValueList> Iterate(Interpreter& interp, const Value& v) {
+  // Charged before anything is built: a long string would otherwise become a huge list.
+  if (v.is_string()) RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(v.as_string().size())));
+  if (v.is_list()) RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(v.as_list().size())));
+  if (v.is_dict()) RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(v.as_dict().size())));
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       return ValueList();

@@ -21,8 +21,11 @@ absl::StatusOr<bool> ApplyTest(Interpreter& interp, absl::string_view name, cons
 Value GetAttribute(Interpreter& interp, const Value& obj, const std::string& name);
 // `obj[key]`: an item, else an attribute, else an undefined. REQUIRES: !obj.is_undefined().
 Value GetItem(Interpreter& interp, const Value& obj, const Value& key);
-// The values a `for` loop visits: list items, dict keys, string characters.
-absl::StatusOr<ValueList> Iterate(const Value& v);
+// The values a `for` loop visits: list items, dict keys, string characters; charged one
+// step each before they are built.
+absl::StatusOr<ValueList> Iterate(Interpreter& interp, const Value& v);
+// Python's `format % values` for %s, %r, %d, %i and %%.
+absl::StatusOr<std::string> PercentFormat(const std::string& format, const ValueList& values);
 // range, namespace, dict, raise_exception, strftime_now.
 void AddGlobals(Interpreter& interp, Scope& scope);
 

@@ -70,12 +70,21 @@ Interpreter::~Interpreter() {
   for (const auto& ns : namespaces_) ns->Clear();
 }
 
-absl::Status Interpreter::Charge(int64_t units) {
-  work_ += units;
-  if (work_ > limits_.max_work) {
-    return absl::ResourceExhaustedError(absl::StrCat("template exceeded its work limit (",
-                                                     limits_.max_work,
-                                                     " loop iterations, calls and copied bytes)"));
+absl::Status Interpreter::Charge(int64_t steps) {
+  steps_ += steps;
+  if (steps_ > limits_.max_steps) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("template exceeded its limit of ", limits_.max_steps,
+                     " steps (loop iterations, calls, filters, elements built)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::ChargeBytes(int64_t bytes) {
+  copied_bytes_ += bytes;
+  if (copied_bytes_ > limits_.max_copied_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "template exceeded its limit of ", limits_.max_copied_bytes, " bytes copied into strings"));
   }
   return absl::OkStatus();
 }
@@ -196,7 +205,7 @@ absl::Status Interpreter::Assign(const Stmt& s, const Value& value, Scope& scope
     scope.Set(s.targets[0], value);
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(const ValueList items, Iterate(value));
+  ASSIGN_OR_RETURN(const ValueList items, Iterate(*this, value));
   if (items.size() != s.targets.size()) {
     return WithLine(TemplateError("ValueError", absl::StrCat("cannot unpack ", items.size(),
                                                              " values into ", s.targets.size())),
@@ -222,7 +231,7 @@ absl::Status Interpreter::ExecSet(const Stmt& s, const ScopePtr& scope) {
 
 absl::Status Interpreter::ExecFor(const Stmt& s, const ScopePtr& scope, std::string* out) {
   ASSIGN_OR_RETURN(const Value iterable, Eval(*s.expr, scope));
-  absl::StatusOr<ValueList> all = Iterate(iterable);
+  absl::StatusOr<ValueList> all = Iterate(*this, iterable);
   if (!all.ok()) return WithLine(all.status(), s.line);
   ValueList items;
   if (s.filter) {
@@ -548,7 +557,7 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
     ASSIGN_OR_RETURN(std::string s, ToPythonStr(a));
     ASSIGN_OR_RETURN(const std::string t, ToPythonStr(b));
     RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(s.size() + t.size())));
-    RETURN_IF_ERROR(Charge(static_cast<int64_t>(s.size() + t.size())));
+    RETURN_IF_ERROR(ChargeBytes(static_cast<int64_t>(s.size() + t.size())));
     return Value::String(s + t);
   }
   if (a.is_undefined()) return UndefinedError(a);
@@ -614,7 +623,7 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
     if (a.is_string() && b.is_string()) {
       const int64_t size = static_cast<int64_t>(a.as_string().size() + b.as_string().size());
       RETURN_IF_ERROR(CheckSize(size));
-      RETURN_IF_ERROR(Charge(size));
+      RETURN_IF_ERROR(ChargeBytes(size));
       return Value::String(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
@@ -627,6 +636,12 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
     }
     return unsupported();
   }
+  if (op == "%" && a.is_string()) {
+    ASSIGN_OR_RETURN(std::string out,
+                     PercentFormat(a.as_string(), b.is_tuple() ? b.as_list() : ValueList{b}));
+    RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(out.size())));
+    return Value::String(std::move(out));
+  }
   if (op == "*") {
     // Repetition: str * int, list * int (either order).
     const Value& seq = a.is_number() ? b : a;
@@ -637,7 +652,7 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
       const __int128 size = static_cast<__int128>(seq.as_string().size()) * n;
       RETURN_IF_ERROR(CheckSize(size > limits_.max_output_bytes ? limits_.max_output_bytes + 1
                                                                 : static_cast<int64_t>(size)));
-      RETURN_IF_ERROR(Charge(static_cast<int64_t>(size)));
+      RETURN_IF_ERROR(ChargeBytes(static_cast<int64_t>(size)));
       std::string out;
       out.reserve(static_cast<size_t>(size));
       for (int64_t i = 0; i < n; ++i) out += seq.as_string();

@@ -22,9 +22,10 @@ namespace pagoda::jinja {
 // What one render may spend. A template from a model file and a context from a request are
 // both untrusted: exceeding any bound is RESOURCE_EXHAUSTED, never a crash or a hang.
 struct RenderLimits {
-  int64_t max_output_bytes = 16 << 20;  // also bounds any one string built while rendering
-  int64_t max_work = 50'000'000;        // loop iterations + calls + bytes copied into new values
-  int max_call_depth = 200;             // nested macro calls and nested evaluation
+  int64_t max_output_bytes = 16 << 20;   // also bounds any one string or list built
+  int64_t max_steps = 1'000'000;         // loop iterations, calls, filters, elements built
+  int64_t max_copied_bytes = 256 << 20;  // bytes copied into new strings (concatenation, ...)
+  int max_call_depth = 200;              // nested macro calls and nested evaluation
 };
 
 // The payload key marking a raise_exception() error, whose message is the template's own.
@@ -58,8 +59,9 @@ class Interpreter {
   absl::Status Render(const Body& body, const ScopePtr& globals, std::string* out);
 
   // ---- for builtins ----
-  // Spends `units` of work; RESOURCE_EXHAUSTED past limits.max_work.
-  absl::Status Charge(int64_t units);
+  // Spends `steps`, or `bytes` of copying; RESOURCE_EXHAUSTED past the limit.
+  absl::Status Charge(int64_t steps);
+  absl::Status ChargeBytes(int64_t bytes);
   // RESOURCE_EXHAUSTED if a string or list of `size` would pass the output bound.
   absl::Status CheckSize(int64_t size) const;
   absl::StatusOr<Value> Call(const Value& callee, CallArgs& args);
@@ -89,7 +91,8 @@ class Interpreter {
 
   const RenderLimits limits_;
   const std::tm now_;
-  int64_t work_ = 0;
+  int64_t steps_ = 0;
+  int64_t copied_bytes_ = 0;
   int depth_ = 0;
   Flow flow_ = Flow::kNormal;
   // Scopes that define macros and namespaces can reach themselves through their values;

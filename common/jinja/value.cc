@@ -194,23 +194,33 @@ std::string FormatFloat(double f) {
   std::string digits = sci.substr(0, e_pos);
   digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
   const int exponent = std::stoi(sci.substr(e_pos + 1));
+  std::string out = sign;
   if (exponent >= -4 && exponent < 16) {
-    std::string out;
     if (exponent >= 0) {
       if (digits.size() < static_cast<size_t>(exponent) + 1) digits.resize(exponent + 1, '0');
-      out = digits.substr(0, exponent + 1) + ".";
-      const std::string frac = digits.substr(exponent + 1);
-      out += frac.empty() ? "0" : frac;
+      out.append(digits, 0, exponent + 1);
+      out += '.';
+      if (digits.size() > static_cast<size_t>(exponent) + 1) {
+        out.append(digits, exponent + 1, std::string::npos);
+      } else {
+        out += '0';
+      }
     } else {
-      out = "0." + std::string(-exponent - 1, '0') + digits;
+      out += "0.";
+      out.append(static_cast<size_t>(-exponent - 1), '0');
+      out += digits;
     }
-    return sign + out;
+    return out;
   }
-  std::string mantissa = digits.substr(0, 1);
-  if (digits.size() > 1) mantissa += "." + digits.substr(1);
+  out += digits[0];
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1, std::string::npos);
+  }
   char exp_buf[16];
   std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-  return sign + mantissa + exp_buf;
+  out += exp_buf;
+  return out;
 }
 
 }  // namespace pagoda::jinja
