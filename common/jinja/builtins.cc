@@ -1033,6 +1033,9 @@ absl::StatusOr<std::string> PercentFormat(const std::string& format, const Value
     if (next >= values.size()) {
       return TemplateError("TypeError", "not enough arguments for format string");
     }
+    if (out.size() > kMaxFormattedBytes) {
+      return absl::ResourceExhaustedError("a %-format result is too long");
+    }
     const Value& x = values[next++];
     switch (conversion) {
       case 's': {
@@ -1192,10 +1195,12 @@ void AddGlobals(Interpreter& interp, Scope& scope) {
               for (const Value& a : args.positional) {
                 if (!a.is_dict()) return TemplateError("TypeError", "namespace() takes a dict");
                 for (const auto& [key, value] : a.as_dict().entries()) {
-                  ns.mutable_namespace().Set(key, value);
+                  RETURN_IF_ERROR(StoreInNamespace(ns, key, value));
                 }
               }
-              for (auto& [key, value] : args.keyword) ns.mutable_namespace().Set(key, value);
+              for (auto& [key, value] : args.keyword) {
+                RETURN_IF_ERROR(StoreInNamespace(ns, key, value));
+              }
               return ns;
             }));
   scope.Set("dict", Value::Callable("dict", [](CallArgs& args) -> absl::StatusOr<Value> {

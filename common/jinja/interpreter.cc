@@ -30,6 +30,15 @@ absl::Status WithLine(absl::Status status, int line) {
   return absl::Status(status.code(), absl::StrCat("line ", line, ": ", status.message()));
 }
 
+absl::Status StoreInNamespace(const Value& ns, const std::string& name, const Value& value) {
+  if (value.depth() >= kNamespaceDepth) {
+    return TemplateError("TemplateRuntimeError",
+                         "a namespace cannot hold a namespace, nor values nested this deep");
+  }
+  ns.mutable_namespace().Set(name, value);
+  return absl::OkStatus();
+}
+
 absl::Status TemplateError(absl::string_view kind, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(kind, ": ", message));
 }
@@ -225,7 +234,7 @@ absl::Status Interpreter::ExecSet(const Stmt& s, const ScopePtr& scope) {
         TemplateError("TemplateRuntimeError", "cannot assign attribute on non-namespace object"),
         s.line);
   }
-  target->mutable_namespace().Set(s.name, v);
+  RETURN_IF_ERROR(WithLine(StoreInNamespace(*target, s.name, v), s.line));
   return absl::OkStatus();
 }
 
@@ -390,6 +399,11 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, const ScopePtr& scope) {
   }
   absl::StatusOr<Value> v = EvalInner(e, scope);
   if (!v.ok()) return WithLine(v.status(), e.line);
+  // Deeper values would recurse without bound when printed, compared or freed.
+  if (v->depth() > kMaxValueDepth) {
+    return absl::ResourceExhaustedError(absl::StrCat("line ", e.line, ": value nests deeper than ",
+                                                     kMaxValueDepth, " lists and dicts"));
+  }
   return v;
 }
 

@@ -103,6 +103,9 @@ class Interpreter {
 
 // "line N: message", unless `status` already names a line or came from raise_exception().
 absl::Status WithLine(absl::Status status, int line);
+// ns.name = value, refused for a value of depth kNamespaceDepth or more (a namespace, or
+// something holding one), which keeps namespaces free of cycles and chains.
+absl::Status StoreInNamespace(const Value& ns, const std::string& name, const Value& value);
 // An error of a kind jinja2 names ("TypeError", "UndefinedError", ...).
 absl::Status TemplateError(absl::string_view kind, absl::string_view message);
 

@@ -71,6 +71,8 @@ Value Value::List(ValueList items, bool is_tuple) {
   Value v;
   v.kind_ = Kind::kList;
   v.is_tuple_ = is_tuple;
+  for (const Value& item : items) v.depth_ = std::max(v.depth_, item.depth_);
+  ++v.depth_;
   v.list_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
@@ -79,6 +81,12 @@ Value Value::Dict(std::shared_ptr<ValueDict> dict, bool is_namespace) {
   Value v;
   v.kind_ = Kind::kDict;
   v.is_namespace_ = is_namespace;
+  if (is_namespace) {
+    v.depth_ = kNamespaceDepth;
+  } else {
+    for (const auto& [key, value] : dict->entries()) v.depth_ = std::max(v.depth_, value.depth_);
+    ++v.depth_;
+  }
   v.dict_ = std::move(dict);
   return v;
 }

@@ -22,6 +22,9 @@ namespace pagoda::jinja {
 class Value;
 using ValueList = std::vector<Value>;
 
+// See Value::depth().
+inline constexpr int kNamespaceDepth = 128;
+
 // A str-keyed dict that keeps insertion order, as Python's does.
 class ValueDict {
  public:
@@ -91,6 +94,10 @@ class Value {
   const std::string& callable_name() const { return *string_; }
   NativeFunction& function() const { return *function_; }
 
+  // How many lists and dicts nest in this value (0 for a scalar). A namespace counts as
+  // kNamespaceDepth so that nothing holding one can be stored in one: no cycles, no chains.
+  int depth() const { return depth_; }
+
   // Python's bool(x).
   bool Truthy() const;
   // Python's type name ("str", "dict", "NoneType").
@@ -101,6 +108,7 @@ class Value {
   bool bool_ = false;
   bool is_tuple_ = false;
   bool is_namespace_ = false;
+  int depth_ = 0;
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> string_;  // str, undefined's error, callable's name

@@ -11,6 +11,11 @@
 namespace pagoda::jinja {
 namespace {
 
+absl::Status TooLong() {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("a value formats to more than ", kMaxFormattedBytes, " bytes"));
+}
+
 absl::Status TooDeep() {
   return absl::InvalidArgumentError(
       absl::StrCat("value nests deeper than ", kMaxValueDepth, " levels"));
@@ -59,6 +64,7 @@ absl::Status AppendStr(const Value& v, int depth, std::string* out) {
 
 absl::Status AppendRepr(const Value& v, int depth, std::string* out) {
   if (depth > kMaxValueDepth) return TooDeep();
+  if (out->size() > kMaxFormattedBytes) return TooLong();
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       return absl::OkStatus();
@@ -167,6 +173,7 @@ void AppendNewline(const JsonDumpOptions& o, int level, std::string* out) {
 
 absl::Status AppendJson(const Value& v, const JsonDumpOptions& o, int level, std::string* out) {
   if (level > kMaxValueDepth) return TooDeep();
+  if (out->size() > kMaxFormattedBytes) return TooLong();
   switch (v.kind()) {
     case Value::Kind::kNone:
       *out += "null";
@@ -283,18 +290,21 @@ absl::StatusOr<Value> FromJsonAt(const nlohmann::ordered_json& json, int depth) 
 absl::StatusOr<std::string> ToPythonStr(const Value& v) {
   std::string out;
   RETURN_IF_ERROR(AppendStr(v, 0, &out));
+  if (out.size() > kMaxFormattedBytes) return TooLong();
   return out;
 }
 
 absl::StatusOr<std::string> ToPythonRepr(const Value& v) {
   std::string out;
   RETURN_IF_ERROR(AppendRepr(v, 0, &out));
+  if (out.size() > kMaxFormattedBytes) return TooLong();
   return out;
 }
 
 absl::StatusOr<std::string> ToJson(const Value& v, const JsonDumpOptions& options) {
   std::string out;
   RETURN_IF_ERROR(AppendJson(v, options, 0, &out));
+  if (out.size() > kMaxFormattedBytes) return TooLong();
   return out;
 }
 

@@ -14,9 +14,11 @@ namespace pagoda::jinja {
 // How deep lists and dicts may nest when printed, serialized or read from JSON: a namespace
 // can hold itself, and JSON from a request can nest without end.
 inline constexpr int kMaxValueDepth = 256;
+// How long one formatted value may get: a list can hold one long string many times over.
+inline constexpr size_t kMaxFormattedBytes = 64 << 20;
 
 // Python's str(x) as jinja2 prints it: an undefined prints as "", None as "None", a list
-// as its repr. Fails only on values nested beyond kMaxValueDepth.
+// as its repr. RESOURCE_EXHAUSTED past kMaxFormattedBytes or kMaxValueDepth.
 absl::StatusOr<std::string> ToPythonStr(const Value& v);
 // Python's repr(x).
 absl::StatusOr<std::string> ToPythonRepr(const Value& v);
