@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace pagoda::jinja {
 
@@ -192,17 +193,16 @@ std::string FormatFloat(double f) {
   // Shortest round-trip digits in scientific form ("d.ddde±x"), then laid out as repr does.
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), f, std::chars_format::scientific);
-  std::string sci(buf, ec == std::errc() ? end : buf);
-  std::string sign;
-  if (!sci.empty() && sci[0] == '-') {
-    sign = "-";
-    sci.erase(0, 1);
-  }
+  const char* begin = buf;
+  const bool negative = buf[0] == '-';
+  if (negative) ++begin;
+  const std::string sci(begin, ec == std::errc() ? end : begin);
   const size_t e_pos = sci.find('e');
+  if (e_pos == std::string::npos || e_pos == 0) return "nan";  // to_chars cannot fail here
   std::string digits = sci.substr(0, e_pos);
   digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-  const int exponent = std::stoi(sci.substr(e_pos + 1));
-  std::string out = sign;
+  const int exponent = std::atoi(sci.c_str() + e_pos + 1);
+  std::string out(negative ? 1 : 0, '-');
   if (exponent >= -4 && exponent < 16) {
     if (exponent >= 0) {
       if (digits.size() < static_cast<size_t>(exponent) + 1) digits.resize(exponent + 1, '0');
