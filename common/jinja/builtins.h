@@ -14,6 +14,8 @@ namespace pagoda::jinja {
 
 absl::StatusOr<Value> ApplyFilter(Interpreter& interp, absl::string_view name, const Value& subject,
                                   CallArgs& args);
+// Whether `name` is a filter (for the `filter` test).
+bool HasFilter(absl::string_view name);
 absl::StatusOr<bool> ApplyTest(Interpreter& interp, absl::string_view name, const Value& subject,
                                CallArgs& args);
 // `obj.name` as jinja2's sandboxed getattr: a method (bound to obj), a dict key, or an
