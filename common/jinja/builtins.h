@@ -1,5 +1,6 @@
-// jinja2's and Python's library as templates see it: filters, tests, the methods of str,
-// dict and list (the sandbox refuses the mutating ones) and the globals.
+// jinja2's and Python's library as templates see it: filters (filters.cc), tests
+// (builtin_tests.cc), the methods of str, dict and list, where the sandbox refuses the mutating
+// ones (methods.cc), and the globals (globals.cc).
 #ifndef PAGODA_COMMON_JINJA_BUILTINS_H_
 #define PAGODA_COMMON_JINJA_BUILTINS_H_
 
@@ -12,10 +13,12 @@
 
 namespace pagoda::jinja {
 
+// `subject | name(args)`; INVALID_ARGUMENT for an unknown filter.
 absl::StatusOr<Value> ApplyFilter(Interpreter& interp, absl::string_view name, const Value& subject,
                                   CallArgs& args);
 // Whether `name` is a filter (for the `filter` test).
 bool HasFilter(absl::string_view name);
+// `subject is name(args)`; INVALID_ARGUMENT for an unknown test.
 absl::StatusOr<bool> ApplyTest(Interpreter& interp, absl::string_view name, const Value& subject,
                                CallArgs& args);
 // `obj.name` as jinja2's sandboxed getattr: a method (bound to obj), a dict key, or an

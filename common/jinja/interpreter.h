@@ -1,5 +1,5 @@
 // Renders a parsed template: scopes, statements and expressions, within the bounds of
-// RenderLimits. Filters, tests, methods and globals live in builtins.cc. Internal to
+// RenderLimits. Filters, tests, methods and globals are declared in builtins.h. Internal to
 // pagoda_jinja; users go through Template (template.h).
 #ifndef PAGODA_COMMON_JINJA_INTERPRETER_H_
 #define PAGODA_COMMON_JINJA_INTERPRETER_H_
