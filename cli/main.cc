@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/bench_command.h"
 #include "cli/generate_command.h"
+#include "cli/render_template_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
 #include "common/command_line.h"
@@ -74,6 +75,11 @@ ABSL_FLAG(double, range_ratio, 0.0, "lengths uniform in [len(1-r), len(1+r)]");
 ABSL_FLAG(int, system_prompt_len, 1024, "chat: tokens of the shared system prompt");
 ABSL_FLAG(int, turns, 4, "chat: requests per conversation");
 ABSL_FLAG(std::string, metrics, "", "the router's metrics HOST:PORT, sampled during the run");
+ABSL_FLAG(std::string, template_file, "", "a Jinja chat template file");
+ABSL_FLAG(std::string, context_file, "", "a JSON object of template variables");
+ABSL_FLAG(std::string, now, "",
+          "the time strftime_now() formats, e.g. 2026-11-22T00:00:00; default "
+          "$PAGODA_TEMPLATE_NOW, else the clock");
 
 namespace {
 
@@ -88,7 +94,9 @@ constexpr char kUsage[] =
     "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
     "            [--system-prompt-len=N --turns=T]\n"
     "            [--metrics=HOST:PORT] [--seed=S] [--json]: load generator\n"
-    "  tokenize  --tokenizer=PATH (--text=S | --texts-file=F.json)\n";
+    "  tokenize  --tokenizer=PATH (--text=S | --texts-file=F.json)\n"
+    "  render-template  (--template-file=T | --model=DIR) --context-file=C.json [--now=TIME]:\n"
+    "            prints a chat template's rendering\n";
 
 pagoda::ProgramUsage Usage() {
   return {"pagoda",
@@ -112,6 +120,9 @@ pagoda::ProgramUsage Usage() {
                 "turns", "metrics", "seed", "json"},
                {"bench"}},
               {"Tokenize", {"tokenizer", "text", "texts_file"}, {"tokenize"}},
+              {"Render template",
+               {"template_file", "model", "context_file", "now"},
+               {"render-template"}},
           }};
 }
 
@@ -249,6 +260,15 @@ int Tokenize() {
   return pagoda::TokenizeCommand(o, std::cout, std::cerr);
 }
 
+int RenderTemplate() {
+  pagoda::RenderTemplateOptions o;
+  o.template_file = absl::GetFlag(FLAGS_template_file);
+  o.model = absl::GetFlag(FLAGS_model);
+  o.context_file = absl::GetFlag(FLAGS_context_file);
+  o.now = absl::GetFlag(FLAGS_now);
+  return pagoda::RenderTemplateCommand(o, std::cout, std::cerr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,6 +281,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return Generate(pagoda::RepeatedFlagValues(argc, argv, "stop"));
   if (command == "bench") return Bench();
   if (command == "tokenize") return Tokenize();
+  if (command == "render-template") return RenderTemplate();
   std::cerr << kUsage;
   return 2;
 }

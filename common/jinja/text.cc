@@ -1,0 +1,225 @@
+#include "common/jinja/text.h"
+
+#include <cctype>
+
+namespace pagoda::jinja {
+
+char32_t DecodeCodePoint(std::string_view s, size_t i, size_t* length) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char lead = b(0);
+  *length = 1;
+  if (lead < 0x80) return lead;
+  size_t n;
+  char32_t c;
+  char32_t min;
+  if ((lead & 0xE0) == 0xC0) {
+    n = 2, c = lead & 0x1F, min = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    n = 3, c = lead & 0x0F, min = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    n = 4, c = lead & 0x07, min = 0x10000;
+  } else {
+    return 0xFFFD;
+  }
+  if (i + n > s.size()) return 0xFFFD;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xC0) != 0x80) return 0xFFFD;
+    c = (c << 6) | (b(k) & 0x3F);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are invalid, one byte at a time.
+  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0xFFFD;
+  *length = n;
+  return c;
+}
+
+std::u32string ToCodePoints(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t length = 0;
+    out += DecodeCodePoint(s, i, &length);
+    i += length;
+  }
+  return out;
+}
+
+void AppendCodePoint(char32_t c, std::string* out) {
+  if (c < 0x80) {
+    *out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    *out += static_cast<char>(0xC0 | (c >> 6));
+    *out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    *out += static_cast<char>(0xE0 | (c >> 12));
+    *out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    *out += static_cast<char>(0xF0 | (c >> 18));
+    *out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    *out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+std::string FromCodePoints(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char32_t c : s) AppendCodePoint(c, &out);
+  return out;
+}
+
+size_t CodePointCount(std::string_view s) {
+  size_t count = 0;
+  for (size_t i = 0; i < s.size();) {
+    size_t length = 0;
+    DecodeCodePoint(s, i, &length);
+    i += length;
+    ++count;
+  }
+  return count;
+}
+
+bool IsPythonSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
+std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left,
+                  bool right) {
+  const std::u32string cps = ToCodePoints(s);
+  const std::u32string set = chars ? ToCodePoints(*chars) : std::u32string();
+  const auto strippable = [&](char32_t c) {
+    return chars ? set.find(c) != std::u32string::npos : IsPythonSpace(c);
+  };
+  size_t begin = 0;
+  size_t end = cps.size();
+  if (left) {
+    while (begin < end && strippable(cps[begin])) ++begin;
+  }
+  if (right) {
+    while (end > begin && strippable(cps[end - 1])) --end;
+  }
+  return FromCodePoints(std::u32string_view(cps).substr(begin, end - begin));
+}
+
+std::vector<std::string> Split(std::string_view s, const std::optional<std::string>& sep,
+                               int64_t maxsplit) {
+  std::vector<std::string> parts;
+  if (sep) {
+    size_t start = 0;
+    while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
+      const size_t at = s.find(*sep, start);
+      if (at == std::string_view::npos) break;
+      parts.emplace_back(s.substr(start, at - start));
+      start = at + sep->size();
+    }
+    parts.emplace_back(s.substr(start));
+    return parts;
+  }
+  const std::u32string cps = ToCodePoints(s);
+  size_t i = 0;
+  while (true) {
+    while (i < cps.size() && IsPythonSpace(cps[i])) ++i;
+    if (i == cps.size()) break;
+    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+      size_t end = cps.size();
+      while (end > i && IsPythonSpace(cps[end - 1])) --end;
+      parts.push_back(FromCodePoints(std::u32string_view(cps).substr(i, end - i)));
+      break;
+    }
+    const size_t start = i;
+    while (i < cps.size() && !IsPythonSpace(cps[i])) ++i;
+    parts.push_back(FromCodePoints(std::u32string_view(cps).substr(start, i - start)));
+  }
+  return parts;
+}
+
+std::string Replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
+  std::string out;
+  if (from.empty()) {
+    // Python inserts `to` around every code point.
+    int64_t done = 0;
+    for (size_t i = 0; i < s.size();) {
+      if (count < 0 || done < count) {
+        out += to;
+        ++done;
+      }
+      size_t length = 0;
+      DecodeCodePoint(s, i, &length);
+      out += s.substr(i, length);
+      i += length;
+    }
+    if (count < 0 || done < count) out += to;
+    return out;
+  }
+  size_t start = 0;
+  int64_t done = 0;
+  while (count < 0 || done < count) {
+    const size_t at = s.find(from, start);
+    if (at == std::string_view::npos) break;
+    out += s.substr(start, at - start);
+    out += to;
+    start = at + from.size();
+    ++done;
+  }
+  out += s.substr(start);
+  return out;
+}
+
+std::string AsciiUpper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return out;
+}
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+namespace {
+bool IsAsciiAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+}  // namespace
+
+std::string PythonTitle(std::string_view s) {
+  std::string out(s);
+  bool previous_cased = false;
+  for (char& c : out) {
+    if (IsAsciiAlpha(c)) {
+      c = previous_cased ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+                         : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      previous_cased = true;
+    } else {
+      previous_cased = false;
+    }
+  }
+  return out;
+}
+
+std::string PythonCapitalize(std::string_view s) {
+  std::string out = AsciiLower(s);
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 32);
+  return out;
+}
+
+std::vector<std::string> SplitLines(std::string_view s) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n' || s[i] == '\r') {
+      lines.emplace_back(s.substr(start, i - start));
+      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+      start = i + 1;
+    }
+  }
+  if (start < s.size()) lines.emplace_back(s.substr(start));
+  return lines;
+}
+
+}  // namespace pagoda::jinja
