@@ -1,6 +1,7 @@
 #include "common/hf_tokenizer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <queue>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,89 @@ int ByteTokenValue(const std::string& piece) {
     v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -100);
   }
   return v >= 0 ? v : -1;
+}
+
+// The special tokens of a token reference: "<s>" or an AddedToken object {"content": "<s>"}.
+absl::StatusOr<int> SpecialTokenId(const JsonValue* v, const std::string& what,
+                                   const absl::flat_hash_map<std::string, int>& ids) {
+  const JsonValue* content = v;
+  if (v != nullptr && v->has_struct_value()) content = JsonMember(*v, "content");
+  if (content == nullptr || !content->has_string_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not set"));
+  }
+  auto it = ids.find(content->string_value());
+  if (it == ids.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " \"", content->string_value(), "\" is not in the vocabulary"));
+  }
+  return it->second;
+}
+
+// The ids a post_processor puts before and after a single sequence.
+absl::Status PostProcessorIds(const JsonValue& p, const std::string& what,
+                              const absl::flat_hash_map<std::string, int>& ids,
+                              std::vector<int>* prefix, std::vector<int>* suffix) {
+  ASSIGN_OR_RETURN(std::string type, JsonString(p, "type", what));
+  if (type == "ByteLevel") return absl::OkStatus();  // only adjusts offsets
+  if (type == "Sequence") {
+    const JsonValue* list = JsonMember(p, "processors");
+    if (list == nullptr || !list->has_list_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": Sequence needs processors"));
+    }
+    for (const JsonValue& e : list->list_value().values()) {
+      RETURN_IF_ERROR(PostProcessorIds(e, what, ids, prefix, suffix));
+    }
+    return absl::OkStatus();
+  }
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    for (const char* key : {"cls", "sep"}) {
+      const JsonValue* pair = JsonMember(p, key);
+      if (pair == nullptr || !pair->has_list_value() || pair->list_value().values_size() != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " must be [token, id]"));
+      }
+      ASSIGN_OR_RETURN(int64_t id, JsonAsInt(pair->list_value().values(1), what));
+      (std::string(key) == "cls" ? prefix : suffix)->push_back(static_cast<int>(id));
+    }
+    return absl::OkStatus();
+  }
+  if (type != "TemplateProcessing") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": type ", type,
+        " is not supported (TemplateProcessing, ByteLevel, Bert/RobertaProcessing, Sequence)"));
+  }
+  const JsonValue* single = JsonMember(p, "single");
+  const JsonValue* specials = JsonMember(p, "special_tokens");
+  if (single == nullptr || !single->has_list_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": TemplateProcessing needs single"));
+  }
+  bool seen_sequence = false;
+  for (const JsonValue& item : single->list_value().values()) {
+    if (JsonMember(item, "Sequence") != nullptr) {
+      seen_sequence = true;
+      continue;
+    }
+    const JsonValue* special = JsonMember(item, "SpecialToken");
+    if (special == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": a template piece is neither Sequence nor SpecialToken"));
+    }
+    ASSIGN_OR_RETURN(std::string name, JsonString(*special, "id", what));
+    const JsonValue* entry = specials ? JsonMember(*specials, name) : nullptr;
+    const JsonValue* entry_ids = entry ? JsonMember(*entry, "ids") : nullptr;
+    std::vector<int>* out = seen_sequence ? suffix : prefix;
+    if (entry_ids != nullptr && entry_ids->has_list_value()) {
+      for (const JsonValue& id : entry_ids->list_value().values()) {
+        ASSIGN_OR_RETURN(int64_t i, JsonAsInt(id, absl::StrCat(what, ": ", name)));
+        out->push_back(static_cast<int>(i));
+      }
+    } else {
+      JsonValue token;
+      token.set_string_value(name);
+      ASSIGN_OR_RETURN(int id, SpecialTokenId(&token, absl::StrCat(what, ": token"), ids));
+      out->push_back(id);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -173,6 +257,39 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
     if (auto it = t->ids_.find(eos); it != t->ids_.end()) {
       t->eos_id_ = it->second;
       break;
+    }
+  }
+  // Special tokens: the post_processor's, unless tokenizer_config.json says otherwise.
+  if (const JsonValue* post = JsonMember(j, "post_processor"); post != nullptr) {
+    RETURN_IF_ERROR(PostProcessorIds(*post, path + ": post_processor", t->ids_, &t->prefix_ids_,
+                                     &t->suffix_ids_));
+  }
+  const std::string config_path =
+      (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  if (std::filesystem::exists(config_path)) {
+    ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(config_path));
+    ASSIGN_OR_RETURN(JsonValue config, ParseJson(config_text, config_path));
+    for (const bool bos : {true, false}) {
+      const JsonValue* add = JsonMember(config, bos ? "add_bos_token" : "add_eos_token");
+      if (add == nullptr) continue;
+      if (!add->has_bool_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            config_path, ": ", bos ? "add_bos_token" : "add_eos_token", " is not true or false"));
+      }
+      std::vector<int>& ids = bos ? t->prefix_ids_ : t->suffix_ids_;
+      ids.clear();
+      if (!add->bool_value()) continue;
+      const char* key = bos ? "bos_token" : "eos_token";
+      ASSIGN_OR_RETURN(int id, SpecialTokenId(JsonMember(config, key),
+                                              absl::StrCat(config_path, ": ", key), t->ids_));
+      ids.push_back(id);
+    }
+  }
+  for (const std::vector<int>* ids : {&t->prefix_ids_, &t->suffix_ids_}) {
+    for (int id : *ids) {
+      if (id < 0 || id >= t->vocab_size()) {
+        return bad("special token id ", id, " is outside the vocabulary");
+      }
     }
   }
   // Normalizer: Prepend and Replace(String), alone or in a Sequence.

@@ -5,6 +5,9 @@
 //    of up to 3, or singly), then GPT-2's bytes-to-unicode mapping; `ignore_merges` honoured.
 // Merges apply by rank. Added tokens (special ones included) are matched in the text before
 // anything else, as Hugging Face does. Other pre-tokenizers and normalizers are refused.
+// Special tokens added around a text: the post_processor (TemplateProcessing, Bert/Roberta,
+// ByteLevel, a Sequence of them), overridden by add_bos_token / add_eos_token in a
+// tokenizer_config.json beside the file when it sets them (as LlamaTokenizerFast does).
 #ifndef PAGODA_COMMON_HF_TOKENIZER_H_
 #define PAGODA_COMMON_HF_TOKENIZER_H_
 
@@ -23,6 +26,7 @@ class HfTokenizer final : public Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& path);
 
+  using Tokenizer::Encode;
   std::vector<int> Encode(std::string_view text) const override;
   std::string TokenBytes(int prev_id, int id) const override;
   int vocab_size() const override { return static_cast<int>(pieces_.size()); }

@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::Load(const s
         absl::StrCat(path, ": tokenizer vocab size ", tok->vocab_size(),
                      " does not match the model's ", expected_vocab_size));
   }
+  tok->prefix_ids_ = {1};
   return tok;
 }
 

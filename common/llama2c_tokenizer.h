@@ -5,6 +5,7 @@
 //
 // File: int32 max_token_length, then per token {float32 score, int32 len, char bytes[len]};
 // the vocabulary size is the number of entries up to the end of the file.
+// With special tokens, BOS (1) comes first, as run.c always adds it.
 #ifndef PAGODA_COMMON_LLAMA2C_TOKENIZER_H_
 #define PAGODA_COMMON_LLAMA2C_TOKENIZER_H_
 
@@ -24,6 +25,7 @@ class Llama2cTokenizer final : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Load(const std::string& path,
                                                                 int expected_vocab_size = 0);
 
+  using Tokenizer::Encode;
   std::vector<int> Encode(std::string_view text) const override;
   std::string TokenBytes(int prev_id, int id) const override;
   int vocab_size() const override { return static_cast<int>(pieces_.size()); }

@@ -3,6 +3,7 @@
 // ids; decode is streaming-safe; malformed files are refused with a reason.
 #include "common/hf_tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_split.h"
@@ -184,6 +185,103 @@ TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
     auto t = LoadTokenizer(path);
     ASSERT_FALSE(t.ok()) << c.json;
     EXPECT_THAT(t.status().message(), HasSubstr(c.message)) << c.json;
+  }
+}
+
+// --- Special tokens around a text ---------------------------------------------------------
+
+// A tiny BPE tokenizer.json with `post_processor` (raw JSON) and, when not empty, a
+// tokenizer_config.json beside it; returns the tokenizer.json's path.
+std::string TinyTokenizer(const std::string& post_processor, const std::string& config = "") {
+  static int n = 0;
+  const std::string dir = testing::TempDir() + "/special" + std::to_string(++n);
+  std::filesystem::create_directories(dir);
+  testing::WriteFile(dir + "/tokenizer.json",
+                     R"({"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2, "b": 3},)"
+                     R"( "merges": []}, "post_processor": )" +
+                         post_processor + "}");
+  if (!config.empty()) testing::WriteFile(dir + "/tokenizer_config.json", config);
+  return dir + "/tokenizer.json";
+}
+
+std::vector<int> EncodeWithSpecials(const std::string& path, const std::string& text) {
+  auto t = LoadTokenizer(path);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? (*t)->Encode(text, /*add_special_tokens=*/true) : std::vector<int>{-1};
+}
+
+TEST(HfTokenizerSpecialTokensTest, EachTokenizerAddsExactlyWhatItDefines) {
+  // Llama 2 style: TemplateProcessing "<s> $A" (and tokenizer_config add_bos_token true).
+  auto small = Load("models/stories260K-hf/tokenizer.json");
+  ASSERT_NE(small, nullptr);
+  for (const testing::GoldenCase& c : testing::LoadGoldenCases()) {
+    EXPECT_EQ(small->Encode(c.prompt, true), c.prompt_ids) << c.prompt;
+  }
+  auto llama2 = Load("models/llama2-tokenizer/tokenizer.json");
+  ASSERT_NE(llama2, nullptr);
+  EXPECT_EQ(llama2->prefix_ids(), std::vector<int>({1}));
+  EXPECT_TRUE(llama2->suffix_ids().empty());
+  // Qwen: a ByteLevel post-processor and add_bos_token false add nothing (transformers gives
+  // [12522, 5193, ...] for a text, no BOS).
+  auto qwen = Load("models/qwen3-tokenizer/tokenizer.json");
+  ASSERT_NE(qwen, nullptr);
+  EXPECT_TRUE(qwen->prefix_ids().empty());
+  EXPECT_TRUE(qwen->suffix_ids().empty());
+  EXPECT_EQ(qwen->Encode("Hello world", true), qwen->Encode("Hello world"));
+  // llama2.c's tokenizer.bin: BOS always, as run.c does.
+  auto bin = Load("models/stories260K/tok512.bin");
+  ASSERT_NE(bin, nullptr);
+  EXPECT_EQ(bin->Encode("Once upon a time", true), testing::LoadGoldenCases().front().prompt_ids);
+  EXPECT_EQ(bin->Encode("a", false), bin->Encode("a"));
+}
+
+TEST(HfTokenizerSpecialTokensTest, PostProcessorsAndConfigOverrides) {
+  const std::string bos_template =
+      R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},)"
+      R"( {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],)"
+      R"( "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},)"
+      R"( "</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}})";
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(bos_template), "ab"), std::vector<int>({0, 2, 3, 1}));
+  // Llama 3's real file: Sequence[ByteLevel, TemplateProcessing].
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(R"({"type": "Sequence", "processors": [)"
+                                             R"({"type": "ByteLevel"}, )" +
+                                             bos_template + "]}"),
+                               "a"),
+            std::vector<int>({0, 2, 1}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(R"({"type": "ByteLevel"})"), "ab"),
+            std::vector<int>({2, 3}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer("null"), "ab"), std::vector<int>({2, 3}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(R"({"type": "RobertaProcessing", "sep": ["</s>", 1],)"
+                                             R"( "cls": ["<s>", 0]})"),
+                               "a"),
+            std::vector<int>({0, 2, 1}));
+  // tokenizer_config.json's add_bos_token / add_eos_token decide when set.
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(bos_template, R"({"add_bos_token": false})"), "a"),
+            std::vector<int>({2, 1}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer("null", R"({"add_bos_token": true, "bos_token": )"
+                                                     R"({"content": "<s>"}, "add_eos_token": true,)"
+                                                     R"( "eos_token": "</s>"})"),
+                               "a"),
+            std::vector<int>({0, 2, 1}));
+  // Without special tokens nothing is added.
+  auto t = LoadTokenizer(TinyTokenizer(bos_template));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->Encode("ab", false), std::vector<int>({2, 3}));
+
+  struct Case {
+    std::string post, config, message;
+  };
+  const std::vector<Case> bad = {
+      {R"({"type": "Unknown"})", "", "type Unknown is not supported"},
+      {R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<x>"}}]})", "",
+       "\"<x>\" is not in the vocabulary"},
+      {"null", R"({"add_bos_token": true, "bos_token": null})", "bos_token is not set"},
+      {"null", R"({"add_bos_token": "yes"})", "add_bos_token is not true or false"},
+  };
+  for (const Case& c : bad) {
+    auto r = LoadTokenizer(TinyTokenizer(c.post, c.config));
+    ASSERT_FALSE(r.ok()) << c.post << c.config;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message));
   }
 }
 
