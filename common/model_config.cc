@@ -18,7 +18,7 @@ std::string ModelConfig::Fingerprint() const {
           ? absl::StrCat(",rope_scaling=llama3:", rope_scaling_factor, ":", rope_low_freq_factor,
                          ":", rope_high_freq_factor, ":", rope_original_max_position)
           : "",
-      qkv_bias ? ",qkv_bias" : "");
+      qkv_bias ? ",qkv_bias" : "", qk_norm ? ",qk_norm" : "");
 }
 
 float ModelConfig::RopeFrequency(int i) const {
