@@ -16,12 +16,6 @@ namespace {
 
 constexpr char kSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's word boundary
 
-// The split patterns of the byte-level tokenizers we implement (by hand, in PreTokenize).
-constexpr char kLlama3Pattern[] =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-constexpr char kQwenPattern[] =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-
 uint64_t PairKey(int a, int b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
@@ -125,6 +119,13 @@ absl::Status PostProcessorIds(const JsonValue& p, const std::string& what,
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return FromJson(j, path, dir.empty() ? "." : dir.string());
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonValue& j,
+                                                                   const std::string& path,
+                                                                   const std::string& config_dir) {
   auto bad = [&](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));
   };
@@ -265,8 +266,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
                                      &t->suffix_ids_));
   }
   const std::string config_path =
-      (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
-  if (std::filesystem::exists(config_path)) {
+      (std::filesystem::path(config_dir) / "tokenizer_config.json").string();
+  if (!config_dir.empty() && std::filesystem::exists(config_path)) {
     ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(config_path));
     ASSIGN_OR_RETURN(JsonValue config, ParseJson(config_text, config_path));
     for (const bool bos : {true, false}) {
@@ -283,6 +284,10 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
       ASSIGN_OR_RETURN(int id, SpecialTokenId(JsonMember(config, key),
                                               absl::StrCat(config_path, ": ", key), t->ids_));
       ids.push_back(id);
+    }
+    if (const JsonValue* chat = JsonMember(config, "chat_template");
+        chat && chat->has_string_value()) {
+      t->chat_template_ = chat->string_value();
     }
   }
   for (const std::vector<int>* ids : {&t->prefix_ids_, &t->suffix_ids_}) {

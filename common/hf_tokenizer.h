@@ -18,13 +18,25 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/json.h"
 #include "common/tokenizer.h"
 
 namespace pagoda {
 
+// The split patterns of the byte-level tokenizers pre-tokenized by hand (PreTokenize).
+inline constexpr char kLlama3Pattern[] =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+inline constexpr char kQwenPattern[] =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+
 class HfTokenizer final : public Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& path);
+  // From a parsed tokenizer.json (`what` names it in errors); tokenizer_config.json is read
+  // from `config_dir` when that is not empty.
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(const JsonValue& j,
+                                                               const std::string& what,
+                                                               const std::string& config_dir);
 
   using Tokenizer::Encode;
   std::vector<int> Encode(std::string_view text) const override;
@@ -32,6 +44,15 @@ class HfTokenizer final : public Tokenizer {
   int vocab_size() const override { return static_cast<int>(pieces_.size()); }
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }
+
+  // For loaders that know better than the file's names (GGUF): the special tokens around a
+  // text, and BOS / EOS (kept when negative).
+  void SetSpecialTokens(std::vector<int> prefix, std::vector<int> suffix, int bos, int eos) {
+    prefix_ids_ = std::move(prefix);
+    suffix_ids_ = std::move(suffix);
+    if (bos >= 0) bos_id_ = bos;
+    if (eos >= 0) eos_id_ = eos;
+  }
 
  private:
   HfTokenizer() = default;
