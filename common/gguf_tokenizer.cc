@@ -12,9 +12,6 @@ namespace {
 
 enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5 };
 
-constexpr char kGpt2Pattern[] =
-    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
-
 // llama.cpp's pre-tokenizer names and the Hugging Face split regex each stands for.
 struct PreTokenizer {
   const char* name;
