@@ -1,6 +1,7 @@
 #include "common/gguf_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -51,9 +52,6 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
                ") must equal the head size (", head_dim, ")");
   }
   if (scaling != "none") return bad(k, "rope.scaling.type \"", scaling, "\" is not supported");
-  if (f.HasTensor("rope_freqs.weight")) {
-    return bad("rope_freqs.weight (Llama 3.1 RoPE frequency factors) is not supported yet");
-  }
   auto embd = f.tensors().find("token_embd.weight");
   if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
     return bad("no 2-dimensional token_embd.weight tensor");
@@ -80,6 +78,15 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   c.tied_embeddings = !f.HasTensor("output.weight");
   c.qkv_bias = f.HasTensor("blk.0.attn_q.bias");
   c.qk_norm = arch == "qwen3";
+  if (f.HasTensor("rope_freqs.weight")) {  // Llama 3.1's scaling, as llama.cpp stores it
+    const int64_t shape[] = {head_dim / 2};
+    ASSIGN_OR_RETURN(c.rope_freq_factors, f.Read("rope_freqs.weight", shape));
+    for (float factor : c.rope_freq_factors) {
+      if (!(factor > 0) || !std::isfinite(factor)) {
+        return bad("rope_freqs.weight holds ", factor, "; factors must be positive");
+      }
+    }
+  }
   ASSIGN_OR_RETURN(int64_t bos, f.IntOr("tokenizer.ggml.bos_token_id", 1));
   c.bos_id = static_cast<int>(bos);
   c.eos_ids.clear();

@@ -285,6 +285,16 @@ void WriteGgufModel(const ModelWeights& w, const std::string& arch, GgmlType typ
   auto vec = [&](const std::string& name, const std::vector<float>& v) {
     g.AddF32Tensor(name, {static_cast<int64_t>(v.size())}, v);
   };
+  if (c.rope_scaling_factor > 0) {
+    // Llama 3.1's scaling as llama.cpp's converter stores it: a factor per frequency.
+    ModelConfig plain = c;
+    plain.rope_scaling_factor = 0;
+    std::vector<float> factors;
+    for (int i = 0; i < c.head_dim / 2; ++i) {
+      factors.push_back(plain.RopeFrequency(i) / c.RopeFrequency(i));
+    }
+    vec("rope_freqs.weight", factors);
+  }
   matrix("token_embd.weight", {c.vocab_size, c.dim}, w.token_embedding);
   vec("output_norm.weight", w.final_norm);
   if (!c.tied_embeddings) matrix("output.weight", {c.vocab_size, c.dim}, w.classifier);
@@ -317,6 +327,7 @@ struct GgufVariant {
   std::string name, arch;
   GgmlType type;
   bool tied;
+  float rope_scaling = 0;  // Llama 3.1 scaling, written as rope_freqs.weight
 };
 
 void PrintTo(const GgufVariant& v, std::ostream* os) { *os << v.name; }
@@ -333,6 +344,8 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   c.tied_embeddings = v.tied;
   c.eos_ids = {2};
   c.rope_style = v.arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
+  c.rope_scaling_factor = v.rope_scaling;
+  c.rope_original_max_position = 64;  // so the scaling bends frequencies in this short context
   if (v.arch == "qwen3") {
     c.qk_norm = true;
     c.head_dim = 16;
@@ -364,14 +377,24 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   for (size_t i = 0; i < a.size(); ++i) {
     float amax = 0;  // of the Q8_0 block
     for (size_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(a[j]));
-    const float tolerance = v.type == GgmlType::kF32    ? 0
-                            : v.type == GgmlType::kF16  ? std::fabs(a[i]) / 1024
-                            : v.type == GgmlType::kBF16 ? std::fabs(a[i]) / 128
-                                                        : amax / 127 * 0.5f * 1.01f;
+    const float tolerance = v.type == GgmlType::kF32   ? 0
+                            : v.type == GgmlType::kF16 ? std::fabs(a[i]) / 1024
+                            : v.type == GgmlType::kBF16
+                                ? std::fabs(a[i]) / 128
+                                : amax / 127 * 0.57f;  // half a step + f16 scale
     ASSERT_LE(std::fabs(a[i] - b[i]), tolerance) << v.name << " value " << i;
   }
   const std::vector<int> tokens = {1, 7, 99, 250, 31, 4, 400, 12, 77, 5, 300, 61, 2, 90, 18};
   const std::vector<double> want = testing::ReferenceLogits(*loaded, tokens);
+  EXPECT_EQ(loaded->config.rope_freq_factors.empty(), v.rope_scaling == 0);
+  if (v.rope_scaling > 0 && v.type == GgmlType::kF32) {
+    // The factors compute what the scaling does (the reference of the original config).
+    const std::vector<double> scaled = testing::ReferenceLogits(w, tokens);
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, std::fabs(want[i] - scaled[i]));
+    EXPECT_LE(worst, 1e-4);
+  }
   const std::vector<float> got = PromptLogits(*std::move(loaded), tokens);
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
@@ -381,12 +404,13 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, GgufRoundTripTest,
-    ::testing::Values(GgufVariant{"llama_f32", "llama", GgmlType::kF32, false},
-                      GgufVariant{"llama_q8_0", "llama", GgmlType::kQ8_0, true},
-                      GgufVariant{"qwen2_f16", "qwen2", GgmlType::kF16, false},
-                      GgufVariant{"qwen2_q8_0", "qwen2", GgmlType::kQ8_0, true},
-                      GgufVariant{"qwen3_bf16", "qwen3", GgmlType::kBF16, true},
-                      GgufVariant{"qwen3_q8_0", "qwen3", GgmlType::kQ8_0, false}),
+    ::testing::Values(GgufVariant{"llama_f32", "llama", GgmlType::kF32, false, 0},
+                      GgufVariant{"llama31_rope_freqs_f32", "llama", GgmlType::kF32, true, 8},
+                      GgufVariant{"llama_q8_0", "llama", GgmlType::kQ8_0, true, 0},
+                      GgufVariant{"qwen2_f16", "qwen2", GgmlType::kF16, false, 0},
+                      GgufVariant{"qwen2_q8_0", "qwen2", GgmlType::kQ8_0, true, 0},
+                      GgufVariant{"qwen3_bf16", "qwen3", GgmlType::kBF16, true, 0},
+                      GgufVariant{"qwen3_q8_0", "qwen3", GgmlType::kQ8_0, false, 0}),
     [](const auto& info) { return info.param.name; });
 
 // --- Quantized blocks -------------------------------------------------------------------------

@@ -30,7 +30,8 @@ Vec RmsNorm(const double* x, const std::vector<float>& w, int n, double eps) {
 
 // transformers' _compute_llama3_parameters, in double.
 double InvFreq(const ModelConfig& c, int i) {
-  const double freq = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.head_dim);
+  double freq = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.head_dim);
+  if (!c.rope_freq_factors.empty()) freq /= c.rope_freq_factors[i];
   if (c.rope_scaling_factor <= 0) return freq;
   const double wavelen = 2 * M_PI / freq;
   const double low = c.rope_original_max_position / c.rope_low_freq_factor;
