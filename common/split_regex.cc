@@ -36,9 +36,13 @@ std::vector<std::pair<size_t, size_t>> SplitRegex::Split(absl::string_view text)
   size_t gap = 0;  // start of the text not yet in a piece
   size_t at = 0;
   while (at <= text.size()) {
-    const int rc =
-        pcre2_match(Code(code_), subject, text.size(), at, PCRE2_NO_UTF_CHECK, match, nullptr);
-    if (rc < 0) break;  // no further match (or a matching error: the rest is one piece)
+    int rc = pcre2_match(Code(code_), subject, text.size(), at, PCRE2_NO_UTF_CHECK, match, nullptr);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+      // The JIT's stack ran out (a very long run): the interpreter keeps its state on the heap.
+      rc = pcre2_match(Code(code_), subject, text.size(), at, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                       match, nullptr);
+    }
+    if (rc < 0) break;  // no further match (or still an error: the rest is one piece)
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
     const size_t begin = ovector[0], end = ovector[1];
     if (end == begin) {

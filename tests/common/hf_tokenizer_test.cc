@@ -185,6 +185,15 @@ TEST(SplitRegexTest, IsolatesEveryMatchAndKeepsTheGapsBetween) {
   for (const auto& [b, e] : (*empty)->Split(text2)) pieces.push_back(text2.substr(b, e - b));
   EXPECT_EQ(pieces, std::vector<std::string>({"é", "xx", "a"}));
   EXPECT_THAT(SplitRegex::Compile("(unclosed").status().message(), HasSubstr("offset"));
+  // Long runs split as they should (no JIT stack limit cuts them short).
+  auto llama3 = SplitRegex::Compile(kLlama3Pattern);
+  ASSERT_TRUE(llama3.ok());
+  const std::string spaces = std::string(200000, ' ') + "ab" + std::string(100000, '7');
+  const auto long_pieces = (*llama3)->Split(spaces);
+  ASSERT_GE(long_pieces.size(), 3u);
+  EXPECT_EQ(long_pieces[0], std::make_pair(size_t{0}, size_t{199999}));
+  EXPECT_EQ(long_pieces[1], std::make_pair(size_t{199999}, size_t{200002}));
+  EXPECT_EQ(long_pieces.size(), 2u + 100000 / 3 + 1) << "digits in threes";
 }
 
 TEST(HfTokenizerTest, AnySplitRegexIsAcceptedThroughPcre2) {
