@@ -344,6 +344,8 @@ TEST(HfTokenizerSpecialTokensTest, EachTokenizerAddsExactlyWhatItDefines) {
   EXPECT_TRUE(qwen->prefix_ids().empty());
   EXPECT_TRUE(qwen->suffix_ids().empty());
   EXPECT_EQ(qwen->Encode("Hello world", true), qwen->Encode("Hello world"));
+  EXPECT_TRUE(qwen->chat_template().starts_with("{%- if tools %}")) << "tokenizer_config.json's";
+  EXPECT_EQ(llama2->chat_template(), "") << "none in its tokenizer_config.json";
   // llama2.c's tokenizer.bin: BOS always, as run.c does.
   auto bin = Load("models/stories260K/tok512.bin");
   ASSERT_NE(bin, nullptr);
