@@ -79,8 +79,7 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
   absl::flat_hash_map<int64_t, int> request_to_prompt;
   for (size_t i = 0; i < options.prompts.size(); ++i) {
     PromptResult& r = results[i];
-    r.prompt_ids.push_back((*tokenizer)->bos_id());
-    for (int id : (*tokenizer)->Encode(options.prompts[i])) r.prompt_ids.push_back(id);
+    r.prompt_ids = (*tokenizer)->Encode(options.prompts[i], /*add_special_tokens=*/true);
     GenerationRequest request;
     request.prompt_ids = r.prompt_ids;
     request.sampling = sampling;

@@ -60,10 +60,13 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
     architecture = arch->list_value().values(0).string_value();
   }
   const bool qwen2 = architecture == "Qwen2ForCausalLM";
-  if (architecture != "LlamaForCausalLM" && architecture != "MistralForCausalLM" && !qwen2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": architecture \"", architecture,
-        "\" is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)"));
+  const bool qwen3 = architecture == "Qwen3ForCausalLM";
+  if (architecture != "LlamaForCausalLM" && architecture != "MistralForCausalLM" && !qwen2 &&
+      !qwen3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": architecture \"", architecture,
+                     "\" is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                     "Qwen2ForCausalLM, Qwen3ForCausalLM)"));
   }
   ModelConfig c;
   c.name = std::filesystem::path(dir).filename().string();
@@ -122,7 +125,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   c.max_seq_len = static_cast<int>(max_pos);
   // Attention here is over the whole context: a sliding window caps the length instead, so
   // what is served is exact.
-  ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2, path));
+  ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
   if (const JsonValue* w = JsonMember(j, "sliding_window"); w != nullptr && use_window) {
     ASSIGN_OR_RETURN(int64_t window, JsonAsInt(*w, absl::StrCat(path, ": sliding_window")));
     if (window > 0 && window < c.max_seq_len) c.max_seq_len = static_cast<int>(window);
@@ -132,6 +135,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   c.rope_style = RopeStyle::kHalf;
   c.tied_embeddings = tied;
   c.qkv_bias = qwen2;
+  c.qk_norm = qwen3;
   if (const JsonValue* rs = JsonMember(j, "rope_scaling"); rs != nullptr) {
     std::string type =
         JsonMember(*rs, "rope_type") ? JsonMember(*rs, "rope_type")->string_value() : "";
@@ -213,6 +217,10 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
     RETURN_IF_ERROR(read(p + "self_attn.k_proj.weight", {kv, dim}, &L.wk));
     RETURN_IF_ERROR(read(p + "self_attn.v_proj.weight", {kv, dim}, &L.wv));
     RETURN_IF_ERROR(read(p + "self_attn.o_proj.weight", {dim, q}, &L.wo));
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(read(p + "self_attn.q_norm.weight", {c.head_dim}, &L.q_norm));
+      RETURN_IF_ERROR(read(p + "self_attn.k_norm.weight", {c.head_dim}, &L.k_norm));
+    }
     if (c.qkv_bias) {
       RETURN_IF_ERROR(read(p + "self_attn.q_proj.bias", {q}, &L.bq));
       RETURN_IF_ERROR(read(p + "self_attn.k_proj.bias", {kv}, &L.bk));
@@ -230,6 +238,14 @@ absl::Status WriteHfModel(const ModelWeights& weights, const std::string& dir, T
   const ModelConfig& c = weights.config;
   std::filesystem::create_directories(dir);
   const bool qwen2 = !weights.layers.empty() && !weights.layers[0].bq.empty();
+  const bool qwen3 = c.qk_norm;
+  if (qwen2 && qwen3) {
+    return absl::InvalidArgumentError("q/k/v biases and q/k norms: no such HF architecture");
+  }
+  const char* architecture = qwen3   ? "Qwen3ForCausalLM"
+                             : qwen2 ? "Qwen2ForCausalLM"
+                                     : "LlamaForCausalLM";
+  const char* model_type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : "llama";
   const bool permute = c.rope_style == RopeStyle::kInterleaved;
   // Keeps permuted copies alive until the file is written.
   std::vector<std::unique_ptr<std::vector<float>>> keep;
@@ -255,6 +271,10 @@ absl::Status WriteHfModel(const ModelWeights& weights, const std::string& dir, T
     add(p + "self_attn.k_proj.weight", {c.kv_dim(), c.dim}, L.wk, c.num_kv_heads, c.dim);
     add(p + "self_attn.v_proj.weight", {c.kv_dim(), c.dim}, L.wv);
     add(p + "self_attn.o_proj.weight", {c.dim, c.q_dim()}, L.wo);
+    if (qwen3) {
+      add(p + "self_attn.q_norm.weight", {c.head_dim}, L.q_norm, 1, 1);
+      add(p + "self_attn.k_norm.weight", {c.head_dim}, L.k_norm, 1, 1);
+    }
     if (qwen2) {
       add(p + "self_attn.q_proj.bias", {c.q_dim()}, L.bq, c.num_heads, 1);
       add(p + "self_attn.k_proj.bias", {c.kv_dim()}, L.bk, c.num_kv_heads, 1);
@@ -275,10 +295,9 @@ absl::Status WriteHfModel(const ModelWeights& weights, const std::string& dir, T
                      ", \"original_max_position_embeddings\": ", c.rope_original_max_position, "}");
   }
   const std::string config = absl::StrCat(
-      "{\n  \"architectures\": [\"", qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
-      "\"],\n  \"model_type\": \"", qwen2 ? "qwen2" : "llama", "\",\n  \"hidden_size\": ", c.dim,
-      ",\n  \"intermediate_size\": ", c.hidden_dim, ",\n  \"num_hidden_layers\": ", c.num_layers,
-      ",\n  \"num_attention_heads\": ", c.num_heads,
+      "{\n  \"architectures\": [\"", architecture, "\"],\n  \"model_type\": \"", model_type,
+      "\",\n  \"hidden_size\": ", c.dim, ",\n  \"intermediate_size\": ", c.hidden_dim,
+      ",\n  \"num_hidden_layers\": ", c.num_layers, ",\n  \"num_attention_heads\": ", c.num_heads,
       ",\n  \"num_key_value_heads\": ", c.num_kv_heads, ",\n  \"head_dim\": ", c.head_dim,
       ",\n  \"vocab_size\": ", c.vocab_size, ",\n  \"max_position_embeddings\": ", c.max_seq_len,
       ",\n  \"rms_norm_eps\": ", c.rms_norm_eps, ",\n  \"rope_theta\": ", c.rope_theta,

@@ -175,6 +175,13 @@ absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
 
 absl::Status WriteLlama2cCheckpoint(const ModelWeights& w, const std::string& path) {
   const ModelConfig& c = w.config;
+  if (c.qkv_bias || c.qk_norm || c.rope_scaling_factor > 0 ||
+      c.rope_style != RopeStyle::kInterleaved || c.q_dim() != c.dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": the llama2.c format cannot hold this model (biases, q/k norms, RoPE scaling, "
+        "rotate-half RoPE or heads x head_dim != dim)"));
+  }
   File file(std::fopen(path.c_str(), "wb"));
   if (!file) return absl::InternalError(absl::StrCat(path, ": cannot create"));
   const int32_t h[kHeaderInts] = {c.dim,          c.hidden_dim,

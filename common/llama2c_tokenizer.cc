@@ -73,6 +73,50 @@ absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::Load(const s
         absl::StrCat(path, ": tokenizer vocab size ", tok->vocab_size(),
                      " does not match the model's ", expected_vocab_size));
   }
+  tok->prefix_ids_ = {1};
+  tok->byte_ids_.resize(256);
+  for (int b = 0; b < 256; ++b) tok->byte_ids_[b] = b + 3;
+  return tok;
+}
+
+absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> Llama2cTokenizer::FromVocab(Vocab v) {
+  const size_t n = v.pieces.size();
+  if (v.scores.size() != n || v.matchable.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("vocabulary of ", n, " pieces has ",
+                                                   v.scores.size(), " scores and ",
+                                                   v.matchable.size(), " token types"));
+  }
+  for (int id : {v.bos_id, v.eos_id}) {
+    if (id < 0 || static_cast<size_t>(id) >= n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bos/eos id ", id, " is outside the vocabulary of ", n));
+    }
+  }
+  auto tok = std::unique_ptr<Llama2cTokenizer>(new Llama2cTokenizer());
+  tok->pieces_ = std::move(v.pieces);
+  tok->scores_ = std::move(v.scores);
+  tok->byte_ids_.assign(256, -1);
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& piece = tok->pieces_[id];
+    unsigned int byte;
+    char end;
+    if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%02X%c", &byte, &end) == 2 &&
+        end == '>' && tok->byte_ids_[byte] < 0) {
+      tok->byte_ids_[byte] = static_cast<int>(id);
+    } else if (v.matchable[id]) {
+      tok->ids_.try_emplace(piece, static_cast<int>(id));
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (tok->byte_ids_[b] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the vocabulary has no byte token <0x", absl::Hex(b, absl::kZeroPad2), ">"));
+    }
+  }
+  tok->bos_id_ = v.bos_id;
+  tok->eos_id_ = v.eos_id;
+  if (v.add_bos) tok->prefix_ids_ = {v.bos_id};
+  if (v.add_eos) tok->suffix_ids_ = {v.eos_id};
   return tok;
 }
 
@@ -92,7 +136,7 @@ std::vector<int> Llama2cTokenizer::Encode(std::string_view text) const {
       ids.push_back(id);
     } else {
       for (size_t j = 0; j < n; ++j) {
-        ids.push_back(static_cast<unsigned char>(text[i + j]) + byte_token_offset_);
+        ids.push_back(byte_ids_[static_cast<unsigned char>(text[i + j])]);
       }
     }
     i += n;

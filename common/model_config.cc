@@ -18,11 +18,16 @@ std::string ModelConfig::Fingerprint() const {
           ? absl::StrCat(",rope_scaling=llama3:", rope_scaling_factor, ":", rope_low_freq_factor,
                          ":", rope_high_freq_factor, ":", rope_original_max_position)
           : "",
-      qkv_bias ? ",qkv_bias" : "", weights_digest.empty() ? "" : ",weights=", weights_digest);
+      rope_freq_factors.empty()
+          ? ""
+          : absl::StrCat(",rope_freqs=", absl::StrJoin(rope_freq_factors, ":")),
+      qkv_bias ? ",qkv_bias" : "", qk_norm ? ",qk_norm" : "",
+      weights_digest.empty() ? "" : ",weights=", weights_digest);
 }
 
 float ModelConfig::RopeFrequency(int i) const {
-  const float freq = 1.0f / std::pow(rope_theta, (2 * i) / static_cast<float>(head_dim));
+  float freq = 1.0f / std::pow(rope_theta, (2 * i) / static_cast<float>(head_dim));
+  if (!rope_freq_factors.empty()) freq /= rope_freq_factors[i];
   if (rope_scaling_factor <= 0) return freq;
   // Llama 3: long wavelengths slow down by `factor`, short ones stay, the band between blends.
   const double wavelen = 2 * M_PI / freq;

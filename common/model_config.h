@@ -34,7 +34,11 @@ struct ModelConfig {
   float rope_low_freq_factor = 1;
   float rope_high_freq_factor = 4;
   int rope_original_max_position = 8192;
+  // GGUF's rope_freqs.weight (head_dim / 2): frequency i is divided by factor i, which is how
+  // llama.cpp stores Llama 3.1's scaling. Empty: none.
+  std::vector<float> rope_freq_factors;
   bool qkv_bias = false;         // q, k and v projections have biases (Qwen2)
+  bool qk_norm = false;          // per-head RMSNorm on q and k before RoPE (Qwen3)
   bool tied_embeddings = false;  // Classifier shares the token-embedding matrix.
   int bos_id = 1;
   std::vector<int> eos_ids;  // Sampling one of these ends a sequence (unless ignore_eos).

@@ -1,5 +1,6 @@
-// Opens a model by path, whatever its format: a llama2.c checkpoint file, or a Hugging Face
-// directory (config.json + safetensors).
+// Opens a model by path, whatever its format: a GGUF file (by its magic), a Hugging Face
+// directory (config.json + safetensors), or a llama2.c checkpoint file. Anything else is an
+// INVALID_ARGUMENT that names the formats there are.
 #ifndef PAGODA_COMMON_MODEL_LOADER_H_
 #define PAGODA_COMMON_MODEL_LOADER_H_
 
@@ -17,7 +18,7 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path);
 
 // The tokenizer to use with `model_path` when none is given: `tokenizer.bin` beside a
-// llama2.c checkpoint, `tokenizer.json` in a Hugging Face directory.
+// llama2.c checkpoint, `tokenizer.json` in a Hugging Face directory, a GGUF file itself.
 std::string DefaultTokenizerPath(const std::string& model_path);
 
 // Loads `tokenizer_path` (or the default for the model) and checks it against `config`.

@@ -10,16 +10,17 @@
 namespace pagoda {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;   // (dim)
-  std::vector<float> wq;          // (q_dim, dim)
-  std::vector<float> wk;          // (kv_dim, dim)
-  std::vector<float> wv;          // (kv_dim, dim)
-  std::vector<float> wo;          // (dim, q_dim)
-  std::vector<float> bq, bk, bv;  // (q_dim), (kv_dim), (kv_dim); empty when the model has none
-  std::vector<float> ffn_norm;    // (dim)
-  std::vector<float> w_gate;      // (hidden_dim, dim)   llama2.c's w1
-  std::vector<float> w_down;      // (dim, hidden_dim)   llama2.c's w2
-  std::vector<float> w_up;        // (hidden_dim, dim)   llama2.c's w3
+  std::vector<float> attn_norm;       // (dim)
+  std::vector<float> wq;              // (q_dim, dim)
+  std::vector<float> wk;              // (kv_dim, dim)
+  std::vector<float> wv;              // (kv_dim, dim)
+  std::vector<float> wo;              // (dim, q_dim)
+  std::vector<float> bq, bk, bv;      // (q_dim), (kv_dim), (kv_dim); empty when the model has none
+  std::vector<float> q_norm, k_norm;  // (head_dim) each; empty unless config.qk_norm
+  std::vector<float> ffn_norm;        // (dim)
+  std::vector<float> w_gate;          // (hidden_dim, dim)   llama2.c's w1
+  std::vector<float> w_down;          // (dim, hidden_dim)   llama2.c's w2
+  std::vector<float> w_up;            // (hidden_dim, dim)   llama2.c's w3
 };
 
 struct ModelWeights {

@@ -26,6 +26,12 @@ ModelWeights RandomModelWeights(const ModelConfig& c, uint64_t seed) {
   for (LayerWeights& l : w.layers) {
     l.attn_norm.assign(dim, 1.0f);
     l.ffn_norm.assign(dim, 1.0f);
+    if (c.qk_norm) {
+      l.q_norm = Uniform(rng, c.head_dim, 1);
+      l.k_norm = Uniform(rng, c.head_dim, 1);
+      for (float& x : l.q_norm) x += 1.0f;  // around 1, as trained norms are
+      for (float& x : l.k_norm) x += 1.0f;
+    }
     l.wq = Uniform(rng, q * dim, dim);
     l.wk = Uniform(rng, kv * dim, dim);
     l.wv = Uniform(rng, kv * dim, dim);

@@ -276,8 +276,8 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
       return bad("prompt: ", in.prompt().size(), " bytes cannot fit the model length of ", max_len,
                  " tokens");
     }
-    r.prompt_ids.push_back(tokenizer_->bos_id());
-    for (int id : tokenizer_->Encode(in.prompt())) r.prompt_ids.push_back(id);
+    // BOS (or nothing, or EOS too) exactly as the model's tokenizer adds it.
+    r.prompt_ids = tokenizer_->Encode(in.prompt(), /*add_special_tokens=*/true);
   }
   if (in.has_max_tokens()) r.max_tokens = in.max_tokens();
   const v1::SamplingParams& s = in.sampling();

@@ -69,7 +69,15 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
   const int qkv_dim = q_dim + 2 * kv_dim;
   const std::vector<float> no_bias;
   for (LayerWeights& l : w.layers) {
+    const size_t norm_size = c.qk_norm ? c.head_dim : 0;
+    if (l.q_norm.size() != norm_size || l.k_norm.size() != norm_size) {
+      return absl::InvalidArgumentError(absl::StrCat("q/k norms of ", l.q_norm.size(), " and ",
+                                                     l.k_norm.size(), " values, expected ",
+                                                     norm_size));
+    }
     Layer layer;
+    layer.q_norm = std::move(l.q_norm);
+    layer.k_norm = std::move(l.k_norm);
     layer.attn_norm = std::move(l.attn_norm);
     layer.ffn_norm = std::move(l.ffn_norm);
     std::vector<float> qkv = Concat(l.wq, l.wk, l.wv);
@@ -120,6 +128,19 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
   return model;
 }
 
+void LlamaModel::NormQk(const Layer& layer, float* qkv, int rows) const {
+  const int hd = config_.head_dim;
+  const int qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+#pragma omp parallel for
+  for (int r = 0; r < rows; ++r) {
+    for (int h = 0; h < config_.num_heads + config_.num_kv_heads; ++h) {
+      float* v = qkv + static_cast<size_t>(r) * qkv_dim + h * hd;
+      const float* w = h < config_.num_heads ? layer.q_norm.data() : layer.k_norm.data();
+      RmsNorm(v, w, hd, config_.rms_norm_eps, v);
+    }
+  }
+}
+
 void LlamaModel::ApplyRope(float* qkv, std::span<const int> positions, int rows) const {
   const int hd = config_.head_dim, half = hd / 2;
   const int qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
@@ -163,6 +184,7 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
     }
     layer.qkv->Run(stream_, xb_.data(), rows, qkv_.data());
     stream_.wait();
+    if (c.qk_norm) NormQk(layer, qkv_.data(), rows);
     ApplyRope(qkv_.data(), batch.positions, rows);
     for (int r = 0; r < rows; ++r) {
       const float* row = &qkv_[static_cast<size_t>(r) * qkv_dim];

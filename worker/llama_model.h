@@ -1,6 +1,7 @@
 // The Llama forward pass over one flattened batch of T tokens from many sequences (DESIGN §6):
 //
-//   x ─ RMSNorm ─ QKV (fused) ─ RoPE ─ K,V → slots ─ paged attention ─ O (+x)
+//   x ─ RMSNorm ─ QKV (fused) ─ [q/k RMSNorm per head] ─ RoPE ─ K,V → slots ─ paged attention ─ O
+//   (+x)
 //     ─ RMSNorm ─ gate|up (fused) ─ SiLU(gate)·up ─ down (+x)        per layer, then
 //   final RMSNorm ─ classifier                                      only for rows that sample
 //
@@ -52,6 +53,7 @@ class LlamaModel {
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;  // (dim)
+    std::vector<float> q_norm, k_norm;       // (head_dim); empty unless config.qk_norm
     std::unique_ptr<Linear> qkv;             // dim -> q_dim + 2 kv_dim
     std::unique_ptr<Linear> o;               // q_dim -> dim, accumulates into x
     std::unique_ptr<Linear> gate_up;         // dim -> 2 hidden_dim  ([gate | up])
@@ -59,6 +61,8 @@ class LlamaModel {
   };
 
   LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows);
+  // Qwen3: RMSNorm over each q and k head of `rows` rows of qkv, in place.
+  void NormQk(const Layer& layer, float* qkv, int rows) const;
   void ApplyRope(float* qkv, std::span<const int> positions, int rows) const;
 
   // Constant after construction.

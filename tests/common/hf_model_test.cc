@@ -1,7 +1,8 @@
 // Hugging Face directories: the real stories260K-hf gives run.c's golden tokens, and random
-// models written here in every supported variant load back and compute what the same weights
-// compute in memory and through the llama2.c format. Malformed files give errors naming what
-// is wrong.
+// models written here in every supported variant (Llama, Llama 3 scaling, Mistral, Qwen2 biases,
+// Qwen3 q/k norms with an explicit head_dim; F32/F16/BF16) load back and compute what an
+// independent float64 reference computes from the same tensors, alone and batched. Malformed files
+// give errors naming what is wrong.
 #include "common/hf_model.h"
 
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/engine.h"
+#include "tests/common/reference_model.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
 #include "worker/llama_model.h"
@@ -41,6 +43,57 @@ std::vector<float> PromptLogits(ModelWeights w, const std::vector<int>& tokens) 
   const AttentionSequence seqs[] = {{0, t, 0, table.data()}};
   const float* logits = (*model)->Forward({tokens, positions, slots, seqs, rows}, kv);
   return std::vector<float>(logits, logits + static_cast<size_t>(t) * vocab);
+}
+
+// Logits of every position of several prompts, prefilled together in one step.
+std::vector<std::vector<float>> BatchLogits(ModelWeights w,
+                                            const std::vector<std::vector<int>>& prompts) {
+  std::vector<int> tokens, positions, rows;
+  std::vector<int64_t> slots;
+  std::vector<std::vector<int>> tables;
+  int block = 0;
+  for (const std::vector<int>& p : prompts) {
+    const int blocks = (static_cast<int>(p.size()) + 15) / 16;
+    tables.emplace_back();
+    for (int b = 0; b < blocks; ++b) tables.back().push_back(block + b);
+    for (size_t i = 0; i < p.size(); ++i) {
+      rows.push_back(static_cast<int>(tokens.size()));
+      tokens.push_back(p[i]);
+      positions.push_back(static_cast<int>(i));
+      slots.push_back(static_cast<int64_t>(block) * 16 + static_cast<int64_t>(i));
+    }
+    block += blocks;
+  }
+  std::vector<AttentionSequence> seqs;
+  int start = 0;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const int len = static_cast<int>(prompts[s].size());
+    seqs.push_back({start, len, 0, tables[s].data()});
+    start += len;
+  }
+  const int t = static_cast<int>(tokens.size());
+  const int vocab = w.config.vocab_size;
+  auto model = LlamaModel::Create(std::move(w), t, t);
+  CHECK(model.ok()) << model.status();
+  KvPool kv((*model)->config(), block, 16);
+  const float* logits = (*model)->Forward({tokens, positions, slots, seqs, rows}, kv);
+  std::vector<std::vector<float>> out;
+  start = 0;
+  for (const std::vector<int>& p : prompts) {
+    out.emplace_back(logits + static_cast<size_t>(start) * vocab,
+                     logits + static_cast<size_t>(start + p.size()) * vocab);
+    start += static_cast<int>(p.size());
+  }
+  return out;
+}
+
+// Pagoda's float32 logits against the float64 reference of the same weights.
+void ExpectNearReference(const std::vector<float>& got, const std::vector<double>& want,
+                         double tolerance, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LE(worst, tolerance) << what;
 }
 
 void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tolerance) {
@@ -106,7 +159,11 @@ struct Variant {
   bool bias;
   float rope_scaling;
   TensorDtype dtype;
+  bool qk_norm = false;      // Qwen3 (with head_dim 16: heads x head_dim != hidden size)
+  std::string architecture;  // replaces the written one in config.json when set
 };
+
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 
 class HfRoundTripTest : public ::testing::TestWithParam<Variant> {};
 
@@ -118,7 +175,7 @@ void RoundTo(TensorDtype dtype, std::vector<float>* v) {
   }
 }
 
-TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheWeightsComputeInMemory) {
+TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   const Variant& v = GetParam();
   ModelConfig c;
   ASSERT_TRUE(NamedModelConfig("stories260K", &c));
@@ -127,6 +184,10 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheWeightsComputeInMemory) {
   c.rope_scaling_factor = v.rope_scaling;
   c.rope_original_max_position = 64;  // so the scaling bends frequencies in this short context
   c.eos_ids = {2};
+  if (v.qk_norm) {
+    c.qk_norm = true;
+    c.head_dim = 16;
+  }
   ModelWeights w = RandomModelWeights(c, 7);
   if (v.bias) {
     w.config.qkv_bias = true;
@@ -140,10 +201,18 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheWeightsComputeInMemory) {
   }
   const std::string dir = testing::TempDir() + "/" + v.name;
   ASSERT_TRUE(WriteHfModel(w, dir, v.dtype).ok());
+  if (!v.architecture.empty()) {
+    std::string config = testing::ReadFile(dir + "/config.json");
+    const std::string written = "LlamaForCausalLM";
+    config.replace(config.find(written), written.size(), v.architecture);
+    testing::WriteFile(dir + "/config.json", config);
+  }
   absl::StatusOr<ModelWeights> loaded = LoadModelWeights(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->config.rope_style, RopeStyle::kHalf);
   EXPECT_EQ(loaded->config.qkv_bias, v.bias);
+  EXPECT_EQ(loaded->config.qk_norm, v.qk_norm);
+  EXPECT_EQ(loaded->config.head_dim, c.head_dim);
   EXPECT_EQ(loaded->config.rope_scaling_factor, v.rope_scaling);
 
   // The in-memory weights (interleaved RoPE) at the file's precision.
@@ -153,19 +222,32 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheWeightsComputeInMemory) {
     RoundTo(v.dtype, t);
   }
   for (LayerWeights& l : reference.layers) {
-    for (std::vector<float>* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
-                                  &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+    for (std::vector<float>* t :
+         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+          &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       RoundTo(v.dtype, t);
     }
   }
   const std::vector<int> tokens = {1,   7,  99, 250, 31, 4,  400, 12,  77, 5,
                                    300, 61, 2,  90,  18, 44, 8,   501, 3,  260,
                                    70,  11, 9,  128, 33, 6,  211, 17,  19, 23};
+  // The float64 reference, on the tensors as loaded (HF's rotate-half layout) and on the
+  // in-memory ones (interleaved: checks the writer's q/k permutation), agrees with Pagoda's
+  // logits for the prompt alone and batched with another.
+  const std::vector<int> other = {1, 3, 5, 7, 300, 2, 4};
+  const std::vector<double> want = testing::ReferenceLogits(*loaded, tokens);
+  const std::vector<double> want_other = testing::ReferenceLogits(*loaded, other);
+  ExpectNearReference(PromptLogits(reference, tokens), testing::ReferenceLogits(reference, tokens),
+                      1e-3, "in memory");
+  ExpectNearReference(PromptLogits(*loaded, tokens), want, 1e-3, "alone");
+  const auto batched = BatchLogits(*loaded, {other, tokens});
+  ExpectNearReference(batched[0], want_other, 1e-3, "batched, first");
+  ExpectNearReference(batched[1], want, 1e-3, "batched, second");
   const std::vector<float> expected = PromptLogits(std::move(reference), tokens);
   ExpectNear(PromptLogits(*std::move(loaded), tokens), expected, 2e-4f);
 
   // The llama2.c format can hold the same model when it has no bias and no RoPE scaling.
-  if (!v.bias && v.rope_scaling == 0 && v.dtype == TensorDtype::kF32) {
+  if (!v.bias && !v.qk_norm && v.rope_scaling == 0 && v.dtype == TensorDtype::kF32) {
     const std::string bin = dir + ".bin";
     ASSERT_TRUE(WriteLlama2cCheckpoint(w, bin).ok());
     absl::StatusOr<ModelWeights> via_bin = LoadModelWeights(bin);
@@ -190,12 +272,17 @@ TEST(HfRoundTripTest, Llama3RopeScalingChangesTheModel) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, HfRoundTripTest,
-    ::testing::Values(Variant{"gqa_tied_f32", 4, true, false, 0, TensorDtype::kF32},
-                      Variant{"mha_untied_f32", 8, false, false, 0, TensorDtype::kF32},
-                      Variant{"gqa_untied_f16", 2, false, false, 0, TensorDtype::kF16},
-                      Variant{"gqa_tied_bf16", 4, true, false, 0, TensorDtype::kBF16},
-                      Variant{"qwen2_bias_f32", 4, false, true, 0, TensorDtype::kF32},
-                      Variant{"llama3_scaling_bf16", 4, true, false, 8, TensorDtype::kBF16}),
+    ::testing::Values(
+        Variant{"gqa_tied_f32", 4, true, false, 0, TensorDtype::kF32, false, ""},
+        Variant{"mha_untied_f32", 8, false, false, 0, TensorDtype::kF32, false, ""},
+        Variant{"gqa_untied_f16", 2, false, false, 0, TensorDtype::kF16, false, ""},
+        Variant{"gqa_tied_bf16", 4, true, false, 0, TensorDtype::kBF16, false, ""},
+        Variant{"qwen2_bias_f32", 4, false, true, 0, TensorDtype::kF32, false, ""},
+        Variant{"llama3_scaling_bf16", 4, true, false, 8, TensorDtype::kBF16, false, ""},
+        Variant{"mistral_f16", 4, false, false, 0, TensorDtype::kF16, false, "MistralForCausalLM"},
+        Variant{"qwen3_tied_f32", 4, true, false, 0, TensorDtype::kF32, true, ""},
+        Variant{"qwen3_untied_bf16", 2, false, false, 0, TensorDtype::kBF16, true, ""},
+        Variant{"qwen3_mha_f16", 8, true, false, 0, TensorDtype::kF16, true, ""}),
     [](const auto& info) { return info.param.name; });
 
 TEST(HfModelTest, HalfAndBfloat16ConvertExactly) {

@@ -3,12 +3,18 @@
 // ids; decode is streaming-safe; malformed files are refused with a reason.
 #include "common/hf_tokenizer.h"
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <random>
 
 #include "absl/strings/str_split.h"
 #include "common/incremental_decoder.h"
 #include "common/json.h"
+#include "common/json_writer.h"
 #include "common/llama2c_tokenizer.h"
+#include "common/split_regex.h"
 #include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -83,8 +89,19 @@ TEST(HfTokenizerTest, SpecialTokensInTheTextAreMatchedAndDecodeIsStreamingSafe) 
 }
 
 // ../shared/golden/<name>_tokenizer.json: ids and decoded text from Hugging Face's tokenizers.
-void ExpectGolden(const std::string& model, const std::string& golden) {
-  auto tok = Load("models/" + model + "/tokenizer.json");
+// `fast_paths` false: the split regex runs through PCRE2 rather than the hand-written splitter.
+std::unique_ptr<HfTokenizer> LoadByteLevel(const std::string& model, bool fast_paths) {
+  const std::string path = testing::SharedPath("models/" + model + "/tokenizer.json");
+  auto j = ParseJson(testing::ReadFile(path), path);
+  EXPECT_TRUE(j.ok()) << j.status();
+  if (!j.ok()) return nullptr;
+  auto t = HfTokenizer::FromJson(*j, path, "", fast_paths);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+void ExpectGolden(const std::string& model, const std::string& golden, bool fast_paths = true) {
+  std::unique_ptr<Tokenizer> tok = LoadByteLevel(model, fast_paths);
   ASSERT_NE(tok, nullptr);
   auto cases = ParseJson(testing::ReadFile(testing::SharedPath("golden/" + golden)), golden);
   ASSERT_TRUE(cases.ok()) << cases.status();
@@ -108,6 +125,98 @@ TEST(HfTokenizerTest, Llama3ByteLevelTokenizerMatchesHuggingFace) {
 
 TEST(HfTokenizerTest, Qwen3ByteLevelTokenizerMatchesHuggingFace) {
   ExpectGolden("qwen3-tokenizer", "qwen3_tokenizer.json");
+}
+
+TEST(HfTokenizerTest, GoldenSetsPassThroughPcre2Too) {
+  ExpectGolden("llama3-tokenizer", "llama3_tokenizer.json", /*fast_paths=*/false);
+  ExpectGolden("qwen3-tokenizer", "qwen3_tokenizer.json", /*fast_paths=*/false);
+}
+
+// Text made of the pieces the split patterns care about, at random.
+std::string RandomText(std::mt19937& rng, int pieces) {
+  static const std::vector<std::string> kParts = {
+      "a",  "Z",  "é",  "ß",      "中",           "文",  "й",      "1",      "7",       "٣",  "²",
+      " ",  "  ", "\n", "\r",     "\t",           "'",   "'s",     "'LL",    "'ve",     "'D", ".",
+      ",",  "!",  "?",  "😀",      "🦙",         "—",   "\u00a0", "\u3000", "e\u0301", "$",  "()",
+      "\"", "-",  "_",  "\u200d", "\xef\xbf\xbd", "\xff"};
+  std::string s;
+  for (int i = 0; i < pieces; ++i) s += kParts[rng() % kParts.size()];
+  return s;
+}
+
+TEST(HfTokenizerTest, HandWrittenSplittersEqualPcre2) {
+  std::mt19937 rng(42);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 2000; ++i) texts.push_back(RandomText(rng, 1 + rng() % 40));
+  for (const std::string model : {"llama3-tokenizer", "qwen3-tokenizer"}) {
+    auto fast = LoadByteLevel(model, true);
+    auto pcre = LoadByteLevel(model, false);
+    ASSERT_TRUE(fast && pcre);
+    for (const std::string& text : texts) {
+      ASSERT_EQ(fast->Encode(text), pcre->Encode(text)) << model << ": \"" << text << "\"";
+    }
+    // Speed on a long text, reported: about the same (BPE, not the split, dominates).
+    std::string long_text;
+    for (const std::string& t : texts) long_text += t;
+    double seconds[2];
+    for (int k = 0; k < 2; ++k) {
+      const auto start = std::chrono::steady_clock::now();
+      const size_t n = (k == 0 ? fast : pcre)->Encode(long_text).size();
+      seconds[k] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_GT(n, 0u);
+    }
+    std::cout << model << ": " << long_text.size() << " bytes, hand-written " << seconds[0] * 1e3
+              << " ms, PCRE2 " << seconds[1] * 1e3 << " ms\n";
+  }
+}
+
+TEST(SplitRegexTest, IsolatesEveryMatchAndKeepsTheGapsBetween) {
+  auto re = SplitRegex::Compile(R"(\p{N}+|[a-z]+)");
+  ASSERT_TRUE(re.ok()) << re.status();
+  const std::string text = "ab12 cd!3é";
+  std::vector<std::string> pieces;
+  for (const auto& [b, e] : (*re)->Split(text)) pieces.push_back(text.substr(b, e - b));
+  EXPECT_EQ(pieces, std::vector<std::string>({"ab", "12", " ", "cd", "!", "3", "é"}));
+  // A pattern that can match empty still advances by whole characters.
+  auto empty = SplitRegex::Compile("x*");
+  ASSERT_TRUE(empty.ok());
+  pieces.clear();
+  const std::string text2 = "éxxa";
+  for (const auto& [b, e] : (*empty)->Split(text2)) pieces.push_back(text2.substr(b, e - b));
+  EXPECT_EQ(pieces, std::vector<std::string>({"é", "xx", "a"}));
+  EXPECT_THAT(SplitRegex::Compile("(unclosed").status().message(), HasSubstr("offset"));
+  // Long runs split as they should (no JIT stack limit cuts them short).
+  auto llama3 = SplitRegex::Compile(kLlama3Pattern);
+  ASSERT_TRUE(llama3.ok());
+  const std::string spaces = std::string(200000, ' ') + "ab" + std::string(100000, '7');
+  const auto long_pieces = (*llama3)->Split(spaces);
+  ASSERT_GE(long_pieces.size(), 3u);
+  EXPECT_EQ(long_pieces[0], std::make_pair(size_t{0}, size_t{199999}));
+  EXPECT_EQ(long_pieces[1], std::make_pair(size_t{199999}, size_t{200002}));
+  EXPECT_EQ(long_pieces.size(), 2u + 100000 / 3 + 1) << "digits in threes";
+}
+
+TEST(HfTokenizerTest, AnySplitRegexIsAcceptedThroughPcre2) {
+  // Qwen's tokenizer.json with "\\X" (one character per piece) in place of its pattern: every
+  // character becomes its own piece, so no merge crosses characters.
+  const std::string path = testing::SharedPath("models/qwen3-tokenizer/tokenizer.json");
+  std::string text = testing::ReadFile(path);
+  const std::string qwen = JsonQuote(kQwenPattern);
+  const size_t at = text.find(qwen.substr(1, qwen.size() - 2));
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, qwen.size() - 2, "\\\\X");
+  const std::string other = testing::TempDir() + "/tokenizer.json";
+  testing::WriteFile(other, text);
+  auto t = LoadTokenizer(other);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto q = Load("models/qwen3-tokenizer/tokenizer.json");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->Encode("hello world").size(), 2u);
+  const std::vector<int> ids = (*t)->Encode("hello world");
+  ASSERT_EQ(ids.size(), 11u);
+  EXPECT_EQ((*t)->Decode(std::vector<int>{ids[0]}), "h");
+  EXPECT_EQ((*t)->Decode(ids), "hello world");
+  EXPECT_EQ((*t)->Decode((*t)->Encode("wörld 😀\n")), "wörld 😀\n");
 }
 
 TEST(HfTokenizerTest, QwenNormalizesToNfcFirst) {
@@ -173,7 +282,15 @@ TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
        "not in the vocabulary"},
       {R"({"model": {"type": "BPE", "vocab": [], "merges": []}})", "vocab must be an object"},
       {R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE"}})",
-       "this pre_tokenizer is not supported"},
+       "ByteLevel alone needs use_regex: true and add_prefix_space: false"},
+      {R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern":)"
+       R"( {"Regex": "(x"}, "behavior": "Isolated"}, {"type": "ByteLevel", "use_regex": false}]},)"
+       R"( "model": {"type": "BPE", "vocab": {}, "merges": []}})",
+       "missing closing parenthesis"},
+      {R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern":)"
+       R"( {"Regex": "x"}, "behavior": "Removed"}, {"type": "ByteLevel", "use_regex": false}]},)"
+       R"( "model": {"type": "BPE", "vocab": {}, "merges": []}})",
+       "behavior Isolated"},
       {R"({"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
        "normalizer NFKC is not supported"},
   };
@@ -184,6 +301,105 @@ TEST(HfTokenizerTest, MalformedAndUnsupportedFilesAreRefused) {
     auto t = LoadTokenizer(path);
     ASSERT_FALSE(t.ok()) << c.json;
     EXPECT_THAT(t.status().message(), HasSubstr(c.message)) << c.json;
+  }
+}
+
+// --- Special tokens around a text ---------------------------------------------------------
+
+// A tiny BPE tokenizer.json with `post_processor` (raw JSON) and, when not empty, a
+// tokenizer_config.json beside it; returns the tokenizer.json's path.
+std::string TinyTokenizer(const std::string& post_processor, const std::string& config = "") {
+  static int n = 0;
+  const std::string dir = testing::TempDir() + "/special" + std::to_string(++n);
+  std::filesystem::create_directories(dir);
+  testing::WriteFile(dir + "/tokenizer.json",
+                     R"({"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2, "b": 3},)"
+                     R"( "merges": []}, "post_processor": )" +
+                         post_processor + "}");
+  if (!config.empty()) testing::WriteFile(dir + "/tokenizer_config.json", config);
+  return dir + "/tokenizer.json";
+}
+
+std::vector<int> EncodeWithSpecials(const std::string& path, const std::string& text) {
+  auto t = LoadTokenizer(path);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? (*t)->Encode(text, /*add_special_tokens=*/true) : std::vector<int>{-1};
+}
+
+TEST(HfTokenizerSpecialTokensTest, EachTokenizerAddsExactlyWhatItDefines) {
+  // Llama 2 style: TemplateProcessing "<s> $A" (and tokenizer_config add_bos_token true).
+  auto small = Load("models/stories260K-hf/tokenizer.json");
+  ASSERT_NE(small, nullptr);
+  for (const testing::GoldenCase& c : testing::LoadGoldenCases()) {
+    EXPECT_EQ(small->Encode(c.prompt, true), c.prompt_ids) << c.prompt;
+  }
+  auto llama2 = Load("models/llama2-tokenizer/tokenizer.json");
+  ASSERT_NE(llama2, nullptr);
+  EXPECT_EQ(llama2->prefix_ids(), std::vector<int>({1}));
+  EXPECT_TRUE(llama2->suffix_ids().empty());
+  // Qwen: a ByteLevel post-processor and add_bos_token false add nothing (transformers gives
+  // [12522, 5193, ...] for a text, no BOS).
+  auto qwen = Load("models/qwen3-tokenizer/tokenizer.json");
+  ASSERT_NE(qwen, nullptr);
+  EXPECT_TRUE(qwen->prefix_ids().empty());
+  EXPECT_TRUE(qwen->suffix_ids().empty());
+  EXPECT_EQ(qwen->Encode("Hello world", true), qwen->Encode("Hello world"));
+  EXPECT_TRUE(qwen->chat_template().starts_with("{%- if tools %}")) << "tokenizer_config.json's";
+  EXPECT_EQ(llama2->chat_template(), "") << "none in its tokenizer_config.json";
+  // llama2.c's tokenizer.bin: BOS always, as run.c does.
+  auto bin = Load("models/stories260K/tok512.bin");
+  ASSERT_NE(bin, nullptr);
+  EXPECT_EQ(bin->Encode("Once upon a time", true), testing::LoadGoldenCases().front().prompt_ids);
+  EXPECT_EQ(bin->Encode("a", false), bin->Encode("a"));
+}
+
+TEST(HfTokenizerSpecialTokensTest, PostProcessorsAndConfigOverrides) {
+  const std::string bos_template =
+      R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},)"
+      R"( {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],)"
+      R"( "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},)"
+      R"( "</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}})";
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(bos_template), "ab"), std::vector<int>({0, 2, 3, 1}));
+  // Llama 3's real file: Sequence[ByteLevel, TemplateProcessing].
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(R"({"type": "Sequence", "processors": [)"
+                                             R"({"type": "ByteLevel"}, )" +
+                                             bos_template + "]}"),
+                               "a"),
+            std::vector<int>({0, 2, 1}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(R"({"type": "ByteLevel"})"), "ab"),
+            std::vector<int>({2, 3}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer("null"), "ab"), std::vector<int>({2, 3}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(R"({"type": "RobertaProcessing", "sep": ["</s>", 1],)"
+                                             R"( "cls": ["<s>", 0]})"),
+                               "a"),
+            std::vector<int>({0, 2, 1}));
+  // tokenizer_config.json's add_bos_token / add_eos_token decide when set.
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer(bos_template, R"({"add_bos_token": false})"), "a"),
+            std::vector<int>({2, 1}));
+  EXPECT_EQ(EncodeWithSpecials(TinyTokenizer("null", R"({"add_bos_token": true, "bos_token": )"
+                                                     R"({"content": "<s>"}, "add_eos_token": true,)"
+                                                     R"( "eos_token": "</s>"})"),
+                               "a"),
+            std::vector<int>({0, 2, 1}));
+  // Without special tokens nothing is added.
+  auto t = LoadTokenizer(TinyTokenizer(bos_template));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->Encode("ab", false), std::vector<int>({2, 3}));
+
+  struct Case {
+    std::string post, config, message;
+  };
+  const std::vector<Case> bad = {
+      {R"({"type": "Unknown"})", "", "type Unknown is not supported"},
+      {R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<x>"}}]})", "",
+       "\"<x>\" is not in the vocabulary"},
+      {"null", R"({"add_bos_token": true, "bos_token": null})", "bos_token is not set"},
+      {"null", R"({"add_bos_token": "yes"})", "add_bos_token is not true or false"},
+  };
+  for (const Case& c : bad) {
+    auto r = LoadTokenizer(TinyTokenizer(c.post, c.config));
+    ASSERT_FALSE(r.ok()) << c.post << c.config;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message));
   }
 }
 

@@ -237,6 +237,35 @@ TEST_F(ServingTest, AHuggingFaceDirectoryIsServedWithItsTokenizerAndDefaults) {
   }
 }
 
+TEST_F(ServingTest, AGgufFileIsServedWithItsOwnVocabulary) {
+  // stories260K.gguf (llama.cpp's converter): the router reads only its header and vocabulary,
+  // the workers its weights. Its context_length is 128, so the golden runs are cut there.
+  const std::string model = testing::SharedPath("models/stories260K-gguf/stories260K.gguf");
+  Kill(router_);
+  StartRouter(model);
+  StartWorker(model);
+  StartWorker(model);
+  WaitForWorkers(2);
+  EXPECT_EQ(Info().context_length(), 128);
+  std::vector<std::thread> clients;
+  std::vector<testing::StreamOutput> outs(golden_.size());
+  for (size_t i = 0; i < golden_.size(); ++i) {
+    clients.emplace_back([&, i] {
+      v1::GenerateRequest r = Greedy(golden_[i].prompt);
+      r.set_max_tokens(128 - static_cast<int>(golden_[i].prompt_ids.size()));
+      outs[i] = Generate(r);
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < golden_.size(); ++i) {
+    const auto& g = golden_[i];
+    ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();
+    const size_t n = 128 - g.prompt_ids.size();
+    EXPECT_EQ(outs[i].ids[0], std::vector<int>(g.greedy_ids.begin(), g.greedy_ids.begin() + n))
+        << g.prompt;
+  }
+}
+
 TEST_F(ServingTest, WorkersSurviveARouterRestart) {
   StartWorker();
   WaitForWorkers(1);
