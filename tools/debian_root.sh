@@ -37,6 +37,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
 # No apt lists and no downloaded packages in the image: as on a new machine, apt-get update first.
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/archives/*.deb
+chmod 0755 "$root"  # mktemp made it 0700; as the image's / it would lock out non-root users
 tar -C "$root" -cf "$tarball.tmp" .
 mv "$tarball.tmp" "$tarball"
 echo "$tarball"

@@ -83,7 +83,7 @@ run() {  # run NAME ENTRYPOINT ARGS...
   pod run -d --name "$name" --runtime=runc --network=host --read-only --read-only-tmpfs=false \
     --cap-drop=all --security-opt=no-new-privileges "${ulimits[@]}" \
     -v "$models:/models:ro" -e PAGODA_WORKER_TOKEN="$token" -e OMP_NUM_THREADS=1 \
-    --entrypoint "$entrypoint" localhost/pagoda:test "$@" > /dev/null
+    --entrypoint "$entrypoint" localhost/pagoda:test "$@" > /dev/null || fail "starting $name"
 }
 fail() {
   local name
