@@ -73,19 +73,37 @@ fi
 
 echo "fresh_machine_test: in a bare Debian 12 root: tools/setup.sh && tools/demo.sh \"Once upon a time\""
 out=$work/demo.out
-status=0
-timeout "${FRESH_TIMEOUT:-30m}" chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
-  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${PORT:+PORT=$PORT} \
-  /bin/bash -c 'cd /src/pagoda && tools/setup.sh && tools/demo.sh "Once upon a time"' \
-  > "$out" 2>&1 || status=$?
-elapsed=$((SECONDS - start))
-story=$(sed -n '/^router ready/,$p' "$out" | tail -n +2)
-if [ "$status" -ne 0 ] || [ "$(wc -w <<< "$story")" -lt 10 ]; then
-  tail -40 "$out" >&2
+# Each output line gets the second it was printed, to tell setup.sh's time from demo.sh's.
+stamp() {
+  local line now
+  while IFS= read -r line || [ -n "$line" ]; do
+    printf -v now '%(%s)T' -1
+    printf '%s %s\n' "$now" "$line"
+  done
+}
+printf -v t0 '%(%s)T' -1
+{
+  status=0
+  timeout "${FRESH_TIMEOUT:-30m}" chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${PORT:+PORT=$PORT} \
+    /bin/bash -c 'cd /src/pagoda && tools/setup.sh && tools/demo.sh "Once upon a time"' \
+    2>&1 || status=$?
+  echo "fresh_machine_test: exit $status"
+} | stamp > "$out"
+printf -v t1 '%(%s)T' -1
+status=$(tail -1 "$out" | awk '{print $NF}')
+story=$(sed -n '/^[0-9]* router ready/,$p' "$out" | sed '1d;$d' | cut -d' ' -f2-)
+if [ "$status" != 0 ] || [ "$(wc -w <<< "$story")" -lt 10 ]; then
+  tail -40 "$out" | cut -d' ' -f2- >&2
   [ -f "$root/tmp/pagoda-router.log" ] && { echo "--- router log" >&2; tail -20 "$root/tmp/pagoda-router.log" >&2; }
-  echo "fresh_machine_test: FAILED (exit $status after ${elapsed}s)" >&2
+  echo "fresh_machine_test: FAILED (exit $status after $((SECONDS - start))s)" >&2
   exit 1
 fi
-grep -E '^setup: installing' "$out" | cut -c1-200 || true
+grep -E '^[0-9]+ setup: installing' "$out" | cut -d' ' -f2- | cut -c1-200 || true
 echo "$story"
-echo "fresh_machine_test: passed in ${elapsed}s"
+# setup.sh ends with its last line before demo.sh's "router ready" (demo's build is silent).
+t_ready=$(grep -m1 -E '^[0-9]+ router ready' "$out" | cut -d' ' -f1)
+t_setup=$(sed -n '/^[0-9]* router ready/q;p' "$out" | tail -1 | cut -d' ' -f1)
+echo "fresh_machine_test: setup.sh $((t_setup - t0))s, demo.sh's build and start" \
+  "$((t_ready - t_setup))s, the request $((t1 - t_ready))s"
+echo "fresh_machine_test: passed in $((SECONDS - start))s"
