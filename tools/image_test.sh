@@ -46,11 +46,31 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "image_test: importing the debootstrap root as debian:bookworm and debian:bookworm-slim"
+echo "image_test: the debootstrap root as debian:bookworm, and slimmed as debian:bookworm-slim"
 # With the configuration Docker Hub's debian images carry (a PATH, bash as the command).
 pod import -q --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'CMD ["bash"]' "$tarball" docker.io/library/debian:bookworm > /dev/null
-pod tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
+# -slim: the same root without documentation, man pages and translations, and with the dpkg
+# configuration that keeps later installs without them, as Docker Hub's is made (debuerreotype).
+slim=$work/slim
+mkdir "$slim"
+tar -C "$slim" -xf "$tarball"
+cat > "$slim/etc/dpkg/dpkg.cfg.d/docker" <<'END'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/overrides/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/man/*
+END
+find "$slim/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+find "$slim/usr/share/doc" -mindepth 1 -depth -type d -empty -delete
+rm -rf "$slim"/usr/share/{groff,info,linda,lintian/overrides,locale,man}/*
+tar -C "$slim" -c . | pod import -q --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'CMD ["bash"]' - docker.io/library/debian:bookworm-slim > /dev/null
+rm -rf "$slim"
 
 echo "image_test: buildah bud -f deploy/docker/Dockerfile (log: build.log on failure)"
 build_start=$SECONDS
