@@ -18,6 +18,8 @@ STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 def check(channel, service):
     # HealthCheckRequest { string service = 1; }  HealthCheckResponse { ServingStatus status = 1; }
     name = service.encode()
+    if len(name) > 127:  # one byte of length (a varint below 128) is all this encodes
+        sys.exit("service name too long")
     request = b"\x0a" + bytes([len(name)]) + name if name else b""
     call = channel.unary_unary("/grpc.health.v1.Health/Check")
     try:
