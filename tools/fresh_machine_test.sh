@@ -6,7 +6,7 @@
 # It passes when that exits 0 and a story comes back. This catches a package missing from
 # setup.sh, which a developer machine with years of installs hides.
 #   PAGODA_CI_CACHE   where the root tarball and downloaded .debs are kept (/var/cache/pagoda-ci)
-#   FRESH_TIMEOUT     give up after this long (default 30m)
+#   FRESH_TIMEOUT     give up after this long (default 45m; 26 min were seen on a loaded machine)
 # Only committed files are tested (a clone of HEAD). Needs root and debootstrap; without them
 # it prints SKIPPED with the reason and exits 0.
 set -euo pipefail
@@ -84,7 +84,7 @@ stamp() {
 printf -v t0 '%(%s)T' -1
 {
   status=0
-  timeout "${FRESH_TIMEOUT:-30m}" chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+  timeout "${FRESH_TIMEOUT:-45m}" chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${PORT:+PORT=$PORT} \
     /bin/bash -c 'cd /src/pagoda && tools/setup.sh && tools/demo.sh "Once upon a time"' \
     2>&1 || status=$?

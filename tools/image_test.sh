@@ -9,6 +9,7 @@
 # (tools/debian_root.sh, cached), imported and tagged as both debian:bookworm and
 # debian:bookworm-slim. Images and containers live in a temporary store (vfs), removed at the end.
 #   KEEP_STORE=DIR  use (and keep) this store instead, e.g. to look at the image afterwards
+#   BUILD_TIMEOUT   give up on the build after this long (default 45m)
 # Needs root, buildah, podman, runc and python3-grpcio (.ci/run installs them); without them it
 # prints SKIPPED with the reason and exits 0.
 set -euo pipefail
@@ -74,8 +75,8 @@ rm -rf "$slim"
 
 echo "image_test: buildah bud -f deploy/docker/Dockerfile (log: build.log on failure)"
 build_start=$SECONDS
-buildah "${opts[@]}" bud --isolation=chroot --network=host --pull=never --layers=false \
-  -f deploy/docker/Dockerfile -t localhost/pagoda:test "$repo" > "$work/build.log" 2>&1 ||
+timeout "${BUILD_TIMEOUT:-45m}" buildah "${opts[@]}" bud --isolation=chroot --network=host \
+  --pull=never --layers=false -f deploy/docker/Dockerfile -t localhost/pagoda:test "$repo" > "$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log" >&2; echo "image_test: FAILED (build)" >&2; exit 1; }
 build_s=$((SECONDS - build_start))
 size=$(pod image inspect --format '{{.Size}}' localhost/pagoda:test)
