@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-shared=$(cd "${PAGODA_SHARED:-../shared}" 2>/dev/null && pwd) ||
+shared=$(cd "${PAGODA_SHARED:-../shared}" 2>/dev/null && pwd -P) ||
   { echo "fresh_machine_test: ../shared is missing" >&2; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
   echo "fresh_machine_test: SKIPPED (needs root for debootstrap and chroot)"; exit 0
@@ -50,7 +50,8 @@ tar -C "$root" -xf "$tarball"
 # The project as a fresh clone would have it: committed files only, ../shared beside it.
 git clone -q --no-checkout "$repo" "$root/src/pagoda"
 git -C "$root/src/pagoda" checkout -q --detach "$(git rev-parse HEAD)"
-cp -a "$shared" "$root/src/shared"
+mkdir "$root/src/shared"
+cp -a "$shared/." "$root/src/shared/"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 bind() {  # bind SRC DEST: a mount the trap removes (recursive, and not propagated back).
