@@ -1,5 +1,6 @@
 // The validator must catch what it claims to: each case breaks one thing in a rendered, valid
 // deployment and expects a problem that names it. Exits 1 if any case goes unnoticed.
+//   node selftest.mjs RENDERED.yaml   (overlays/prometheus-keda: it has every kind of object)
 import { readObjects, validate } from "./validate.mjs";
 
 const path = process.argv[2];
@@ -31,6 +32,34 @@ const cases = [
   ["root", /non-root/, (o) => { delete worker(o).securityContext.runAsNonRoot; }],
   ["a model claim that is not there", /missing claim/,
    (o) => { o.splice(o.indexOf(kind(o, "PersistentVolumeClaim", "pagoda-model")), 1); }],
+  ["a worker without the token", /PAGODA_WORKER_TOKEN/,
+   (o) => { worker(o).containers[0].env = worker(o).containers[0].env.filter(
+                (e) => e.name !== "PAGODA_WORKER_TOKEN"); }],
+  ["the token from another key", /PAGODA_WORKER_TOKEN/,
+   (o) => { router(o).containers[0].env.find((e) => e.name === "PAGODA_WORKER_TOKEN")
+                .valueFrom.secretKeyRef.key = "password"; }],
+  ["a router without metrics", /--metrics-port/,
+   (o) => { const c = router(o).containers[0];
+            c.args = c.args.filter((a) => !a.startsWith("--metrics-port")); }],
+  ["the metrics port open to all", /metrics port/,
+   (o) => { kind(o, "NetworkPolicy", "pagoda-router").spec.ingress.push({ ports: [{ port: 9090 }] }); }],
+  ["the metrics port closed", /metrics port/,
+   (o) => { const p = kind(o, "NetworkPolicy", "pagoda-router");
+            p.spec.ingress = p.spec.ingress.filter((r) => !r.ports.some((x) => x.port === 9090)); }],
+  ["a ServiceMonitor on a port no Service has", /ServiceMonitor/,
+   (o) => { kind(o, "ServiceMonitor", "pagoda-router").spec.endpoints[0].port = "http"; }],
+  ["a ServiceMonitor that is not one", /schema/,
+   (o) => { kind(o, "ServiceMonitor", "pagoda-router").spec.endpoints = "metrics"; }],
+  ["workers not spread", /topologySpreadConstraints/,
+   (o) => { delete worker(o).topologySpreadConstraints; }],
+  ["autoscaling the router", /not the workers/,
+   (o) => { kind(o, "ScaledObject", "pagoda-worker").spec.scaleTargetRef.name = "pagoda-router"; }],
+  ["autoscaling on something else", /pagoda_num_requests_waiting/,
+   (o) => { kind(o, "ScaledObject", "pagoda-worker").spec.triggers[0].metadata.query = "sum(up)"; }],
+  ["replicas beside an autoscaler", /fights the autoscaler/,
+   (o) => { kind(o, "Deployment", "pagoda-worker").spec.replicas = 2; }],
+  ["a ScaledObject without triggers", /schema/,
+   (o) => { delete kind(o, "ScaledObject", "pagoda-worker").spec.triggers; }],
 ];
 
 let missed = 0;

@@ -13,6 +13,9 @@ import { Deployment } from "kubernetes-models/apps/v1/Deployment";
 import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
+import { Secret } from "kubernetes-models/v1/Secret";
+import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
+import { ScaledObject } from "@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject";
 
 const MODELS = {
   "v1/Namespace": Namespace,
@@ -23,7 +26,12 @@ const MODELS = {
   "apps/v1/StatefulSet": StatefulSet,
   "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy,
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget,
+  "v1/Secret": Secret,
+  "monitoring.coreos.com/v1/ServiceMonitor": ServiceMonitor,
+  "keda.sh/v1alpha1/ScaledObject": ScaledObject,
 };
+const TOKEN_ENV = "PAGODA_WORKER_TOKEN";
+const TOKEN_SECRET = "pagoda-worker-token"; // key `token`; a generator may add a hash suffix
 const OVERHEAD_MIB = 512; // activations, gRPC and the runtime, on top of weights and KV
 
 let problems = [];
@@ -186,6 +194,76 @@ function check(objects, path) {
   if (!find("PodDisruptionBudget", (p) => matches(p.spec.selector.matchLabels,
                                                   podLabels(worker))).length) {
     problem(path, "no PodDisruptionBudget selects the workers");
+  }
+
+  // 7. The worker token: router and workers read the same Secret key into PAGODA_WORKER_TOKEN.
+  const tokenRef = (w) => (container(w).env ?? []).find((e) => e.name === TOKEN_ENV)
+                              ?.valueFrom?.secretKeyRef;
+  const refs = [router, worker].map(tokenRef);
+  if (!refs.every((r) => r?.name?.startsWith(TOKEN_SECRET) && r.key === "token")) {
+    problem(path, `router and worker need env ${TOKEN_ENV} from Secret ${TOKEN_SECRET}, key token`);
+  } else if (refs[0].name !== refs[1].name) {
+    problem(path, `router and worker read ${TOKEN_ENV} from different Secrets`);
+  } else {
+    const [secret] = find("Secret", (s) => s.metadata.name === refs[0].name);
+    if (secret && !(secret.data?.token || secret.stringData?.token)) {
+      problem(path, `Secret ${secret.metadata.name} has no key token`);
+    }
+  }
+
+  // 8. Metrics: the router serves them on a named port that a NetworkPolicy opens to some
+  // peers (Prometheus), not to all; a ServiceMonitor, if any, reaches it through a Service.
+  const metricsFlag = container(router).args.find((a) => a.startsWith("--metrics-port="));
+  const metricsPort = Number(metricsFlag?.split("=")[1]);
+  const metricsName = (container(router).ports ?? []).find((p) => p.containerPort === metricsPort)
+                          ?.name;
+  if (!metricsFlag) {
+    problem(`${path}: ${router.metadata.name}`, "router args lack --metrics-port");
+  } else if (!metricsName) {
+    problem(`${path}: ${router.metadata.name}`, `no named container port ${metricsPort} (metrics)`);
+  } else {
+    const ingress = policies.flatMap((p) => p.spec.ingress ?? []);
+    const admits = ingress.some((r) => r.from?.length &&
+                                       (r.ports ?? []).some((p) => p.port === metricsPort));
+    const openToAll = ingress.some(
+        (r) => !r.from && (!r.ports || r.ports.some((p) => p.port === metricsPort)));
+    if (!admits || openToAll) {
+      problem(path, `a NetworkPolicy must admit Prometheus, not everyone, to metrics port ${metricsPort}`);
+    }
+  }
+  for (const sm of find("ServiceMonitor")) {
+    const endpoints = Array.isArray(sm.spec.endpoints) ? sm.spec.endpoints : [];
+    const reached = endpoints.every((e) => services.some(
+        (s) => matches(sm.spec.selector?.matchLabels, s.metadata.labels) &&
+               s.spec.ports.some((p) => p.name === e.port && metricsName &&
+                                        [metricsName, metricsPort].includes(p.targetPort))));
+    if (!endpoints.length || !reached) {
+      problem(`${path}: ServiceMonitor/${sm.metadata.name}`,
+              "its endpoints must name a Service port that leads to the router's metrics port");
+    }
+  }
+
+  // 9. Workers spread over nodes; an autoscaler owns their replica count.
+  const spread = worker.spec.template.spec.topologySpreadConstraints ?? [];
+  if (!spread.some((t) => t.topologyKey === "kubernetes.io/hostname" &&
+                          matches(t.labelSelector?.matchLabels, podLabels(worker)) &&
+                          t.labelSelector?.matchLabels?.["app.kubernetes.io/name"])) {
+    problem(`${path}: ${worker.metadata.name}`,
+            "needs topologySpreadConstraints over kubernetes.io/hostname selecting its own pods");
+  }
+  for (const so of find("ScaledObject")) {
+    const where = `${path}: ScaledObject/${so.metadata.name}`;
+    const target = so.spec.scaleTargetRef;
+    if (target.name !== worker.metadata.name || (target.kind ?? "Deployment") !== worker.kind) {
+      problem(where, `scales ${target.kind ?? "Deployment"}/${target.name}, not the workers`);
+    }
+    if (!(so.spec.triggers ?? []).some((t) => t.type === "prometheus" &&
+                                      /\bpagoda_num_requests_waiting\b/.test(t.metadata?.query))) {
+      problem(where, "needs a prometheus trigger on pagoda_num_requests_waiting");
+    }
+    if (worker.spec.replicas !== undefined) {
+      problem(where, `the worker ${worker.kind} sets replicas, which fights the autoscaler`);
+    }
   }
 }
 

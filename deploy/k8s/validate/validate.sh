@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Renders deploy/k8s (the base) and deploy/k8s/overlays/dev with `kubectl kustomize`, checks
-# both against the Kubernetes schemas and Pagoda's rules (validate.mjs), and checks that the
-# validator catches broken manifests (selftest.mjs). A ctest test runs it.
+# Renders deploy/k8s (the base), deploy/k8s/overlays/dev and deploy/k8s/overlays/prometheus-keda
+# with `kubectl kustomize`, checks each against the Kubernetes schemas (and the ServiceMonitor
+# and ScaledObject CRDs) and Pagoda's rules (validate.mjs), and checks that the validator
+# catches broken manifests (selftest.mjs). A ctest test runs it.
 #   deploy/k8s/validate/validate.sh [WORK_DIR]   (node_modules are installed there once)
+# The manifests need kustomize v4.1+ (kubectl 1.21+); with an older kubectl, such as Debian 12's
+# 1.20, it prints SKIPPED and exits 77 (ctest's SKIP_RETURN_CODE).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=${1:-$(mktemp -d)}
@@ -10,13 +13,21 @@ mkdir -p "$work"
 for tool in kubectl node npm; do
   command -v "$tool" >/dev/null || { echo "validate: $tool is missing (tools/setup.sh installs it)" >&2; exit 1; }
 done
+minor=$(kubectl version --client -o json 2>/dev/null |
+  node -e 'let s = ""; process.stdin.on("data", (d) => s += d).on("end", () =>
+    console.log(parseInt(JSON.parse(s).clientVersion.minor) || 0))')
+if [ "${minor:-0}" -lt 21 ]; then
+  echo "validate: SKIPPED (kubectl 1.${minor:-?} embeds kustomize v2; the manifests need kubectl 1.21+)"
+  exit 77
+fi
 cp "$here/package.json" "$here/package-lock.json" "$here/validate.mjs" "$here/selftest.mjs" "$work/"
 if [ ! -d "$work/node_modules/kubernetes-models" ] ||
    ! cmp -s "$here/package-lock.json" "$work/node_modules/.package-lock.json.pagoda"; then
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
   cp "$here/package-lock.json" "$work/node_modules/.package-lock.json.pagoda"
 fi
-kubectl kustomize "$here/.." > "$work/base.yaml" 2> >(grep -v "^# Warning: '.*' is deprecated" >&2)
-kubectl kustomize "$here/../overlays/dev" > "$work/dev.yaml" 2> >(grep -v "^# Warning: '.*' is deprecated" >&2)
-node "$work/validate.mjs" "$work/base.yaml" "$work/dev.yaml"
-node "$work/selftest.mjs" "$work/base.yaml"
+kubectl kustomize "$here/.." > "$work/base.yaml"
+kubectl kustomize "$here/../overlays/dev" > "$work/dev.yaml"
+kubectl kustomize "$here/../overlays/prometheus-keda" > "$work/prometheus-keda.yaml"
+node "$work/validate.mjs" "$work/base.yaml" "$work/dev.yaml" "$work/prometheus-keda.yaml"
+node "$work/selftest.mjs" "$work/prometheus-keda.yaml"

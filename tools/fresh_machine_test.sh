@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# README's first command on a bare Debian 12: debootstraps (once, cached: tools/debian_root.sh) a
+# minbase bookworm root, copies in a clean clone of this commit and ../shared beside it, and
+# inside a chroot (with /proc, /sys, /dev and the host's resolv.conf) runs exactly
+#     tools/setup.sh && tools/demo.sh "Once upon a time"
+# It passes when that exits 0 and a story comes back. This catches a package missing from
+# setup.sh, which a developer machine with years of installs hides.
+#   PAGODA_CI_CACHE   where the root tarball and downloaded .debs are kept (/var/cache/pagoda-ci)
+#   FRESH_TIMEOUT     give up after this long (default 45m; 26 min were seen on a loaded machine)
+# Only committed files are tested (a clone of HEAD). Needs root and debootstrap; without them
+# it prints SKIPPED with the reason and exits 0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+shared=$(cd "${PAGODA_SHARED:-../shared}" 2>/dev/null && pwd -P) ||
+  { echo "fresh_machine_test: ../shared is missing" >&2; exit 1; }
+if [ "$(id -u)" -ne 0 ]; then
+  echo "fresh_machine_test: SKIPPED (needs root for debootstrap and chroot)"; exit 0
+fi
+if ! command -v debootstrap >/dev/null; then
+  echo "fresh_machine_test: SKIPPED (debootstrap is not installed; .ci/run installs it)"; exit 0
+fi
+start=$SECONDS
+cache=${PAGODA_CI_CACHE:-/var/cache/pagoda-ci}
+tarball=$(tools/debian_root.sh)
+
+work=$(mktemp -d /var/tmp/pagoda-fresh.XXXXXX)
+root=$work/root
+mounts=()
+cleanup() {
+  # Anything still running in the root (a router left by a failure) goes first, then the mounts.
+  local pid
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$root" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  local i
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+    umount -R "${mounts[i]}" 2>/dev/null || umount -lR "${mounts[i]}" || true
+  done
+  if findmnt -rn -o TARGET | grep -q "^$root"; then
+    echo "fresh_machine_test: mounts left under $root, not removing it" >&2
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+mkdir -p "$root"
+tar -C "$root" -xf "$tarball"
+
+# The project as a fresh clone would have it: committed files only, ../shared beside it.
+git clone -q --no-checkout "$repo" "$root/src/pagoda"
+git -C "$root/src/pagoda" checkout -q --detach "$(git rev-parse HEAD)"
+mkdir "$root/src/shared"
+cp -a "$shared/." "$root/src/shared/"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+
+bind() {  # bind SRC DEST: a mount the trap removes (recursive, and not propagated back).
+  mount --rbind "$1" "$2"
+  mount --make-rslave "$2"
+  mounts+=("$2")
+}
+mount -t proc proc "$root/proc"; mounts+=("$root/proc")
+mount -t sysfs sysfs "$root/sys"; mounts+=("$root/sys")
+bind /dev "$root/dev"
+# Downloaded .debs are kept between runs (the same files apt would fetch again).
+mkdir -p "$cache/apt-archives/partial"
+bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+
+# demo.sh serves on 50051/50052; another router there would answer its readiness check.
+if ss -Htln | awk '{print $4}' | grep -Eq ':5005[12]$'; then
+  echo "fresh_machine_test: port 50051 or 50052 is in use; the demo gets PORT=46051" >&2
+  export PORT=46051
+fi
+
+echo "fresh_machine_test: in a bare Debian 12 root: tools/setup.sh && tools/demo.sh \"Once upon a time\""
+out=$work/demo.out
+# Each output line gets the second it was printed, to tell setup.sh's time from demo.sh's.
+stamp() {
+  local line now
+  while IFS= read -r line || [ -n "$line" ]; do
+    printf -v now '%(%s)T' -1
+    printf '%s %s\n' "$now" "$line"
+  done
+}
+printf -v t0 '%(%s)T' -1
+{
+  status=0
+  timeout "${FRESH_TIMEOUT:-45m}" chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${PORT:+PORT=$PORT} \
+    /bin/bash -c 'cd /src/pagoda && tools/setup.sh && tools/demo.sh "Once upon a time"' \
+    2>&1 || status=$?
+  echo "fresh_machine_test: exit $status"
+} | stamp > "$out"
+printf -v t1 '%(%s)T' -1
+status=$(tail -1 "$out" | awk '{print $NF}')
+story=$(sed -n '/^[0-9]* router ready/,$p' "$out" | sed '1d;$d' | cut -d' ' -f2-)
+if [ "$status" != 0 ] || [ "$(wc -w <<< "$story")" -lt 10 ]; then
+  tail -40 "$out" | cut -d' ' -f2- >&2
+  [ -f "$root/tmp/pagoda-router.log" ] && { echo "--- router log" >&2; tail -20 "$root/tmp/pagoda-router.log" >&2; }
+  echo "fresh_machine_test: FAILED (exit $status after $((SECONDS - start))s)" >&2
+  exit 1
+fi
+grep -E '^[0-9]+ setup: installing' "$out" | cut -d' ' -f2- | cut -c1-200 || true
+echo "$story"
+# setup.sh ends with its last line before demo.sh's "router ready" (demo's build is silent).
+t_ready=$(grep -m1 -E '^[0-9]+ router ready' "$out" | cut -d' ' -f1)
+t_setup=$(sed -n '/^[0-9]* router ready/q;p' "$out" | tail -1 | cut -d' ' -f1)
+echo "fresh_machine_test: setup.sh $((t_setup - t0))s, demo.sh's build and start" \
+  "$((t_ready - t_setup))s, the request $((t1 - t_ready))s"
+echo "fresh_machine_test: passed in $((SECONDS - start))s"
