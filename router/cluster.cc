@@ -119,6 +119,11 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   w->id = static_cast<int>(workers_.size());
   w->executor = std::move(executor);
   w->engine = std::make_unique<Engine>(config_, w->executor.get(), options_.engine);
+  // Exact counts while a step runs: admission has just moved sequences from waiting to running.
+  w->engine->set_after_schedule([raw = w.get()] {
+    raw->num_running = raw->engine->scheduler().num_running();
+    raw->num_waiting = raw->engine->scheduler().num_waiting();
+  });
   if (options_.metrics) {
     w->step_seconds = options_.metrics->registry->AddHistogram(
         "pagoda_worker_step_seconds", "A worker's step: schedule, forward pass and round trip.",

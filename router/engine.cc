@@ -156,6 +156,7 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
     return std::vector<SequenceUpdate>();
   }
   const StepCommand command = scheduler_.Schedule();
+  if (after_schedule_) after_schedule_();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
   RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size));
   last_forward_seconds_ = result.forward_seconds;

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -69,6 +70,9 @@ class Engine {
   bool AbortSequence(int64_t request_id, int seq_index);
   // One step; an error means the worker failed (or answered something other than the step).
   absl::StatusOr<std::vector<SequenceUpdate>> Step();
+  // Called in Step() between scheduling and executing (to publish the scheduler's counts while
+  // the step runs).
+  void set_after_schedule(std::function<void()> hook) { after_schedule_ = std::move(hook); }
 
   bool has_unfinished() const { return scheduler_.has_work(); }
   // The worker's forward-pass time in the last Step() (0 when it ran nothing).
@@ -89,6 +93,7 @@ class Engine {
   absl::flat_hash_map<int64_t, RequestState> requests_;  // by request id (= first sequence id)
   int64_t next_seq_id_ = 0;
   double last_forward_seconds_ = 0;
+  std::function<void()> after_schedule_;
 };
 
 }  // namespace pagoda

@@ -114,7 +114,11 @@ WorkerLinkService::WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& 
 WorkerLinkService::~WorkerLinkService() = default;
 
 grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* stream) {
-  // The token first: a stranger learns nothing and costs nothing more than this.
+  v1::WorkerMessage first;
+  const bool read_first = stream->Read(&first);
+  // The token before anything in the Hello is looked at: a stranger learns nothing. The Hello
+  // is read first (bounded by gRPC's message size), so the refusal reaches the peer before the
+  // call ends, whatever the timing.
   if (!options_.worker_token.empty()) {
     const auto& metadata = context->client_metadata();
     auto auth = metadata.find("authorization");
@@ -133,8 +137,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kMessage);
     }
   }
-  v1::WorkerMessage first;
-  if (!stream->Read(&first) || !first.has_hello()) {
+  if (!read_first || !first.has_hello()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello");
   }
   const std::string name = first.hello().worker_name();

@@ -87,7 +87,8 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
     context.TryCancel();
     stream->Finish();
   };
-  if (!stream->Write(hello) || !stream->Read(&reply)) {
+  stream->Write(hello);
+  if (!stream->Read(&reply)) {  // a refusal can end the call before the write completes
     VLOG(1) << "router " << options_.router_address << " not reachable";
     end_call();
     return Outcome::kReconnect;

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -167,6 +168,74 @@ TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   EXPECT_EQ(sampled_out.output(0), ref_sampled.output(0));
   EXPECT_EQ(sampled_out.output(1), ref_sampled.output(1));
   EXPECT_EQ(greedy.workers().back(), b);
+  // The step counters that the periodic log takes differences of never go back when a worker
+  // leaves (the log printed negative step times after a death).
+  const ClusterStats before = cluster_->stats();
+  cluster_->RemoveWorker(b);
+  const ClusterStats after = cluster_->stats();
+  EXPECT_GE(after.num_steps, before.num_steps);
+  EXPECT_GE(after.step_seconds, before.step_seconds);
+  EXPECT_GE(after.forward_seconds, before.forward_seconds);
+}
+
+// Runs a real worker's steps, each only once the test allows it.
+class GatedExecutor final : public Executor {
+ public:
+  explicit GatedExecutor(std::shared_ptr<Executor> real) : real_(std::move(real)) {}
+  const WorkerInfo& info() const override { return real_->info(); }
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    {
+      absl::MutexLock lock(&mu_);
+      std::pair<GatedExecutor*, int> me(this, ++entered_);
+      mu_.Await(absl::Condition(
+          +[](std::pair<GatedExecutor*, int>* a) { return a->first->allowed_ >= a->second; }, &me));
+    }
+    return real_->Execute(command);
+  }
+  void Allow(int steps) {
+    absl::MutexLock lock(&mu_);
+    allowed_ += steps;
+  }
+  // Blocks until `n` steps have reached the gate.
+  void WaitEntered(int n) {
+    absl::MutexLock lock(&mu_);
+    std::pair<GatedExecutor*, int> want(this, n);
+    mu_.Await(absl::Condition(
+        +[](std::pair<GatedExecutor*, int>* a) { return a->first->entered_ >= a->second; }, &want));
+  }
+
+ private:
+  std::shared_ptr<Executor> real_;
+  absl::Mutex mu_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int allowed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Requests the worker loop has taken from its inbox into the scheduler, while that step runs,
+// still count as waiting: --max-waiting is never exceeded (it let 112 wait with 64).
+TEST_F(ClusterTest, MaxWaitingCountsRequestsOnTheirWayIntoTheScheduler) {
+  ClusterOptions o;
+  o.engine.max_model_len = 257;
+  o.engine.max_num_seqs = 1;  // one runs, the others wait in the scheduler
+  o.max_waiting = 2;
+  Cluster cluster(config_, o);
+  auto gate = std::make_shared<GatedExecutor>(NewWorker());
+  absl::Cleanup open_gate = [gate] { gate->Allow(1 << 20); };  // even when a check fails
+  ASSERT_TRUE(cluster.AddWorker(gate).ok());
+  Collector a(1), b(1), c(1), d(1);
+  ASSERT_TRUE(cluster.Submit(Greedy(golden_[0].prompt_ids), a.Sink()).ok());
+  gate->WaitEntered(1);  // A runs its first step: it is running, not waiting
+  ASSERT_TRUE(cluster.Submit(Greedy(golden_[1].prompt_ids), b.Sink()).ok());
+  ASSERT_TRUE(cluster.Submit(Greedy(golden_[2].prompt_ids), c.Sink()).ok());
+  EXPECT_EQ(cluster.Submit(Greedy(golden_[3].prompt_ids), d.Sink()).status().code(),
+            absl::StatusCode::kResourceExhausted);  // B and C wait in the inbox
+  gate->Allow(1);
+  gate->WaitEntered(2);  // B and C went from the inbox into the scheduler: 2 waiting
+  EXPECT_EQ(cluster.Submit(Greedy(golden_[3].prompt_ids), d.Sink()).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  std::move(open_gate).Invoke();
+  EXPECT_TRUE(a.Wait() && b.Wait() && c.Wait());
+  EXPECT_EQ(a.output(), golden_[0].greedy_ids);
 }
 
 TEST_F(ClusterTest, ADrainingWorkerFinishesWhatItHoldsAndGetsNothingNew) {
