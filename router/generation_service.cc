@@ -26,10 +26,6 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
 }
-grpc::Status Malformed(const char* what) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      absl::StrCat("the request is not a valid ", what, " message"));
-}
 
 // One Generate call. Updates arrive on worker loop threads (under the Cluster's lock, in order)
 // and queue here; one write is in flight at a time.
@@ -242,6 +238,18 @@ GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenize
       model_name_(std::move(model_name)),
       api_key_(std::move(api_key)) {}
 
+grpc::Status GenerationService::Admit(const grpc::CallbackServerContext& context,
+                                      const grpc::ByteBuffer& bytes,
+                                      google::protobuf::Message* request) const {
+  if (grpc::Status auth = CheckApiKey(context); !auth.ok()) return auth;
+  if (!ParseMessage(bytes, request)) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("the request is not a valid ", request->GetDescriptor()->name(), " message"));
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status GenerationService::CheckApiKey(const grpc::CallbackServerContext& context) const {
   if (api_key_.empty()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
@@ -308,9 +316,10 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
-  if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) return new ErrorReactor(auth);
   auto request = std::make_unique<v1::GenerateRequest>();
-  if (!ParseMessage(*bytes, request.get())) return new ErrorReactor(Malformed("GenerateRequest"));
+  if (grpc::Status admitted = Admit(*context, *bytes, request.get()); !admitted.ok()) {
+    return new ErrorReactor(admitted);
+  }
   absl::StatusOr<GenerationRequest> r = Translate(*request);
   // Validated before the reactor sizes anything by n or the prompt.
   if (r.ok()) {
@@ -334,13 +343,9 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* bytes,
                                                       grpc::ByteBuffer* response_bytes) {
   auto* reactor = context->DefaultReactor();
-  if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
-  }
   v1::TokenizeRequest request;
-  if (!ParseMessage(*bytes, &request)) {
-    reactor->Finish(Malformed("TokenizeRequest"));
+  if (grpc::Status admitted = Admit(*context, *bytes, &request); !admitted.ok()) {
+    reactor->Finish(admitted);
     return reactor;
   }
   if (request.text().size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
@@ -358,13 +363,9 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
                                                           const grpc::ByteBuffer* bytes,
                                                           grpc::ByteBuffer* response_bytes) {
   auto* reactor = context->DefaultReactor();
-  if (grpc::Status auth = CheckApiKey(*context); !auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
-  }
   v1::GetModelInfoRequest request;
-  if (!ParseMessage(*bytes, &request)) {
-    reactor->Finish(Malformed("GetModelInfoRequest"));
+  if (grpc::Status admitted = Admit(*context, *bytes, &request); !admitted.ok()) {
+    reactor->Finish(admitted);
     return reactor;
   }
   v1::ModelInfo info;

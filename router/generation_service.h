@@ -52,6 +52,10 @@ class GenerationService final : public RawGenerationService {
   // OK when the API key is not required or `context` carries it.
   grpc::Status CheckApiKey(const grpc::CallbackServerContext& context) const;
 
+  // The API key, then the request's bytes parsed into `request`: OK, or the call's status.
+  grpc::Status Admit(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& bytes,
+                     google::protobuf::Message* request) const;
+
   Cluster* cluster() const { return cluster_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   RouterMetrics* metrics() const { return metrics_; }
