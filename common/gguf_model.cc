@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/llama_weights_reader.h"
 #include "common/status_macros.h"
 
 namespace pagoda {
@@ -111,40 +112,10 @@ absl::StatusOr<ModelWeights> LoadGgufModel(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
   ModelWeights w;
   ASSIGN_OR_RETURN(w.config, GgufModelConfig(*f));
-  const ModelConfig& c = w.config;
-  const int64_t dim = c.dim, hidden = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
-  auto read = [&](const std::string& name, std::initializer_list<int64_t> shape,
-                  std::vector<float>* out) -> absl::Status {
-    ASSIGN_OR_RETURN(*out, f->Read(name, std::vector<int64_t>(shape)));
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(read("token_embd.weight", {c.vocab_size, dim}, &w.token_embedding));
-  RETURN_IF_ERROR(read("output_norm.weight", {dim}, &w.final_norm));
-  if (!c.tied_embeddings)
-    RETURN_IF_ERROR(read("output.weight", {c.vocab_size, dim}, &w.classifier));
-  w.layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    LayerWeights& L = w.layers[l];
-    const std::string p = absl::StrCat("blk.", l, ".");
-    RETURN_IF_ERROR(read(p + "attn_norm.weight", {dim}, &L.attn_norm));
-    RETURN_IF_ERROR(read(p + "attn_q.weight", {q, dim}, &L.wq));
-    RETURN_IF_ERROR(read(p + "attn_k.weight", {kv, dim}, &L.wk));
-    RETURN_IF_ERROR(read(p + "attn_v.weight", {kv, dim}, &L.wv));
-    RETURN_IF_ERROR(read(p + "attn_output.weight", {dim, q}, &L.wo));
-    if (c.qkv_bias) {
-      RETURN_IF_ERROR(read(p + "attn_q.bias", {q}, &L.bq));
-      RETURN_IF_ERROR(read(p + "attn_k.bias", {kv}, &L.bk));
-      RETURN_IF_ERROR(read(p + "attn_v.bias", {kv}, &L.bv));
-    }
-    if (c.qk_norm) {
-      RETURN_IF_ERROR(read(p + "attn_q_norm.weight", {c.head_dim}, &L.q_norm));
-      RETURN_IF_ERROR(read(p + "attn_k_norm.weight", {c.head_dim}, &L.k_norm));
-    }
-    RETURN_IF_ERROR(read(p + "ffn_norm.weight", {dim}, &L.ffn_norm));
-    RETURN_IF_ERROR(read(p + "ffn_gate.weight", {hidden, dim}, &L.w_gate));
-    RETURN_IF_ERROR(read(p + "ffn_up.weight", {hidden, dim}, &L.w_up));
-    RETURN_IF_ERROR(read(p + "ffn_down.weight", {dim, hidden}, &L.w_down));
-  }
+  RETURN_IF_ERROR(ReadLlamaWeights(
+      GgufTensorNames(),
+      [&f](const std::string& name, std::vector<int64_t> shape) { return f->Read(name, shape); },
+      &w));
   return w;
 }
 

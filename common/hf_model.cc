@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
+#include "common/llama_weights_reader.h"
 #include "common/status_macros.h"
 
 namespace pagoda {
@@ -196,41 +197,10 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
   ModelWeights w;
   ASSIGN_OR_RETURN(w.config, LoadHfConfig(dir));
   ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::Open(dir));
-  const ModelConfig& c = w.config;
-  const int64_t dim = c.dim, hidden = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
-  auto read = [&](const std::string& name, std::initializer_list<int64_t> shape,
-                  std::vector<float>* out) -> absl::Status {
-    ASSIGN_OR_RETURN(*out, st.Read(name, std::vector<int64_t>(shape)));
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(read("model.embed_tokens.weight", {c.vocab_size, dim}, &w.token_embedding));
-  RETURN_IF_ERROR(read("model.norm.weight", {dim}, &w.final_norm));
-  if (!c.tied_embeddings) {
-    RETURN_IF_ERROR(read("lm_head.weight", {c.vocab_size, dim}, &w.classifier));
-  }
-  w.layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    LayerWeights& L = w.layers[l];
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    RETURN_IF_ERROR(read(p + "input_layernorm.weight", {dim}, &L.attn_norm));
-    RETURN_IF_ERROR(read(p + "self_attn.q_proj.weight", {q, dim}, &L.wq));
-    RETURN_IF_ERROR(read(p + "self_attn.k_proj.weight", {kv, dim}, &L.wk));
-    RETURN_IF_ERROR(read(p + "self_attn.v_proj.weight", {kv, dim}, &L.wv));
-    RETURN_IF_ERROR(read(p + "self_attn.o_proj.weight", {dim, q}, &L.wo));
-    if (c.qk_norm) {
-      RETURN_IF_ERROR(read(p + "self_attn.q_norm.weight", {c.head_dim}, &L.q_norm));
-      RETURN_IF_ERROR(read(p + "self_attn.k_norm.weight", {c.head_dim}, &L.k_norm));
-    }
-    if (c.qkv_bias) {
-      RETURN_IF_ERROR(read(p + "self_attn.q_proj.bias", {q}, &L.bq));
-      RETURN_IF_ERROR(read(p + "self_attn.k_proj.bias", {kv}, &L.bk));
-      RETURN_IF_ERROR(read(p + "self_attn.v_proj.bias", {kv}, &L.bv));
-    }
-    RETURN_IF_ERROR(read(p + "post_attention_layernorm.weight", {dim}, &L.ffn_norm));
-    RETURN_IF_ERROR(read(p + "mlp.gate_proj.weight", {hidden, dim}, &L.w_gate));
-    RETURN_IF_ERROR(read(p + "mlp.up_proj.weight", {hidden, dim}, &L.w_up));
-    RETURN_IF_ERROR(read(p + "mlp.down_proj.weight", {dim, hidden}, &L.w_down));
-  }
+  RETURN_IF_ERROR(ReadLlamaWeights(
+      HfTensorNames(),
+      [&st](const std::string& name, std::vector<int64_t> shape) { return st.Read(name, shape); },
+      &w));
   return w;
 }
 

@@ -125,16 +125,7 @@ TEST_F(GenerateCommandTest, JsonObjectsOfParallelSamplesCarryTheirIndexAndLogpro
 
 TEST_F(GenerateCommandTest, WithoutSamplingFlagsTheModelsDefaultsApply) {
   // stories260K-hf with a generation_config.json that asks for greedy sampling.
-  const std::string model = dir_ + "/stories260K-hf";
-  std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model);
-  std::filesystem::permissions(model, std::filesystem::perms::owner_all);
-  std::filesystem::remove(model + "/generation_config.json");
-  testing::WriteFile(model + "/generation_config.json",
-                     R"({"eos_token_id": [2, 1], "temperature": 0.0})");
-  Kill(router_);
-  StartRouter(model);
-  StartWorker(model);
-  WaitForWorkers(1);
+  const std::string model = ServeGreedyHfCopy();
   EXPECT_EQ(Info().model_name(), "stories260K-hf") << "--served-model-name's default";
   for (const auto& c : golden_) {
     // No --temperature, --top-p, --top-k: the request leaves them unset.

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -104,6 +105,22 @@ class ServingTest : public ::testing::Test {
     const pid_t pid = Spawn(argv, absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
     workers_.push_back(pid);
     return pid;
+  }
+
+  // Restarts the router and one worker on a copy of stories260K-hf whose
+  // generation_config.json asks for greedy sampling by default; returns the copy's path.
+  std::string ServeGreedyHfCopy() {
+    const std::string model = dir_ + "/stories260K-hf";
+    std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model);
+    std::filesystem::permissions(model, std::filesystem::perms::owner_all);
+    std::filesystem::remove(model + "/generation_config.json");
+    testing::WriteFile(model + "/generation_config.json",
+                       R"({"eos_token_id": [2, 1], "temperature": 0.0})");
+    Kill(router_);
+    StartRouter(model);
+    StartWorker(model);
+    WaitForWorkers(1);
+    return model;
   }
 
   // Waits until health says SERVING and `n` workers are connected.

@@ -217,16 +217,7 @@ TEST_F(ServingTest, AWorkerWithAnotherModelIsRefused) {
 
 TEST_F(ServingTest, AHuggingFaceDirectoryIsServedWithItsTokenizerAndDefaults) {
   // stories260K-hf, whose generation_config.json asks for greedy sampling by default.
-  const std::string model = dir_ + "/stories260K-hf";
-  std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model);
-  std::filesystem::permissions(model, std::filesystem::perms::owner_all);
-  std::filesystem::remove(model + "/generation_config.json");
-  testing::WriteFile(model + "/generation_config.json",
-                     R"({"eos_token_id": [2, 1], "temperature": 0.0})");
-  Kill(router_);
-  StartRouter(model);
-  StartWorker(model);
-  WaitForWorkers(1);
+  const std::string model = ServeGreedyHfCopy();
   for (const auto& c : golden_) {
     v1::GenerateRequest r;
     r.set_prompt(c.prompt);  // no sampling fields: the model's default (greedy) applies
