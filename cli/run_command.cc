@@ -4,9 +4,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "common/incremental_decoder.h"
 #include "common/json_writer.h"
-#include "common/model_loader.h"
+#include "common/model/model_loader.h"
+#include "common/text/incremental_decoder.h"
 #include "worker/in_process_executor.h"
 
 namespace pagoda {

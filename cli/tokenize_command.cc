@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/json_writer.h"
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 

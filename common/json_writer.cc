@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/utf8.h"
+#include "common/text/utf8.h"
 
 namespace pagoda {
 

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/executor.h"
-#include "common/model_config.h"
+#include "common/model/model_config.h"
 #include "router/scheduler.h"
 
 namespace pagoda {

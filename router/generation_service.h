@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "router/cluster.h"
 

@@ -2,15 +2,15 @@
 // Engine → InProcessExecutor → WorkerEngine path as `pagoda run`:
 //   BM_Prefill/P      one prompt of P tokens, 1 output token      (items = prompt tokens)
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
-// Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/random_weights.cc), or a
+// Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
 // checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS.
 #include <cstdlib>
 #include <memory>
 #include <random>
 
 #include "benchmark/benchmark.h"
-#include "common/llama2c_checkpoint.h"
-#include "common/random_weights.h"
+#include "common/model/llama2c_checkpoint.h"
+#include "common/model/random_weights.h"
 #include "glog/logging.h"
 #include "router/engine.h"
 #include "worker/in_process_executor.h"

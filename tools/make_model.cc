@@ -7,9 +7,9 @@
 
 #include "absl/flags/flag.h"
 #include "common/command_line.h"
-#include "common/hf_model.h"
-#include "common/llama2c_checkpoint.h"
-#include "common/random_weights.h"
+#include "common/model/hf_model.h"
+#include "common/model/llama2c_checkpoint.h"
+#include "common/model/random_weights.h"
 
 ABSL_FLAG(std::string, shape, "stories110M",
           "stories260K, stories15M, stories42M, stories110M, 1B");

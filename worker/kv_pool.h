@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/model_config.h"
+#include "common/model/model_config.h"
 #include "worker/huge_page_buffer.h"
 
 namespace pagoda {

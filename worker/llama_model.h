@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model_weights.h"
+#include "common/model/model_weights.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/kv_pool.h"
 #include "worker/linear.h"

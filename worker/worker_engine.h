@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/executor.h"
-#include "common/model_weights.h"
+#include "common/model/model_weights.h"
 #include "common/step.h"
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"

@@ -10,10 +10,10 @@
 #include <random>
 
 #include "common/executor.h"
-#include "common/hf_model.h"
-#include "common/llama2c_checkpoint.h"
+#include "common/model/hf_model.h"
+#include "common/model/llama2c_checkpoint.h"
 #include "common/step_proto.h"
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/llama2c_checkpoint.h"
-#include "common/random_weights.h"
+#include "common/model/llama2c_checkpoint.h"
+#include "common/model/random_weights.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/serving_fixture.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/llama2c_checkpoint.h"
-#include "common/llama2c_tokenizer.h"
+#include "common/model/llama2c_checkpoint.h"
+#include "common/text/llama2c_tokenizer.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,7 +1,7 @@
 #include "router/text_assembler.h"
 
-#include "common/llama2c_tokenizer.h"
-#include "common/utf8.h"
+#include "common/text/llama2c_tokenizer.h"
+#include "common/text/utf8.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 

@@ -1,6 +1,6 @@
 #include "worker/llama_model.h"
 
-#include "common/llama2c_checkpoint.h"
+#include "common/model/llama2c_checkpoint.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 

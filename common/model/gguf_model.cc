@@ -1,0 +1,122 @@
+#include "common/model/gguf_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/llama_weights_reader.h"
+#include "common/status_macros.h"
+
+namespace pagoda {
+
+absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
+  const std::string& path = f.path();
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));
+  };
+  ASSIGN_OR_RETURN(std::string arch, f.StringOr("general.architecture", ""));
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    return bad("general.architecture \"", arch, "\" is not supported (llama, qwen2, qwen3)");
+  }
+  const std::string k = arch + ".";
+  ASSIGN_OR_RETURN(int64_t dim, f.Int(k + "embedding_length"));
+  ASSIGN_OR_RETURN(int64_t hidden, f.Int(k + "feed_forward_length"));
+  ASSIGN_OR_RETURN(int64_t layers, f.Int(k + "block_count"));
+  ASSIGN_OR_RETURN(int64_t heads, f.Int(k + "attention.head_count"));
+  ASSIGN_OR_RETURN(int64_t kv_heads, f.IntOr(k + "attention.head_count_kv", heads));
+  ASSIGN_OR_RETURN(int64_t context, f.IntOr(k + "context_length", 2048));
+  ASSIGN_OR_RETURN(double eps, f.FloatOr(k + "attention.layer_norm_rms_epsilon", 1e-5));
+  ASSIGN_OR_RETURN(double theta, f.FloatOr(k + "rope.freq_base", 10000.0));
+  ASSIGN_OR_RETURN(int64_t head_dim,
+                   f.IntOr(k + "attention.key_length", heads > 0 ? dim / heads : 0));
+  ASSIGN_OR_RETURN(int64_t value_dim, f.IntOr(k + "attention.value_length", head_dim));
+  ASSIGN_OR_RETURN(int64_t rope_dims, f.IntOr(k + "rope.dimension_count", head_dim));
+  ASSIGN_OR_RETURN(std::string scaling, f.StringOr(k + "rope.scaling.type", "none"));
+  auto limit = [&](int64_t v, const char* name, int64_t lo) -> absl::Status {
+    if (v < lo || v > (1 << 20)) return bad(k, name, " = ", v, " is out of range");
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(limit(dim, "embedding_length", 1));
+  RETURN_IF_ERROR(limit(hidden, "feed_forward_length", 1));
+  RETURN_IF_ERROR(limit(layers, "block_count", 1));
+  RETURN_IF_ERROR(limit(heads, "attention.head_count", 1));
+  RETURN_IF_ERROR(limit(kv_heads, "attention.head_count_kv", 1));
+  RETURN_IF_ERROR(limit(head_dim, "attention.key_length", 2));
+  RETURN_IF_ERROR(limit(context, "context_length", 1));
+  if (heads % kv_heads != 0 || head_dim % 2 != 0) {
+    return bad("head_count (", heads, ") must be a multiple of head_count_kv (", kv_heads,
+               ") and the head size (", head_dim, ") even");
+  }
+  if (value_dim != head_dim || rope_dims != head_dim) {
+    return bad("attention.value_length (", value_dim, ") and rope.dimension_count (", rope_dims,
+               ") must equal the head size (", head_dim, ")");
+  }
+  if (scaling != "none") return bad(k, "rope.scaling.type \"", scaling, "\" is not supported");
+  auto embd = f.tensors().find("token_embd.weight");
+  if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
+    return bad("no 2-dimensional token_embd.weight tensor");
+  }
+  const int64_t vocab = embd->second.dims[1];
+  RETURN_IF_ERROR(limit(vocab, "vocabulary (token_embd.weight rows)", 1));
+  if (!(eps > 0 && eps < 1) || !(theta > 0)) {
+    return bad("layer_norm_rms_epsilon ", eps, " or rope.freq_base ", theta, " is out of range");
+  }
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.name, f.StringOr("general.name", ""));
+  if (c.name.empty()) c.name = std::filesystem::path(path).stem().string();
+  c.dim = static_cast<int>(dim);
+  c.hidden_dim = static_cast<int>(hidden);
+  c.num_layers = static_cast<int>(layers);
+  c.num_heads = static_cast<int>(heads);
+  c.num_kv_heads = static_cast<int>(kv_heads);
+  c.head_dim = static_cast<int>(head_dim);
+  c.vocab_size = static_cast<int>(vocab);
+  c.max_seq_len = static_cast<int>(context);
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  c.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
+  c.tied_embeddings = !f.HasTensor("output.weight");
+  c.qkv_bias = f.HasTensor("blk.0.attn_q.bias");
+  c.qk_norm = arch == "qwen3";
+  if (f.HasTensor("rope_freqs.weight")) {  // Llama 3.1's scaling, as llama.cpp stores it
+    const int64_t shape[] = {head_dim / 2};
+    ASSIGN_OR_RETURN(c.rope_freq_factors, f.Read("rope_freqs.weight", shape));
+    for (float factor : c.rope_freq_factors) {
+      if (!(factor > 0) || !std::isfinite(factor)) {
+        return bad("rope_freqs.weight holds ", factor, "; factors must be positive");
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t bos, f.IntOr("tokenizer.ggml.bos_token_id", 1));
+  c.bos_id = static_cast<int>(bos);
+  c.eos_ids.clear();
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    if (!f.metadata().contains(key)) continue;
+    ASSIGN_OR_RETURN(int64_t id, f.Int(key));
+    if (id < 0 || id >= vocab) return bad(key, " ", id, " is outside the vocabulary");
+    c.eos_ids.push_back(static_cast<int>(id));
+  }
+  std::sort(c.eos_ids.begin(), c.eos_ids.end());
+  c.eos_ids.erase(std::unique(c.eos_ids.begin(), c.eos_ids.end()), c.eos_ids.end());
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadGgufConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  return GgufModelConfig(*f);
+}
+
+absl::StatusOr<ModelWeights> LoadGgufModel(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  ModelWeights w;
+  ASSIGN_OR_RETURN(w.config, GgufModelConfig(*f));
+  RETURN_IF_ERROR(ReadLlamaWeights(
+      GgufTensorNames(),
+      [&f](const std::string& name, std::vector<int64_t> shape) { return f->Read(name, shape); },
+      &w));
+  return w;
+}
+
+}  // namespace pagoda

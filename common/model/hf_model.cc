@@ -1,0 +1,287 @@
+#include "common/model/hf_model.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/json.h"
+#include "common/model/llama_weights_reader.h"
+#include "common/status_macros.h"
+
+namespace pagoda {
+namespace {
+
+// An id or a list of ids (eos_token_id may be either).
+absl::Status AppendIds(const JsonValue& v, absl::string_view key, absl::string_view what,
+                       std::vector<int>* ids) {
+  const JsonValue* m = JsonMember(v, key);
+  if (m == nullptr) return absl::OkStatus();
+  if (m->has_list_value()) {
+    for (const JsonValue& e : m->list_value().values()) {
+      ASSIGN_OR_RETURN(int64_t id, JsonAsInt(e, absl::StrCat(what, ": ", key)));
+      ids->push_back(static_cast<int>(id));
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(int64_t id, JsonAsInt(*m, absl::StrCat(what, ": ", key)));
+  ids->push_back(static_cast<int>(id));
+  return absl::OkStatus();
+}
+
+// interleaved (2i, 2i+1) <-> rotate-half (i, i + hd/2) order of one head's rows.
+std::vector<float> InterleavedToHalf(const std::vector<float>& w, int heads, int head_dim,
+                                     int cols) {
+  std::vector<float> out(w.size());
+  const int half = head_dim / 2;
+  for (int h = 0; h < heads; ++h) {
+    for (int i = 0; i < head_dim; ++i) {
+      const int src = h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1);
+      std::copy_n(&w[static_cast<size_t>(src) * cols], cols,
+                  &out[static_cast<size_t>(h * head_dim + i) * cols]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool IsHfModelDir(const std::string& path) {
+  return std::filesystem::is_directory(path) &&
+         std::filesystem::exists(std::filesystem::path(path) / "config.json");
+}
+
+absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
+  const JsonValue* arch = JsonMember(j, "architectures");
+  std::string architecture;
+  if (arch != nullptr && arch->has_list_value() && arch->list_value().values_size() > 0) {
+    architecture = arch->list_value().values(0).string_value();
+  }
+  const bool qwen2 = architecture == "Qwen2ForCausalLM";
+  const bool qwen3 = architecture == "Qwen3ForCausalLM";
+  if (architecture != "LlamaForCausalLM" && architecture != "MistralForCausalLM" && !qwen2 &&
+      !qwen3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": architecture \"", architecture,
+                     "\" is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                     "Qwen2ForCausalLM, Qwen3ForCausalLM)"));
+  }
+  ModelConfig c;
+  c.name = std::filesystem::path(dir).filename().string();
+  if (c.name.empty()) c.name = std::filesystem::path(dir).parent_path().filename().string();
+  ASSIGN_OR_RETURN(int64_t dim, JsonInt(j, "hidden_size", path));
+  ASSIGN_OR_RETURN(int64_t hidden, JsonInt(j, "intermediate_size", path));
+  ASSIGN_OR_RETURN(int64_t layers, JsonInt(j, "num_hidden_layers", path));
+  ASSIGN_OR_RETURN(int64_t heads, JsonInt(j, "num_attention_heads", path));
+  ASSIGN_OR_RETURN(int64_t kv_heads, JsonIntOr(j, "num_key_value_heads", heads, path));
+  ASSIGN_OR_RETURN(int64_t vocab, JsonInt(j, "vocab_size", path));
+  ASSIGN_OR_RETURN(int64_t head_dim, JsonIntOr(j, "head_dim", heads > 0 ? dim / heads : 0, path));
+  ASSIGN_OR_RETURN(int64_t max_pos, JsonIntOr(j, "max_position_embeddings", 2048, path));
+  ASSIGN_OR_RETURN(double eps, JsonNumberOr(j, "rms_norm_eps", 1e-6, path));
+  ASSIGN_OR_RETURN(double theta, JsonNumberOr(j, "rope_theta", 10000.0, path));
+  ASSIGN_OR_RETURN(bool tied, JsonBoolOr(j, "tie_word_embeddings", false, path));
+  ASSIGN_OR_RETURN(bool attention_bias, JsonBoolOr(j, "attention_bias", false, path));
+  ASSIGN_OR_RETURN(bool mlp_bias, JsonBoolOr(j, "mlp_bias", false, path));
+  auto limit = [&](int64_t v, const char* name, int64_t lo) -> absl::Status {
+    if (v < lo || v > (1 << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", name, " = ", v, " is out of range"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(limit(dim, "hidden_size", 1));
+  RETURN_IF_ERROR(limit(hidden, "intermediate_size", 1));
+  RETURN_IF_ERROR(limit(layers, "num_hidden_layers", 1));
+  RETURN_IF_ERROR(limit(heads, "num_attention_heads", 1));
+  RETURN_IF_ERROR(limit(kv_heads, "num_key_value_heads", 1));
+  RETURN_IF_ERROR(limit(vocab, "vocab_size", 1));
+  RETURN_IF_ERROR(limit(head_dim, "head_dim", 2));
+  RETURN_IF_ERROR(limit(max_pos, "max_position_embeddings", 1));
+  if (heads % kv_heads != 0 || head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": num_attention_heads (", heads, ") must be a multiple of num_key_value_heads (",
+        kv_heads, ") and head_dim (", head_dim, ") even"));
+  }
+  if (attention_bias || mlp_bias) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": attention_bias / mlp_bias (biases on o_proj or the MLP) are not "
+                     "supported"));
+  }
+  if (const JsonValue* act = JsonMember(j, "hidden_act");
+      act != nullptr && act->string_value() != "silu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": hidden_act \"", act->string_value(), "\" is not supported (silu)"));
+  }
+  c.dim = static_cast<int>(dim);
+  c.hidden_dim = static_cast<int>(hidden);
+  c.num_layers = static_cast<int>(layers);
+  c.num_heads = static_cast<int>(heads);
+  c.num_kv_heads = static_cast<int>(kv_heads);
+  c.head_dim = static_cast<int>(head_dim);
+  c.vocab_size = static_cast<int>(vocab);
+  c.max_seq_len = static_cast<int>(max_pos);
+  // Attention here is over the whole context: a sliding window caps the length instead, so
+  // what is served is exact.
+  ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
+  if (const JsonValue* w = JsonMember(j, "sliding_window"); w != nullptr && use_window) {
+    ASSIGN_OR_RETURN(int64_t window, JsonAsInt(*w, absl::StrCat(path, ": sliding_window")));
+    if (window > 0 && window < c.max_seq_len) c.max_seq_len = static_cast<int>(window);
+  }
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  c.rope_style = RopeStyle::kHalf;
+  c.tied_embeddings = tied;
+  c.qkv_bias = qwen2;
+  c.qk_norm = qwen3;
+  if (const JsonValue* rs = JsonMember(j, "rope_scaling"); rs != nullptr) {
+    std::string type =
+        JsonMember(*rs, "rope_type") ? JsonMember(*rs, "rope_type")->string_value() : "";
+    if (type.empty() && JsonMember(*rs, "type")) type = JsonMember(*rs, "type")->string_value();
+    if (type != "llama3") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": rope_scaling type \"", type, "\" is not supported (llama3)"));
+    }
+    const std::string what = path + ": rope_scaling";
+    ASSIGN_OR_RETURN(double factor, JsonNumberOr(*rs, "factor", 0, what));
+    ASSIGN_OR_RETURN(double low, JsonNumberOr(*rs, "low_freq_factor", 1, what));
+    ASSIGN_OR_RETURN(double high, JsonNumberOr(*rs, "high_freq_factor", 4, what));
+    ASSIGN_OR_RETURN(int64_t original,
+                     JsonIntOr(*rs, "original_max_position_embeddings", 8192, what));
+    if (!(factor >= 1) || !(high > low) || !(low > 0) || original < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       ": needs factor >= 1, 0 < low_freq_factor < high_freq_factor, "
+                       "original_max_position_embeddings >= 1"));
+    }
+    c.rope_scaling_factor = static_cast<float>(factor);
+    c.rope_low_freq_factor = static_cast<float>(low);
+    c.rope_high_freq_factor = static_cast<float>(high);
+    c.rope_original_max_position = static_cast<int>(original);
+  }
+  ASSIGN_OR_RETURN(int64_t bos, JsonIntOr(j, "bos_token_id", 1, path));
+  c.bos_id = static_cast<int>(bos);
+  c.eos_ids.clear();
+  RETURN_IF_ERROR(AppendIds(j, "eos_token_id", path, &c.eos_ids));
+  const std::string gen_path = dir + "/generation_config.json";
+  if (std::filesystem::exists(gen_path)) {
+    ASSIGN_OR_RETURN(std::string gen_text, ReadTextFile(gen_path));
+    ASSIGN_OR_RETURN(JsonValue gen, ParseJson(gen_text, gen_path));
+    RETURN_IF_ERROR(AppendIds(gen, "eos_token_id", gen_path, &c.eos_ids));
+    ASSIGN_OR_RETURN(double temperature, JsonNumberOr(gen, "temperature", 1.0, gen_path));
+    ASSIGN_OR_RETURN(double top_p, JsonNumberOr(gen, "top_p", 1.0, gen_path));
+    ASSIGN_OR_RETURN(int64_t top_k, JsonIntOr(gen, "top_k", 0, gen_path));
+    if (!(temperature >= 0) || !(top_p > 0 && top_p <= 1) || top_k < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(gen_path, ": needs temperature >= 0, top_p in (0, 1] and top_k >= 0"));
+    }
+    c.default_temperature = static_cast<float>(temperature);
+    c.default_top_p = static_cast<float>(top_p);
+    c.default_top_k = static_cast<int>(top_k);
+  }
+  std::sort(c.eos_ids.begin(), c.eos_ids.end());
+  c.eos_ids.erase(std::unique(c.eos_ids.begin(), c.eos_ids.end()), c.eos_ids.end());
+  for (int id : c.eos_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": eos_token_id ", id, " is outside the vocabulary"));
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
+  ModelWeights w;
+  ASSIGN_OR_RETURN(w.config, LoadHfConfig(dir));
+  ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::Open(dir));
+  RETURN_IF_ERROR(ReadLlamaWeights(
+      HfTensorNames(),
+      [&st](const std::string& name, std::vector<int64_t> shape) { return st.Read(name, shape); },
+      &w));
+  return w;
+}
+
+absl::Status WriteHfModel(const ModelWeights& weights, const std::string& dir, TensorDtype dtype) {
+  const ModelConfig& c = weights.config;
+  std::filesystem::create_directories(dir);
+  const bool qwen2 = !weights.layers.empty() && !weights.layers[0].bq.empty();
+  const bool qwen3 = c.qk_norm;
+  if (qwen2 && qwen3) {
+    return absl::InvalidArgumentError("q/k/v biases and q/k norms: no such HF architecture");
+  }
+  const char* architecture = qwen3   ? "Qwen3ForCausalLM"
+                             : qwen2 ? "Qwen2ForCausalLM"
+                                     : "LlamaForCausalLM";
+  const char* model_type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : "llama";
+  const bool permute = c.rope_style == RopeStyle::kInterleaved;
+  // Keeps permuted copies alive until the file is written.
+  std::vector<std::unique_ptr<std::vector<float>>> keep;
+  std::vector<TensorToWrite> tensors;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v,
+                 int heads = 0, int cols = 0) {
+    const std::vector<float>* values = &v;
+    if (permute && heads > 0) {
+      keep.push_back(
+          std::make_unique<std::vector<float>>(InterleavedToHalf(v, heads, c.head_dim, cols)));
+      values = keep.back().get();
+    }
+    tensors.push_back({name, std::move(shape), values});
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, c.dim}, weights.token_embedding);
+  add("model.norm.weight", {c.dim}, weights.final_norm);
+  if (!c.tied_embeddings) add("lm_head.weight", {c.vocab_size, c.dim}, weights.classifier);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = weights.layers[l];
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    add(p + "input_layernorm.weight", {c.dim}, L.attn_norm);
+    add(p + "self_attn.q_proj.weight", {c.q_dim(), c.dim}, L.wq, c.num_heads, c.dim);
+    add(p + "self_attn.k_proj.weight", {c.kv_dim(), c.dim}, L.wk, c.num_kv_heads, c.dim);
+    add(p + "self_attn.v_proj.weight", {c.kv_dim(), c.dim}, L.wv);
+    add(p + "self_attn.o_proj.weight", {c.dim, c.q_dim()}, L.wo);
+    if (qwen3) {
+      add(p + "self_attn.q_norm.weight", {c.head_dim}, L.q_norm, 1, 1);
+      add(p + "self_attn.k_norm.weight", {c.head_dim}, L.k_norm, 1, 1);
+    }
+    if (qwen2) {
+      add(p + "self_attn.q_proj.bias", {c.q_dim()}, L.bq, c.num_heads, 1);
+      add(p + "self_attn.k_proj.bias", {c.kv_dim()}, L.bk, c.num_kv_heads, 1);
+      add(p + "self_attn.v_proj.bias", {c.kv_dim()}, L.bv);
+    }
+    add(p + "post_attention_layernorm.weight", {c.dim}, L.ffn_norm);
+    add(p + "mlp.gate_proj.weight", {c.hidden_dim, c.dim}, L.w_gate);
+    add(p + "mlp.up_proj.weight", {c.hidden_dim, c.dim}, L.w_up);
+    add(p + "mlp.down_proj.weight", {c.dim, c.hidden_dim}, L.w_down);
+  }
+  RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", tensors, dtype));
+  std::string rope_scaling = "null";
+  if (c.rope_scaling_factor > 0) {
+    rope_scaling =
+        absl::StrCat("{\"rope_type\": \"llama3\", \"factor\": ", c.rope_scaling_factor,
+                     ", \"low_freq_factor\": ", c.rope_low_freq_factor,
+                     ", \"high_freq_factor\": ", c.rope_high_freq_factor,
+                     ", \"original_max_position_embeddings\": ", c.rope_original_max_position, "}");
+  }
+  const std::string config = absl::StrCat(
+      "{\n  \"architectures\": [\"", architecture, "\"],\n  \"model_type\": \"", model_type,
+      "\",\n  \"hidden_size\": ", c.dim, ",\n  \"intermediate_size\": ", c.hidden_dim,
+      ",\n  \"num_hidden_layers\": ", c.num_layers, ",\n  \"num_attention_heads\": ", c.num_heads,
+      ",\n  \"num_key_value_heads\": ", c.num_kv_heads, ",\n  \"head_dim\": ", c.head_dim,
+      ",\n  \"vocab_size\": ", c.vocab_size, ",\n  \"max_position_embeddings\": ", c.max_seq_len,
+      ",\n  \"rms_norm_eps\": ", c.rms_norm_eps, ",\n  \"rope_theta\": ", c.rope_theta,
+      ",\n  \"rope_scaling\": ", rope_scaling,
+      ",\n  \"tie_word_embeddings\": ", c.tied_embeddings ? "true" : "false",
+      ",\n  \"hidden_act\": \"silu\",\n  \"bos_token_id\": ", c.bos_id, ",\n  \"eos_token_id\": [",
+      absl::StrJoin(c.eos_ids, ", "), "],\n  \"torch_dtype\": \"",
+      dtype == TensorDtype::kF32   ? "float32"
+      : dtype == TensorDtype::kF16 ? "float16"
+                                   : "bfloat16",
+      "\"\n}\n");
+  std::ofstream out(dir + "/config.json");
+  out << config;
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat(dir, ": cannot write config"));
+}
+
+}  // namespace pagoda

@@ -1,0 +1,62 @@
+// The shape of a Llama-family model: constant after load, shared by router and worker.
+#ifndef PAGODA_COMMON_MODEL_MODEL_CONFIG_H_
+#define PAGODA_COMMON_MODEL_MODEL_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+// How RoPE pairs the dimensions of a head.
+enum class RopeStyle {
+  kInterleaved,  // llama2.c / Meta: dims (2i, 2i+1) rotate together.
+  kHalf,         // Hugging Face: dims (i, i + head_dim/2) rotate together.
+};
+
+struct ModelConfig {
+  std::string name;  // For logs and GetModelInfo; not part of the fingerprint.
+  // WeightsDigest() of the files the weights came from; "" when not computed (offline runs).
+  std::string weights_digest;
+  int dim = 0;         // Residual stream width.
+  int hidden_dim = 0;  // FFN inner width.
+  int num_layers = 0;
+  int num_heads = 0;     // Query heads.
+  int num_kv_heads = 0;  // Key/value heads (GQA when < num_heads).
+  int head_dim = 0;      // Usually dim / num_heads.
+  int vocab_size = 0;
+  int max_seq_len = 0;  // Context length the model was trained for.
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  // Llama 3's RoPE frequency scaling ("rope_scaling": {"rope_type": "llama3", ...}); off when
+  // rope_scaling_factor is 0.
+  float rope_scaling_factor = 0;
+  float rope_low_freq_factor = 1;
+  float rope_high_freq_factor = 4;
+  int rope_original_max_position = 8192;
+  // GGUF's rope_freqs.weight (head_dim / 2): frequency i is divided by factor i, which is how
+  // llama.cpp stores Llama 3.1's scaling. Empty: none.
+  std::vector<float> rope_freq_factors;
+  bool qkv_bias = false;         // q, k and v projections have biases (Qwen2)
+  bool qk_norm = false;          // per-head RMSNorm on q and k before RoPE (Qwen3)
+  bool tied_embeddings = false;  // Classifier shares the token-embedding matrix.
+  int bos_id = 1;
+  std::vector<int> eos_ids;  // Sampling one of these ends a sequence (unless ignore_eos).
+  // Sampling defaults for requests that leave them unset (generation_config.json); not part
+  // of the fingerprint.
+  float default_temperature = 1.0f;
+  float default_top_p = 1.0f;
+  int default_top_k = 0;
+
+  int q_dim() const { return num_heads * head_dim; }
+  int kv_dim() const { return num_kv_heads * head_dim; }
+  // A stable description of everything that changes the model's outputs: its shape, and the
+  // weights' digest when set.
+  std::string Fingerprint() const;
+  // RoPE's rotation frequency of dimension pair i (of head_dim / 2), scaling included.
+  float RopeFrequency(int i) const;  // in float, as llama2.c computes it
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_MODEL_MODEL_CONFIG_H_

@@ -1,0 +1,301 @@
+#include "common/model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/json.h"
+#include "common/json_writer.h"
+
+namespace pagoda {
+namespace {
+
+constexpr size_t kMaxHeaderBytes = 100 << 20;
+
+size_t DtypeBytes(TensorDtype d) { return d == TensorDtype::kF32 ? 4 : 2; }
+
+const char* DtypeName(TensorDtype d) {
+  switch (d) {
+    case TensorDtype::kF32:
+      return "F32";
+    case TensorDtype::kF16:
+      return "F16";
+    case TensorDtype::kBF16:
+      return "BF16";
+  }
+  return "?";
+}
+
+}  // namespace
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const int exp = (h >> 10) & 0x1F;
+  const uint32_t mant = h & 0x3FF;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);  // zero or subnormal
+  } else if (exp == 31) {
+    f = mant ? NAN : INFINITY;
+  } else {
+    f = std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= sign;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint16_t sign = (bits >> 16) & 0x8000;
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7E00;
+  if (a >= 65520.0f) return sign | 0x7C00;  // rounds to infinity
+  if (a < std::ldexp(1.0f, -14)) {          // subnormal: units of 2^-24
+    return sign | static_cast<uint16_t>(std::nearbyint(a * std::ldexp(1.0f, 24)));
+  }
+  int e;
+  const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  uint32_t mant = static_cast<uint32_t>(std::nearbyint((m * 2 - 1) * 1024));
+  int exp = e - 1 + 15;
+  if (mant == 1024) {
+    mant = 0;
+    ++exp;
+  }
+  if (exp >= 31) return sign | 0x7C00;
+  return sign | static_cast<uint16_t>(exp << 10) | static_cast<uint16_t>(mant);
+}
+
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  struct stat st;
+  fstat(fd, &st);
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < 8) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": too short for a safetensors file"));
+  }
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": cannot map"));
+  std::unique_ptr<SafetensorsFile> file(
+      new SafetensorsFile(path, static_cast<const uint8_t*>(map), size));
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));
+  };
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file->map_[i];
+  if (header_len > kMaxHeaderBytes || header_len > size - 8) {
+    return bad("header length ", header_len, " does not fit the file of ", size, " bytes");
+  }
+  absl::StatusOr<JsonValue> header =
+      ParseJson(absl::string_view(reinterpret_cast<const char*>(file->map_ + 8), header_len), path);
+  if (!header.ok()) return header.status();
+  if (!header->has_struct_value()) return bad("the header is not a JSON object");
+  file->data_ = file->map_ + 8 + header_len;
+  const size_t data_size = size - 8 - header_len;
+  for (const auto& [name, t] : header->struct_value().fields()) {
+    if (name == "__metadata__") continue;
+    const std::string what = absl::StrCat(path, ": tensor ", name);
+    TensorInfo info;
+    absl::StatusOr<std::string> dtype = JsonString(t, "dtype", what);
+    if (!dtype.ok()) return dtype.status();
+    if (*dtype == "F32") {
+      info.dtype = TensorDtype::kF32;
+    } else if (*dtype == "F16") {
+      info.dtype = TensorDtype::kF16;
+    } else if (*dtype == "BF16") {
+      info.dtype = TensorDtype::kBF16;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dtype ", *dtype, " is not supported (F32, F16, BF16)"));
+    }
+    const JsonValue* shape = JsonMember(t, "shape");
+    const JsonValue* offsets = JsonMember(t, "data_offsets");
+    if (shape == nullptr || !shape->has_list_value() || offsets == nullptr ||
+        !offsets->has_list_value() || offsets->list_value().values_size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": needs a shape list and two data_offsets"));
+    }
+    uint64_t numel = 1;
+    for (const JsonValue& d : shape->list_value().values()) {
+      absl::StatusOr<int64_t> n = JsonAsInt(d, absl::StrCat(what, ": shape"));
+      if (!n.ok()) return n.status();
+      if (*n < 0 || (*n > 0 && numel > (uint64_t{1} << 40) / *n)) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": bad shape dimension ", *n));
+      }
+      info.shape.push_back(*n);
+      numel *= *n;
+    }
+    absl::StatusOr<int64_t> begin =
+        JsonAsInt(offsets->list_value().values(0), absl::StrCat(what, ": data_offsets"));
+    absl::StatusOr<int64_t> end =
+        JsonAsInt(offsets->list_value().values(1), absl::StrCat(what, ": data_offsets"));
+    if (!begin.ok()) return begin.status();
+    if (!end.ok()) return end.status();
+    if (*begin < 0 || *end < *begin || static_cast<uint64_t>(*end) > data_size) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": data_offsets [", *begin, ", ", *end,
+                                                     ") outside the data of ", data_size,
+                                                     " bytes"));
+    }
+    if (static_cast<uint64_t>(*end - *begin) != numel * DtypeBytes(info.dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ", *end - *begin, " bytes for ", numel, " ", *dtype, " values"));
+    }
+    info.begin = static_cast<size_t>(*begin);
+    info.end = static_cast<size_t>(*end);
+    file->tensors_[name] = std::move(info);
+  }
+  // No two tensors may share bytes.
+  std::vector<std::pair<size_t, const std::string*>> starts;
+  for (const auto& [name, info] : file->tensors_) {
+    if (info.end > info.begin) starts.push_back({info.begin, &name});
+  }
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const TensorInfo& prev = file->tensors_.at(*starts[i - 1].second);
+    if (starts[i].first < prev.end) {
+      return bad("tensors ", *starts[i - 1].second, " and ", *starts[i].second, " overlap");
+    }
+  }
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() { munmap(const_cast<uint8_t*>(map_), size_); }
+
+absl::StatusOr<std::vector<float>> SafetensorsFile::Read(const std::string& name,
+                                                         std::span<const int64_t> shape) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor ", name));
+  }
+  const TensorInfo& info = it->second;
+  if (!std::equal(shape.begin(), shape.end(), info.shape.begin(), info.shape.end())) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor ", name, " has shape [",
+                                                   absl::StrJoin(info.shape, ", "), "], expected [",
+                                                   absl::StrJoin(shape, ", "), "]"));
+  }
+  const size_t n = (info.end - info.begin) / DtypeBytes(info.dtype);
+  std::vector<float> out(n);
+  const uint8_t* p = data_ + info.begin;
+  for (size_t i = 0; i < n; ++i) {
+    if (info.dtype == TensorDtype::kF32) {
+      std::memcpy(&out[i], p + 4 * i, 4);
+    } else {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = info.dtype == TensorDtype::kF16 ? HalfToFloat(v) : Bf16ToFloat(v);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<SafetensorsModel> SafetensorsModel::Open(const std::string& dir) {
+  SafetensorsModel model;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  std::vector<std::string> names;
+  if (std::filesystem::exists(index_path)) {
+    absl::StatusOr<std::string> text = ReadTextFile(index_path);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<JsonValue> index = ParseJson(*text, index_path);
+    if (!index.ok()) return index.status();
+    const JsonValue* map = JsonMember(*index, "weight_map");
+    if (map == nullptr || !map->has_struct_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": no weight_map object"));
+    }
+    for (const auto& [tensor, file] : map->struct_value().fields()) {
+      if (!file.has_string_value() || file.string_value().find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_path, ": weight_map of ", tensor, " must name a file here"));
+      }
+      if (std::find(names.begin(), names.end(), file.string_value()) == names.end()) {
+        names.push_back(file.string_value());
+      }
+    }
+  } else {
+    names.push_back("model.safetensors");
+  }
+  for (const std::string& name : names) {
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(dir + "/" + name);
+    if (!file.ok()) return file.status();
+    model.files_.push_back(std::move(*file));
+    for (const auto& [tensor, info] : model.files_.back()->tensors()) {
+      if (!model.where_.emplace(tensor, model.files_.back().get()).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(dir, ": tensor ", tensor, " is in more than one shard"));
+      }
+    }
+  }
+  return model;
+}
+
+absl::StatusOr<std::vector<float>> SafetensorsModel::Read(const std::string& name,
+                                                          std::span<const int64_t> shape) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return absl::NotFoundError(absl::StrCat("missing tensor ", name));
+  return it->second->Read(name, shape);
+}
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                              TensorDtype dtype) {
+  std::string header = "{";
+  size_t offset = 0;
+  for (const TensorToWrite& t : tensors) {
+    const size_t bytes = t.values->size() * DtypeBytes(dtype);
+    absl::StrAppend(&header, header.size() > 1 ? "," : "", JsonQuote(t.name), ":{\"dtype\":\"",
+                    DtypeName(dtype), "\",\"shape\":[", absl::StrJoin(t.shape, ","),
+                    "],\"data_offsets\":[", offset, ",", offset + bytes, "]}");
+    offset += bytes;
+  }
+  header += "}";
+  while (header.size() % 8 != 0) header += ' ';  // keeps the data 8-byte aligned
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return absl::InternalError(absl::StrCat(path, ": cannot write"));
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out << header;
+  for (const TensorToWrite& t : tensors) {
+    if (dtype == TensorDtype::kF32) {
+      out.write(reinterpret_cast<const char*>(t.values->data()), t.values->size() * 4);
+      continue;
+    }
+    std::vector<uint16_t> half(t.values->size());
+    for (size_t i = 0; i < half.size(); ++i) {
+      half[i] =
+          dtype == TensorDtype::kF16 ? FloatToHalf((*t.values)[i]) : FloatToBf16((*t.values)[i]);
+    }
+    out.write(reinterpret_cast<const char*>(half.data()), half.size() * 2);
+  }
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat(path, ": write failed"));
+}
+
+}  // namespace pagoda

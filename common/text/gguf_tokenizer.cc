@@ -1,0 +1,160 @@
+#include "common/text/gguf_tokenizer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/json.h"
+#include "common/status_macros.h"
+#include "common/text/hf_tokenizer.h"
+#include "common/text/llama2c_tokenizer.h"
+
+namespace pagoda {
+namespace {
+
+enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5 };
+
+// llama.cpp's pre-tokenizer names and the Hugging Face split regex each stands for.
+struct PreTokenizer {
+  const char* name;
+  const char* pattern;
+  bool ignore_merges;
+  bool add_bos;  // llama.cpp's default when the file does not say
+};
+constexpr PreTokenizer kPreTokenizers[] = {
+    {"llama3", kLlama3Pattern, true, true},    {"llama-v3", kLlama3Pattern, true, true},
+    {"llama-bpe", kLlama3Pattern, true, true}, {"qwen2", kQwenPattern, false, false},
+    {"gpt-2", kGpt2Pattern, false, false},
+};
+
+JsonValue Str(const std::string& s) {
+  JsonValue v;
+  v.set_string_value(s);
+  return v;
+}
+
+// A tokenizer.json equivalent of a GGUF "gpt2" vocabulary, for HfTokenizer.
+absl::StatusOr<JsonValue> ByteLevelJson(const GgufFile& f,
+                                        const std::vector<absl::string_view>& tokens,
+                                        const std::vector<int32_t>& types,
+                                        const PreTokenizer& pre) {
+  ASSIGN_OR_RETURN(std::vector<absl::string_view> merges, f.StringArray("tokenizer.ggml.merges"));
+  JsonValue j;
+  auto& root = *j.mutable_struct_value()->mutable_fields();
+  auto& model = *root["model"].mutable_struct_value()->mutable_fields();
+  model["type"] = Str("BPE");
+  model["ignore_merges"].set_bool_value(pre.ignore_merges);
+  auto& vocab = *model["vocab"].mutable_struct_value()->mutable_fields();
+  auto& added = *root["added_tokens"].mutable_list_value();
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string piece(tokens[id]);
+    const int type = types.empty() ? kNormal : types[id];
+    if (type == kControl || type == kUserDefined) {
+      JsonValue& a = *added.add_values();
+      auto& fields = *a.mutable_struct_value()->mutable_fields();
+      fields["id"].set_number_value(static_cast<double>(id));
+      fields["content"] = Str(piece);
+    } else {
+      vocab[piece].set_number_value(static_cast<double>(id));
+    }
+  }
+  auto& list = *model["merges"].mutable_list_value();
+  for (absl::string_view m : merges) *list.add_values() = Str(std::string(m));
+  auto& seq = *root["pre_tokenizer"].mutable_struct_value()->mutable_fields();
+  seq["type"] = Str("Sequence");
+  auto& steps = *seq["pretokenizers"].mutable_list_value();
+  auto& split = *steps.add_values()->mutable_struct_value()->mutable_fields();
+  split["type"] = Str("Split");
+  (*split["pattern"].mutable_struct_value()->mutable_fields())["Regex"] = Str(pre.pattern);
+  split["behavior"] = Str("Isolated");
+  auto& byte_level = *steps.add_values()->mutable_struct_value()->mutable_fields();
+  byte_level["type"] = Str("ByteLevel");
+  byte_level["use_regex"].set_bool_value(false);
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& f) {
+  const std::string& path = f.path();
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));
+  };
+  ASSIGN_OR_RETURN(std::string model, f.StringOr("tokenizer.ggml.model", ""));
+  if (model.empty()) return bad("no tokenizer.ggml.model (a vocabulary-less GGUF)");
+  ASSIGN_OR_RETURN(std::vector<absl::string_view> tokens, f.StringArray("tokenizer.ggml.tokens"));
+  if (tokens.empty() || tokens.size() > (1 << 24)) {
+    return bad("tokenizer.ggml.tokens has ", tokens.size(), " entries");
+  }
+  std::vector<int32_t> types;
+  if (f.metadata().contains("tokenizer.ggml.token_type")) {
+    ASSIGN_OR_RETURN(types, f.Int32Array("tokenizer.ggml.token_type"));
+    if (types.size() != tokens.size()) {
+      return bad("tokenizer.ggml.token_type has ", types.size(), " entries for ", tokens.size(),
+                 " tokens");
+    }
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  ASSIGN_OR_RETURN(int64_t bos, f.IntOr("tokenizer.ggml.bos_token_id", model == "llama" ? 1 : -1));
+  ASSIGN_OR_RETURN(int64_t eos, f.IntOr("tokenizer.ggml.eos_token_id", model == "llama" ? 2 : -1));
+  for (auto [id, key] : {std::pair{bos, "bos_token_id"}, std::pair{eos, "eos_token_id"}}) {
+    if (id < -1 || id >= n)
+      return bad("tokenizer.ggml.", key, " ", id, " is outside the vocabulary");
+  }
+  ASSIGN_OR_RETURN(std::string chat_template, f.StringOr("tokenizer.chat_template", ""));
+  std::unique_ptr<Tokenizer> tokenizer;
+  bool add_bos = false;
+  if (model == "llama") {
+    Llama2cTokenizer::Vocab v;
+    if (f.metadata().contains("tokenizer.ggml.scores")) {
+      ASSIGN_OR_RETURN(v.scores, f.FloatArray("tokenizer.ggml.scores"));
+      if (v.scores.size() != tokens.size()) {
+        return bad("tokenizer.ggml.scores has ", v.scores.size(), " entries for ", n, " tokens");
+      }
+    } else {
+      v.scores.assign(tokens.size(), 0.0f);
+    }
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      v.pieces.push_back(absl::StrReplaceAll(tokens[id], {{"\xE2\x96\x81", " "}}));
+      const int type = types.empty() ? kNormal : types[id];
+      v.matchable.push_back(type != kUnknown && type != kControl && type != kUnused);
+    }
+    v.bos_id = bos >= 0 ? static_cast<int>(bos) : 1;
+    v.eos_id = eos >= 0 ? static_cast<int>(eos) : 2;
+    ASSIGN_OR_RETURN(v.add_bos, f.BoolOr("tokenizer.ggml.add_bos_token", true));
+    ASSIGN_OR_RETURN(v.add_eos, f.BoolOr("tokenizer.ggml.add_eos_token", false));
+    absl::StatusOr<std::unique_ptr<Llama2cTokenizer>> t = Llama2cTokenizer::FromVocab(std::move(v));
+    if (!t.ok()) return bad(t.status().message());
+    tokenizer = *std::move(t);
+  } else if (model == "gpt2") {
+    ASSIGN_OR_RETURN(std::string pre_name, f.StringOr("tokenizer.ggml.pre", "default"));
+    const PreTokenizer* pre = nullptr;
+    for (const PreTokenizer& p : kPreTokenizers) {
+      if (pre_name == p.name) pre = &p;
+    }
+    if (pre == nullptr) {
+      return bad("tokenizer.ggml.pre \"", pre_name,
+                 "\" is not supported (llama3, llama-v3, llama-bpe, qwen2, gpt-2)");
+    }
+    ASSIGN_OR_RETURN(JsonValue json, ByteLevelJson(f, tokens, types, *pre));
+    ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::FromJson(json, path, ""));
+    ASSIGN_OR_RETURN(add_bos, f.BoolOr("tokenizer.ggml.add_bos_token", pre->add_bos));
+    ASSIGN_OR_RETURN(bool add_eos, f.BoolOr("tokenizer.ggml.add_eos_token", false));
+    if ((add_bos && bos < 0) || (add_eos && eos < 0)) {
+      return bad("add_bos_token / add_eos_token without bos_token_id / eos_token_id");
+    }
+    t->SetSpecialTokens(add_bos ? std::vector<int>{static_cast<int>(bos)} : std::vector<int>{},
+                        add_eos ? std::vector<int>{static_cast<int>(eos)} : std::vector<int>{},
+                        static_cast<int>(bos), static_cast<int>(eos));
+    tokenizer = std::move(t);
+  } else {
+    return bad("tokenizer.ggml.model \"", model, "\" is not supported (llama, gpt2)");
+  }
+  tokenizer->set_chat_template(std::move(chat_template));
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  return LoadGgufTokenizer(*f);
+}
+
+}  // namespace pagoda

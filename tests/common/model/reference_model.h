@@ -1,0 +1,19 @@
+// An independent float64 forward pass of a Llama-family model, written the way Hugging Face's
+// modeling code reads (one token at a time, plain loops, no KV pool, no oneDNN), for checking
+// Pagoda's logits against the same tensors.
+#ifndef PAGODA_TESTS_COMMON_MODEL_REFERENCE_MODEL_H_
+#define PAGODA_TESTS_COMMON_MODEL_REFERENCE_MODEL_H_
+
+#include <vector>
+
+#include "common/model/model_weights.h"
+
+namespace pagoda::testing {
+
+// Logits (tokens.size(), vocab_size) of every position of one sequence. Honours the config's
+// RoPE style and Llama 3 scaling, GQA, q/k/v biases, q/k norms and tied embeddings.
+std::vector<double> ReferenceLogits(const ModelWeights& w, const std::vector<int>& tokens);
+
+}  // namespace pagoda::testing
+
+#endif  // PAGODA_TESTS_COMMON_MODEL_REFERENCE_MODEL_H_
