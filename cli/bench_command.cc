@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/generate_command.h"
 #include "common/http_client.h"
-#include "common/json_writer.h"
+#include "common/json.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 
@@ -403,7 +403,7 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
                       ",\"peak_running\":null,\"mean_kv_cache_usage\":null,"
                       "\"peak_kv_cache_usage\":null,\"mean_kv_cache_utilization\":null");
     }
-    if (!first_error.empty()) absl::StrAppend(&j, ",\"first_error\":", JsonQuote(first_error));
+    if (!first_error.empty()) absl::StrAppend(&j, ",\"first_error\":", JsonDump(Json(first_error)));
     out << j << "}\n";
   } else {
     auto line = [&](const std::string& k, const std::string& v) {

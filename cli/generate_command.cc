@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/json_writer.h"
+#include "common/json.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 
@@ -95,23 +95,24 @@ grpc::Status CheckReachable(v1::Generation::Stub& stub, const GenerateOptions& o
   return stub.GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
 }
 
-std::string JsonNumber(float v) {
-  return std::isfinite(v) ? absl::StrFormat("%.6g", v) : std::string("null");
+// A logprob as JSON: six significant digits (a float holds about seven), null if not finite.
+OrderedJson LogprobJson(float v) {
+  if (!std::isfinite(v)) return nullptr;
+  return std::strtod(absl::StrFormat("%.6g", v).c_str(), nullptr);
 }
 
-std::string LogprobsJson(const std::vector<v1::TokenLogprobs>& logprobs) {
-  std::string out = "[";
-  for (size_t i = 0; i < logprobs.size(); ++i) {
-    const v1::TokenLogprobs& lp = logprobs[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"token_id\":", lp.token_id(),
-                    ",\"logprob\":", JsonNumber(lp.logprob()), ",\"top\":[");
-    for (int j = 0; j < lp.top_size(); ++j) {
-      absl::StrAppend(&out, j ? "," : "", "{\"token_id\":", lp.top(j).token_id(),
-                      ",\"logprob\":", JsonNumber(lp.top(j).logprob()), "}");
+OrderedJson LogprobsJson(const std::vector<v1::TokenLogprobs>& logprobs) {
+  OrderedJson out = OrderedJson::array();
+  for (const v1::TokenLogprobs& lp : logprobs) {
+    OrderedJson top = OrderedJson::array();
+    for (const v1::TopLogprob& t : lp.top()) {
+      top.push_back({{"token_id", t.token_id()}, {"logprob", LogprobJson(t.logprob())}});
     }
-    out += "]}";
+    out.push_back({{"token_id", lp.token_id()},
+                   {"logprob", LogprobJson(lp.logprob())},
+                   {"top", std::move(top)}});
   }
-  return out + "]";
+  return out;
 }
 
 }  // namespace
@@ -148,19 +149,19 @@ int GenerateCommand(const GenerateOptions& o, std::ostream& out, std::ostream& e
       all_ok = false;
       err << "error: " << (results.size() > 1 ? absl::StrCat("prompt ", i + 1, ": ") : "")
           << DescribeStatus(r.status.error_code(), r.status.error_message()) << "\n";
-      if (o.json) out << "{\"error\":" << JsonQuote(r.status.error_message()) << "}\n";
+      if (o.json) out << JsonDump(OrderedJson{{"error", r.status.error_message()}}) << "\n";
       continue;
     }
     for (size_t index = 0; index < r.seqs.size(); ++index) {
       const Sequence& seq = r.seqs[index];
       if (o.json) {
-        out << "{\"prompt_ids\":" << JsonIntArray(seq.prompt_ids)
-            << ",\"output_ids\":" << JsonIntArray(seq.output_ids)
-            << ",\"text\":" << JsonQuote(seq.text) << ",\"finish_reason\":\"" << seq.finish_reason
-            << "\"";
-        if (r.seqs.size() > 1) out << ",\"index\":" << index;
-        if (o.sampling.logprobs > 0) out << ",\"logprobs\":" << LogprobsJson(seq.logprobs);
-        out << "}\n";
+        OrderedJson j = {{"prompt_ids", seq.prompt_ids},
+                         {"output_ids", seq.output_ids},
+                         {"text", seq.text},
+                         {"finish_reason", seq.finish_reason}};
+        if (r.seqs.size() > 1) j["index"] = index;
+        if (o.sampling.logprobs > 0) j["logprobs"] = LogprobsJson(seq.logprobs);
+        out << JsonDump(j) << "\n";
       } else if (!stream) {
         out << o.prompts[i] << seq.text << "\n\n";
       }

@@ -4,7 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "common/json_writer.h"
+#include "common/json.h"
 #include "common/model/model_loader.h"
 #include "common/text/incremental_decoder.h"
 #include "worker/in_process_executor.h"
@@ -28,17 +28,17 @@ struct PromptResult {
 
 void PrintJson(const PromptResult& r, std::ostream& out) {
   if (!r.error.empty()) {
-    out << "{\"prompt_ids\":" << JsonIntArray(r.prompt_ids) << ",\"error\":" << JsonQuote(r.error)
-        << "}\n";
+    out << JsonDump(OrderedJson{{"prompt_ids", r.prompt_ids}, {"error", r.error}}) << "\n";
     return;
   }
   for (size_t i = 0; i < r.outputs.size(); ++i) {
     const Output& o = r.outputs[i];
-    out << "{\"prompt_ids\":" << JsonIntArray(r.prompt_ids)
-        << ",\"output_ids\":" << JsonIntArray(o.output_ids) << ",\"text\":" << JsonQuote(o.text)
-        << ",\"finish_reason\":\"" << FinishReasonName(o.finish_reason) << "\"";
-    if (r.outputs.size() > 1) out << ",\"index\":" << i;
-    out << "}\n";
+    OrderedJson j = {{"prompt_ids", r.prompt_ids},
+                     {"output_ids", o.output_ids},
+                     {"text", o.text},
+                     {"finish_reason", FinishReasonName(o.finish_reason)}};
+    if (r.outputs.size() > 1) j["index"] = i;
+    out << JsonDump(j) << "\n";
   }
 }
 

@@ -4,10 +4,8 @@
 #include <sstream>
 #include <vector>
 
-#include "common/json_writer.h"
+#include "common/json.h"
 #include "common/text/tokenizer.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace pagoda {
 
@@ -28,19 +26,21 @@ int TokenizeCommand(const TokenizeOptions& options, std::ostream& out, std::ostr
     }
     std::stringstream buffer;
     buffer << in.rdbuf();
-    google::protobuf::ListValue list;
-    const auto status = google::protobuf::util::JsonStringToMessage(buffer.str(), &list);
-    if (!status.ok()) {
-      err << "error: " << options.texts_file
-          << ": not a JSON array of strings: " << status.ToString() << "\n";
+    const absl::StatusOr<Json> list = ParseJson(buffer.str(), options.texts_file);
+    if (!list.ok()) {
+      err << "error: " << list.status().message() << "\n";
       return 2;
     }
-    for (const google::protobuf::Value& v : list.values()) {
-      if (v.kind_case() != google::protobuf::Value::kStringValue) {
+    if (!list->is_array()) {
+      err << "error: " << options.texts_file << ": not a JSON array of strings\n";
+      return 2;
+    }
+    for (const Json& v : *list) {
+      if (!v.is_string()) {
         err << "error: " << options.texts_file << ": every element must be a string\n";
         return 2;
       }
-      texts.push_back(v.string_value());
+      texts.push_back(v.get<std::string>());
     }
   } else {
     texts.push_back(options.text);
@@ -48,8 +48,8 @@ int TokenizeCommand(const TokenizeOptions& options, std::ostream& out, std::ostr
   out << "[";
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::vector<int> ids = (*tokenizer)->Encode(texts[i]);
-    out << (i ? ",\n " : "") << "{\"ids\":" << JsonIntArray(ids)
-        << ",\"decoded\":" << JsonQuote((*tokenizer)->Decode(ids)) << "}";
+    out << (i ? ",\n " : "")
+        << JsonDump(OrderedJson{{"ids", ids}, {"decoded", (*tokenizer)->Decode(ids)}});
   }
   out << "]\n";
   return 0;

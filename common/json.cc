@@ -2,20 +2,79 @@
 
 #include <cmath>
 #include <fstream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace pagoda {
+namespace {
 
-absl::StatusOr<JsonValue> ParseJson(absl::string_view text, absl::string_view what) {
-  JsonValue v;
-  const auto status = google::protobuf::util::JsonStringToMessage(std::string(text), &v);
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": not valid JSON: ", std::string(status.message())));
+std::string_view Std(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+// Whether the containers of `text` nest at most kMaxJsonDepth deep. Exact for valid JSON (the
+// only text that gets past the parser); brackets inside strings do not count.
+bool NestingWithinLimit(absl::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
   }
-  return v;
+  return true;
+}
+
+// Runs the parser again only to learn what is wrong: nlohmann reports a parse error through the
+// SAX interface without throwing.
+class ErrorCollector final : public nlohmann::json_sax<Json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, ...": the tag says nothing.
+    if (const size_t tag = error.find("] "); error.rfind("[json.", 0) == 0 && tag != error.npos) {
+      error.erase(0, tag + 2);
+    }
+    return false;
+  }
+
+  std::string error = "not valid JSON";
+};
+
+}  // namespace
+
+absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
+  if (!NestingWithinLimit(text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
+  }
+  Json j = Json::parse(Std(text), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded()) return j;
+  ErrorCollector collector;
+  Json::sax_parse(Std(text), &collector);
+  return absl::InvalidArgumentError(absl::StrCat(what, ": not valid JSON: ", collector.error));
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
@@ -24,63 +83,90 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-const JsonValue* JsonMember(const JsonValue& v, absl::string_view key) {
-  if (!v.has_struct_value()) return nullptr;
-  const auto& fields = v.struct_value().fields();
-  auto it = fields.find(std::string(key));
-  if (it == fields.end() || it->second.has_null_value()) return nullptr;
-  return &it->second;
+std::string JsonDump(const Json& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
-absl::StatusOr<int64_t> JsonAsInt(const JsonValue& v, absl::string_view what) {
-  if (!v.has_number_value())
-    return absl::InvalidArgumentError(absl::StrCat(what, ": not a number"));
-  const double d = v.number_value();
+std::string JsonDump(const OrderedJson& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, OrderedJson::error_handler_t::replace);
+}
+
+const Json* JsonMember(const Json& v, absl::string_view key) {
+  if (!v.is_object()) return nullptr;
+  const auto it = v.find(Std(key));
+  if (it == v.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<int64_t> JsonAsInt(const Json& v, absl::string_view what) {
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", u, " is out of range"));
+  }
+  if (!v.is_number_float()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a number"));
+  const double d = v.get<double>();
   if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", d, " is not a whole number"));
   }
   return static_cast<int64_t>(d);
 }
 
-absl::StatusOr<int64_t> JsonInt(const JsonValue& v, absl::string_view key, absl::string_view what) {
-  const JsonValue* m = JsonMember(v, key);
+absl::StatusOr<std::string> JsonAsString(const Json& v, absl::string_view what) {
+  if (!v.is_string()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a string"));
+  return v.get_ref<const std::string&>();
+}
+
+absl::StatusOr<int64_t> JsonInt(const Json& v, absl::string_view key, absl::string_view what) {
+  const Json* m = JsonMember(v, key);
   if (m == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": missing ", key));
   return JsonAsInt(*m, absl::StrCat(what, ": ", key));
 }
 
-absl::StatusOr<int64_t> JsonIntOr(const JsonValue& v, absl::string_view key, int64_t fallback,
+absl::StatusOr<int64_t> JsonIntOr(const Json& v, absl::string_view key, int64_t fallback,
                                   absl::string_view what) {
-  const JsonValue* m = JsonMember(v, key);
+  const Json* m = JsonMember(v, key);
   return m == nullptr ? fallback : JsonAsInt(*m, absl::StrCat(what, ": ", key));
 }
 
-absl::StatusOr<double> JsonNumberOr(const JsonValue& v, absl::string_view key, double fallback,
+absl::StatusOr<double> JsonNumberOr(const Json& v, absl::string_view key, double fallback,
                                     absl::string_view what) {
-  const JsonValue* m = JsonMember(v, key);
+  const Json* m = JsonMember(v, key);
   if (m == nullptr) return fallback;
-  if (!m->has_number_value()) {
+  if (!m->is_number()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " is not a number"));
   }
-  return m->number_value();
+  return m->get<double>();
 }
 
-absl::StatusOr<bool> JsonBoolOr(const JsonValue& v, absl::string_view key, bool fallback,
+absl::StatusOr<bool> JsonBoolOr(const Json& v, absl::string_view key, bool fallback,
                                 absl::string_view what) {
-  const JsonValue* m = JsonMember(v, key);
+  const Json* m = JsonMember(v, key);
   if (m == nullptr) return fallback;
-  if (!m->has_bool_value()) {
+  if (!m->is_boolean()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " is not true or false"));
   }
-  return m->bool_value();
+  return m->get<bool>();
 }
 
-absl::StatusOr<std::string> JsonString(const JsonValue& v, absl::string_view key,
+absl::StatusOr<std::string> JsonString(const Json& v, absl::string_view key,
                                        absl::string_view what) {
-  const JsonValue* m = JsonMember(v, key);
-  if (m == nullptr || !m->has_string_value()) {
+  const Json* m = JsonMember(v, key);
+  if (m == nullptr || !m->is_string()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " must be a string"));
   }
-  return m->string_value();
+  return m->get_ref<const std::string&>();
+}
+
+absl::StatusOr<std::string> JsonStringOr(const Json& v, absl::string_view key,
+                                         const std::string& fallback, absl::string_view what) {
+  const Json* m = JsonMember(v, key);
+  if (m == nullptr) return fallback;
+  if (!m->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " must be a string"));
+  }
+  return m->get_ref<const std::string&>();
 }
 
 }  // namespace pagoda

@@ -1,39 +1,57 @@
-// Reading JSON files (config.json, safetensors headers, tokenizer.json) through protobuf's
-// JSON parser into google.protobuf.Value, with typed getters that name the field on error.
+// JSON through nlohmann::json (nlohmann-json3-dev), without exceptions: what is read comes from
+// files and ports (config.json, safetensors headers, tokenizer.json, HTTP replies), so a parse
+// error or a field of the wrong type is an absl::Status naming the document and the field.
+// nlohmann's own accessors (get<T>, at, operator[] on a const) throw on a wrong type: read
+// untrusted documents through the helpers here, or check the type first.
 #ifndef PAGODA_COMMON_JSON_H_
 #define PAGODA_COMMON_JSON_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "google/protobuf/struct.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace pagoda {
 
-using JsonValue = google::protobuf::Value;
+using Json = nlohmann::json;
+// Keeps members in insertion order: what the CLI prints (`{"prompt_ids",…,"text",…}`).
+using OrderedJson = nlohmann::ordered_json;
 
-// `what` names the document in errors ("config.json").
-absl::StatusOr<JsonValue> ParseJson(absl::string_view text, absl::string_view what);
+// Containers nested deeper than this are refused: nlohmann copies and dumps recursively.
+inline constexpr int kMaxJsonDepth = 256;
+
+// `what` names the document in errors ("config.json"); INVALID_ARGUMENT with nlohmann's
+// description of the problem (line and column) when `text` is not one JSON value.
+absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what);
 // A whole file's contents; NOT_FOUND naming it when it cannot be opened.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
-// The member `key` of an object, or null when absent (or `v` is not an object).
-const JsonValue* JsonMember(const JsonValue& v, absl::string_view key);
+// One line of JSON: UTF-8 kept as is (OpenAI-style output), invalid UTF-8 replaced by U+FFFD
+// (a token stream may end inside a character), never an exception.
+std::string JsonDump(const Json& j);
+std::string JsonDump(const OrderedJson& j);
 
-// Typed reads of a member; INVALID_ARGUMENT naming `what`.`key` when it has another type or,
-// for the Required ones, is absent. Integers must be whole numbers within int64.
-absl::StatusOr<int64_t> JsonInt(const JsonValue& v, absl::string_view key, absl::string_view what);
-absl::StatusOr<int64_t> JsonIntOr(const JsonValue& v, absl::string_view key, int64_t fallback,
+// The member `key` of an object, or null when absent, null, or `v` is not an object.
+const Json* JsonMember(const Json& v, absl::string_view key);
+
+// Typed reads; INVALID_ARGUMENT naming `what` (and `key`) when the value has another type or,
+// for the ones without a fallback, is absent. Integers must be whole numbers within int64 (a
+// number written with a fraction or exponent counts if it is whole and at most 2^53).
+absl::StatusOr<int64_t> JsonAsInt(const Json& v, absl::string_view what);
+absl::StatusOr<std::string> JsonAsString(const Json& v, absl::string_view what);
+absl::StatusOr<int64_t> JsonInt(const Json& v, absl::string_view key, absl::string_view what);
+absl::StatusOr<int64_t> JsonIntOr(const Json& v, absl::string_view key, int64_t fallback,
                                   absl::string_view what);
-absl::StatusOr<double> JsonNumberOr(const JsonValue& v, absl::string_view key, double fallback,
+absl::StatusOr<double> JsonNumberOr(const Json& v, absl::string_view key, double fallback,
                                     absl::string_view what);
-absl::StatusOr<bool> JsonBoolOr(const JsonValue& v, absl::string_view key, bool fallback,
+absl::StatusOr<bool> JsonBoolOr(const Json& v, absl::string_view key, bool fallback,
                                 absl::string_view what);
-absl::StatusOr<std::string> JsonString(const JsonValue& v, absl::string_view key,
+absl::StatusOr<std::string> JsonString(const Json& v, absl::string_view key,
                                        absl::string_view what);
-// A JSON number as an int64, if it is a whole one.
-absl::StatusOr<int64_t> JsonAsInt(const JsonValue& v, absl::string_view what);
+absl::StatusOr<std::string> JsonStringOr(const Json& v, absl::string_view key,
+                                         const std::string& fallback, absl::string_view what);
 
 }  // namespace pagoda
 

@@ -13,12 +13,12 @@ namespace pagoda {
 namespace {
 
 // An id or a list of ids (eos_token_id may be either).
-absl::Status AppendIds(const JsonValue& v, absl::string_view key, absl::string_view what,
+absl::Status AppendIds(const Json& v, absl::string_view key, absl::string_view what,
                        std::vector<int>* ids) {
-  const JsonValue* m = JsonMember(v, key);
+  const Json* m = JsonMember(v, key);
   if (m == nullptr) return absl::OkStatus();
-  if (m->has_list_value()) {
-    for (const JsonValue& e : m->list_value().values()) {
+  if (m->is_array()) {
+    for (const Json& e : *m) {
       ASSIGN_OR_RETURN(int64_t id, JsonAsInt(e, absl::StrCat(what, ": ", key)));
       ids->push_back(static_cast<int>(id));
     }
@@ -54,11 +54,11 @@ bool IsHfModelDir(const std::string& path) {
 absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
-  const JsonValue* arch = JsonMember(j, "architectures");
+  ASSIGN_OR_RETURN(Json j, ParseJson(text, path));
+  const Json* arch = JsonMember(j, "architectures");
   std::string architecture;
-  if (arch != nullptr && arch->has_list_value() && arch->list_value().values_size() > 0) {
-    architecture = arch->list_value().values(0).string_value();
+  if (arch != nullptr && arch->is_array() && !arch->empty()) {
+    ASSIGN_OR_RETURN(architecture, JsonAsString((*arch)[0], path + ": architectures"));
   }
   const bool qwen2 = architecture == "Qwen2ForCausalLM";
   const bool qwen3 = architecture == "Qwen3ForCausalLM";
@@ -111,10 +111,10 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
                      ": attention_bias / mlp_bias (biases on o_proj or the MLP) are not "
                      "supported"));
   }
-  if (const JsonValue* act = JsonMember(j, "hidden_act");
-      act != nullptr && act->string_value() != "silu") {
+  ASSIGN_OR_RETURN(std::string act, JsonStringOr(j, "hidden_act", "silu", path));
+  if (act != "silu") {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": hidden_act \"", act->string_value(), "\" is not supported (silu)"));
+        absl::StrCat(path, ": hidden_act \"", act, "\" is not supported (silu)"));
   }
   c.dim = static_cast<int>(dim);
   c.hidden_dim = static_cast<int>(hidden);
@@ -127,7 +127,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   // Attention here is over the whole context: a sliding window caps the length instead, so
   // what is served is exact.
   ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
-  if (const JsonValue* w = JsonMember(j, "sliding_window"); w != nullptr && use_window) {
+  if (const Json* w = JsonMember(j, "sliding_window"); w != nullptr && use_window) {
     ASSIGN_OR_RETURN(int64_t window, JsonAsInt(*w, absl::StrCat(path, ": sliding_window")));
     if (window > 0 && window < c.max_seq_len) c.max_seq_len = static_cast<int>(window);
   }
@@ -137,15 +137,16 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   c.tied_embeddings = tied;
   c.qkv_bias = qwen2;
   c.qk_norm = qwen3;
-  if (const JsonValue* rs = JsonMember(j, "rope_scaling"); rs != nullptr) {
-    std::string type =
-        JsonMember(*rs, "rope_type") ? JsonMember(*rs, "rope_type")->string_value() : "";
-    if (type.empty() && JsonMember(*rs, "type")) type = JsonMember(*rs, "type")->string_value();
+  if (const Json* rs = JsonMember(j, "rope_scaling"); rs != nullptr) {
+    const std::string what = path + ": rope_scaling";
+    ASSIGN_OR_RETURN(std::string type, JsonStringOr(*rs, "rope_type", "", what));
+    if (type.empty()) {
+      ASSIGN_OR_RETURN(type, JsonStringOr(*rs, "type", "", what));
+    }
     if (type != "llama3") {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": rope_scaling type \"", type, "\" is not supported (llama3)"));
     }
-    const std::string what = path + ": rope_scaling";
     ASSIGN_OR_RETURN(double factor, JsonNumberOr(*rs, "factor", 0, what));
     ASSIGN_OR_RETURN(double low, JsonNumberOr(*rs, "low_freq_factor", 1, what));
     ASSIGN_OR_RETURN(double high, JsonNumberOr(*rs, "high_freq_factor", 4, what));
@@ -169,7 +170,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   const std::string gen_path = dir + "/generation_config.json";
   if (std::filesystem::exists(gen_path)) {
     ASSIGN_OR_RETURN(std::string gen_text, ReadTextFile(gen_path));
-    ASSIGN_OR_RETURN(JsonValue gen, ParseJson(gen_text, gen_path));
+    ASSIGN_OR_RETURN(Json gen, ParseJson(gen_text, gen_path));
     RETURN_IF_ERROR(AppendIds(gen, "eos_token_id", gen_path, &c.eos_ids));
     ASSIGN_OR_RETURN(double temperature, JsonNumberOr(gen, "temperature", 1.0, gen_path));
     ASSIGN_OR_RETURN(double top_p, JsonNumberOr(gen, "top_p", 1.0, gen_path));

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
-#include "common/json_writer.h"
 
 namespace pagoda {
 namespace {
@@ -116,13 +115,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   if (header_len > kMaxHeaderBytes || header_len > size - 8) {
     return bad("header length ", header_len, " does not fit the file of ", size, " bytes");
   }
-  absl::StatusOr<JsonValue> header =
+  absl::StatusOr<Json> header =
       ParseJson(absl::string_view(reinterpret_cast<const char*>(file->map_ + 8), header_len), path);
   if (!header.ok()) return header.status();
-  if (!header->has_struct_value()) return bad("the header is not a JSON object");
+  if (!header->is_object()) return bad("the header is not a JSON object");
   file->data_ = file->map_ + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
-  for (const auto& [name, t] : header->struct_value().fields()) {
+  for (const auto& [name, t] : header->items()) {
     if (name == "__metadata__") continue;
     const std::string what = absl::StrCat(path, ": tensor ", name);
     TensorInfo info;
@@ -138,15 +137,15 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": dtype ", *dtype, " is not supported (F32, F16, BF16)"));
     }
-    const JsonValue* shape = JsonMember(t, "shape");
-    const JsonValue* offsets = JsonMember(t, "data_offsets");
-    if (shape == nullptr || !shape->has_list_value() || offsets == nullptr ||
-        !offsets->has_list_value() || offsets->list_value().values_size() != 2) {
+    const Json* shape = JsonMember(t, "shape");
+    const Json* offsets = JsonMember(t, "data_offsets");
+    if (shape == nullptr || !shape->is_array() || offsets == nullptr || !offsets->is_array() ||
+        offsets->size() != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": needs a shape list and two data_offsets"));
     }
     uint64_t numel = 1;
-    for (const JsonValue& d : shape->list_value().values()) {
+    for (const Json& d : *shape) {
       absl::StatusOr<int64_t> n = JsonAsInt(d, absl::StrCat(what, ": shape"));
       if (!n.ok()) return n.status();
       if (*n < 0 || (*n > 0 && numel > (uint64_t{1} << 40) / *n)) {
@@ -155,10 +154,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       info.shape.push_back(*n);
       numel *= *n;
     }
-    absl::StatusOr<int64_t> begin =
-        JsonAsInt(offsets->list_value().values(0), absl::StrCat(what, ": data_offsets"));
-    absl::StatusOr<int64_t> end =
-        JsonAsInt(offsets->list_value().values(1), absl::StrCat(what, ": data_offsets"));
+    absl::StatusOr<int64_t> begin = JsonAsInt((*offsets)[0], absl::StrCat(what, ": data_offsets"));
+    absl::StatusOr<int64_t> end = JsonAsInt((*offsets)[1], absl::StrCat(what, ": data_offsets"));
     if (!begin.ok()) return begin.status();
     if (!end.ok()) return end.status();
     if (*begin < 0 || *end < *begin || static_cast<uint64_t>(*end) > data_size) {
@@ -225,20 +222,19 @@ absl::StatusOr<SafetensorsModel> SafetensorsModel::Open(const std::string& dir) 
   if (std::filesystem::exists(index_path)) {
     absl::StatusOr<std::string> text = ReadTextFile(index_path);
     if (!text.ok()) return text.status();
-    absl::StatusOr<JsonValue> index = ParseJson(*text, index_path);
+    absl::StatusOr<Json> index = ParseJson(*text, index_path);
     if (!index.ok()) return index.status();
-    const JsonValue* map = JsonMember(*index, "weight_map");
-    if (map == nullptr || !map->has_struct_value()) {
+    const Json* map = JsonMember(*index, "weight_map");
+    if (map == nullptr || !map->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": no weight_map object"));
     }
-    for (const auto& [tensor, file] : map->struct_value().fields()) {
-      if (!file.has_string_value() || file.string_value().find('/') != std::string::npos) {
+    for (const auto& [tensor, file] : map->items()) {
+      if (!file.is_string() || file.get_ref<const std::string&>().find('/') != std::string::npos) {
         return absl::InvalidArgumentError(
             absl::StrCat(index_path, ": weight_map of ", tensor, " must name a file here"));
       }
-      if (std::find(names.begin(), names.end(), file.string_value()) == names.end()) {
-        names.push_back(file.string_value());
-      }
+      const std::string& name = file.get_ref<const std::string&>();
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   } else {
     names.push_back("model.safetensors");
@@ -266,16 +262,16 @@ absl::StatusOr<std::vector<float>> SafetensorsModel::Read(const std::string& nam
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               TensorDtype dtype) {
-  std::string header = "{";
+  OrderedJson entries = OrderedJson::object();
   size_t offset = 0;
   for (const TensorToWrite& t : tensors) {
     const size_t bytes = t.values->size() * DtypeBytes(dtype);
-    absl::StrAppend(&header, header.size() > 1 ? "," : "", JsonQuote(t.name), ":{\"dtype\":\"",
-                    DtypeName(dtype), "\",\"shape\":[", absl::StrJoin(t.shape, ","),
-                    "],\"data_offsets\":[", offset, ",", offset + bytes, "]}");
+    entries[t.name] = {{"dtype", DtypeName(dtype)},
+                       {"shape", t.shape},
+                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  header += "}";
+  std::string header = JsonDump(entries);
   while (header.size() % 8 != 0) header += ' ';  // keeps the data 8-byte aligned
   std::ofstream out(path, std::ios::binary);
   if (!out) return absl::InternalError(absl::StrCat(path, ": cannot write"));

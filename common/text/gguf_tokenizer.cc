@@ -25,49 +25,35 @@ constexpr PreTokenizer kPreTokenizers[] = {
     {"gpt-2", kGpt2Pattern, false, false},
 };
 
-JsonValue Str(const std::string& s) {
-  JsonValue v;
-  v.set_string_value(s);
-  return v;
-}
-
 // A tokenizer.json equivalent of a GGUF "gpt2" vocabulary, for HfTokenizer.
-absl::StatusOr<JsonValue> ByteLevelJson(const GgufFile& f,
-                                        const std::vector<absl::string_view>& tokens,
-                                        const std::vector<int32_t>& types,
-                                        const PreTokenizer& pre) {
+absl::StatusOr<Json> ByteLevelJson(const GgufFile& f, const std::vector<absl::string_view>& tokens,
+                                   const std::vector<int32_t>& types, const PreTokenizer& pre) {
   ASSIGN_OR_RETURN(std::vector<absl::string_view> merges, f.StringArray("tokenizer.ggml.merges"));
-  JsonValue j;
-  auto& root = *j.mutable_struct_value()->mutable_fields();
-  auto& model = *root["model"].mutable_struct_value()->mutable_fields();
-  model["type"] = Str("BPE");
-  model["ignore_merges"].set_bool_value(pre.ignore_merges);
-  auto& vocab = *model["vocab"].mutable_struct_value()->mutable_fields();
-  auto& added = *root["added_tokens"].mutable_list_value();
+  Json vocab = Json::object();
+  Json added = Json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
-    const std::string piece(tokens[id]);
+    std::string piece(tokens[id]);
     const int type = types.empty() ? kNormal : types[id];
     if (type == kControl || type == kUserDefined) {
-      JsonValue& a = *added.add_values();
-      auto& fields = *a.mutable_struct_value()->mutable_fields();
-      fields["id"].set_number_value(static_cast<double>(id));
-      fields["content"] = Str(piece);
+      added.push_back({{"id", id}, {"content", std::move(piece)}});
     } else {
-      vocab[piece].set_number_value(static_cast<double>(id));
+      vocab[std::move(piece)] = id;
     }
   }
-  auto& list = *model["merges"].mutable_list_value();
-  for (absl::string_view m : merges) *list.add_values() = Str(std::string(m));
-  auto& seq = *root["pre_tokenizer"].mutable_struct_value()->mutable_fields();
-  seq["type"] = Str("Sequence");
-  auto& steps = *seq["pretokenizers"].mutable_list_value();
-  auto& split = *steps.add_values()->mutable_struct_value()->mutable_fields();
-  split["type"] = Str("Split");
-  (*split["pattern"].mutable_struct_value()->mutable_fields())["Regex"] = Str(pre.pattern);
-  split["behavior"] = Str("Isolated");
-  auto& byte_level = *steps.add_values()->mutable_struct_value()->mutable_fields();
-  byte_level["type"] = Str("ByteLevel");
-  byte_level["use_regex"].set_bool_value(false);
+  Json merge_list = Json::array();
+  for (absl::string_view m : merges) merge_list.push_back(std::string(m));
+  Json j = Json::object();
+  j["model"] = {{"type", "BPE"},
+                {"ignore_merges", pre.ignore_merges},
+                {"vocab", std::move(vocab)},
+                {"merges", std::move(merge_list)}};
+  j["added_tokens"] = std::move(added);
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       Json::array(
+           {{{"type", "Split"}, {"pattern", {{"Regex", pre.pattern}}}, {"behavior", "Isolated"}},
+            {{"type", "ByteLevel"}, {"use_regex", false}}})}};
   return j;
 }
 
@@ -134,7 +120,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& f) 
       return bad("tokenizer.ggml.pre \"", pre_name,
                  "\" is not supported (llama3, llama-v3, llama-bpe, qwen2, gpt-2)");
     }
-    ASSIGN_OR_RETURN(JsonValue json, ByteLevelJson(f, tokens, types, *pre));
+    ASSIGN_OR_RETURN(Json json, ByteLevelJson(f, tokens, types, *pre));
     ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::FromJson(json, path, ""));
     ASSIGN_OR_RETURN(add_bos, f.BoolOr("tokenizer.ggml.add_bos_token", pre->add_bos));
     ASSIGN_OR_RETURN(bool add_eos, f.BoolOr("tokenizer.ggml.add_eos_token", false));

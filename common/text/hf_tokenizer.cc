@@ -31,45 +31,51 @@ int ByteTokenValue(const std::string& piece) {
   return v >= 0 ? v : -1;
 }
 
+// A string value, or "" when `v` is absent or not a string.
+const std::string& StringOf(const Json* v) {
+  static const std::string* const kEmpty = new std::string();
+  return v != nullptr && v->is_string() ? v->get_ref<const std::string&>() : *kEmpty;
+}
+
 // The special tokens of a token reference: "<s>" or an AddedToken object {"content": "<s>"}.
-absl::StatusOr<int> SpecialTokenId(const JsonValue* v, const std::string& what,
+absl::StatusOr<int> SpecialTokenId(const Json* v, const std::string& what,
                                    const absl::flat_hash_map<std::string, int>& ids) {
-  const JsonValue* content = v;
-  if (v != nullptr && v->has_struct_value()) content = JsonMember(*v, "content");
-  if (content == nullptr || !content->has_string_value()) {
+  const Json* content = v;
+  if (v != nullptr && v->is_object()) content = JsonMember(*v, "content");
+  if (content == nullptr || !content->is_string()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " is not set"));
   }
-  auto it = ids.find(content->string_value());
+  auto it = ids.find(StringOf(content));
   if (it == ids.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " \"", content->string_value(), "\" is not in the vocabulary"));
+        absl::StrCat(what, " \"", StringOf(content), "\" is not in the vocabulary"));
   }
   return it->second;
 }
 
 // The ids a post_processor puts before and after a single sequence.
-absl::Status PostProcessorIds(const JsonValue& p, const std::string& what,
+absl::Status PostProcessorIds(const Json& p, const std::string& what,
                               const absl::flat_hash_map<std::string, int>& ids,
                               std::vector<int>* prefix, std::vector<int>* suffix) {
   ASSIGN_OR_RETURN(std::string type, JsonString(p, "type", what));
   if (type == "ByteLevel") return absl::OkStatus();  // only adjusts offsets
   if (type == "Sequence") {
-    const JsonValue* list = JsonMember(p, "processors");
-    if (list == nullptr || !list->has_list_value()) {
+    const Json* list = JsonMember(p, "processors");
+    if (list == nullptr || !list->is_array()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": Sequence needs processors"));
     }
-    for (const JsonValue& e : list->list_value().values()) {
+    for (const Json& e : *list) {
       RETURN_IF_ERROR(PostProcessorIds(e, what, ids, prefix, suffix));
     }
     return absl::OkStatus();
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     for (const char* key : {"cls", "sep"}) {
-      const JsonValue* pair = JsonMember(p, key);
-      if (pair == nullptr || !pair->has_list_value() || pair->list_value().values_size() != 2) {
+      const Json* pair = JsonMember(p, key);
+      if (pair == nullptr || !pair->is_array() || pair->size() != 2) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " must be [token, id]"));
       }
-      ASSIGN_OR_RETURN(int64_t id, JsonAsInt(pair->list_value().values(1), what));
+      ASSIGN_OR_RETURN(int64_t id, JsonAsInt((*pair)[1], what));
       (std::string(key) == "cls" ? prefix : suffix)->push_back(static_cast<int>(id));
     }
     return absl::OkStatus();
@@ -79,34 +85,33 @@ absl::Status PostProcessorIds(const JsonValue& p, const std::string& what,
         what, ": type ", type,
         " is not supported (TemplateProcessing, ByteLevel, Bert/RobertaProcessing, Sequence)"));
   }
-  const JsonValue* single = JsonMember(p, "single");
-  const JsonValue* specials = JsonMember(p, "special_tokens");
-  if (single == nullptr || !single->has_list_value()) {
+  const Json* single = JsonMember(p, "single");
+  const Json* specials = JsonMember(p, "special_tokens");
+  if (single == nullptr || !single->is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": TemplateProcessing needs single"));
   }
   bool seen_sequence = false;
-  for (const JsonValue& item : single->list_value().values()) {
+  for (const Json& item : *single) {
     if (JsonMember(item, "Sequence") != nullptr) {
       seen_sequence = true;
       continue;
     }
-    const JsonValue* special = JsonMember(item, "SpecialToken");
+    const Json* special = JsonMember(item, "SpecialToken");
     if (special == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": a template piece is neither Sequence nor SpecialToken"));
     }
     ASSIGN_OR_RETURN(std::string name, JsonString(*special, "id", what));
-    const JsonValue* entry = specials ? JsonMember(*specials, name) : nullptr;
-    const JsonValue* entry_ids = entry ? JsonMember(*entry, "ids") : nullptr;
+    const Json* entry = specials ? JsonMember(*specials, name) : nullptr;
+    const Json* entry_ids = entry ? JsonMember(*entry, "ids") : nullptr;
     std::vector<int>* out = seen_sequence ? suffix : prefix;
-    if (entry_ids != nullptr && entry_ids->has_list_value()) {
-      for (const JsonValue& id : entry_ids->list_value().values()) {
+    if (entry_ids != nullptr && entry_ids->is_array()) {
+      for (const Json& id : *entry_ids) {
         ASSIGN_OR_RETURN(int64_t i, JsonAsInt(id, absl::StrCat(what, ": ", name)));
         out->push_back(static_cast<int>(i));
       }
     } else {
-      JsonValue token;
-      token.set_string_value(name);
+      const Json token = name;
       ASSIGN_OR_RETURN(int id, SpecialTokenId(&token, absl::StrCat(what, ": token"), ids));
       out->push_back(id);
     }
@@ -118,31 +123,30 @@ absl::Status PostProcessorIds(const JsonValue& p, const std::string& what,
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  ASSIGN_OR_RETURN(JsonValue j, ParseJson(text, path));
+  ASSIGN_OR_RETURN(Json j, ParseJson(text, path));
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   return FromJson(j, path, dir.empty() ? "." : dir.string());
 }
 
-absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonValue& j,
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const Json& j,
                                                                    const std::string& path,
                                                                    const std::string& config_dir,
                                                                    bool fast_paths) {
   auto bad = [&](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...));
   };
-  const JsonValue* model = JsonMember(j, "model");
+  const Json* model = JsonMember(j, "model");
   if (model == nullptr) return bad("no model");
   ASSIGN_OR_RETURN(std::string type, JsonString(*model, "type", path + ": model"));
   if (type != "BPE") return bad("model type ", type, " is not supported (BPE)");
   auto t = std::unique_ptr<HfTokenizer>(new HfTokenizer());
-  const JsonValue* pre = JsonMember(j, "pre_tokenizer");
-  if (pre != nullptr && JsonMember(*pre, "type") != nullptr &&
-      JsonMember(*pre, "type")->string_value() == "Metaspace") {
-    ASSIGN_OR_RETURN(bool split, JsonBoolOr(*pre, "split", true, path));
-    const JsonValue* scheme = JsonMember(*pre, "prepend_scheme");
-    const std::string prepend = scheme ? scheme->string_value() : "always";
-    const JsonValue* replacement = JsonMember(*pre, "replacement");
-    t->metaspace_ = replacement ? replacement->string_value() : kSpace;
+  const Json* pre = JsonMember(j, "pre_tokenizer");
+  if (pre != nullptr && StringOf(JsonMember(*pre, "type")) == "Metaspace") {
+    const std::string what = path + ": pre_tokenizer";
+    ASSIGN_OR_RETURN(bool split, JsonBoolOr(*pre, "split", true, what));
+    ASSIGN_OR_RETURN(const std::string prepend,
+                     JsonStringOr(*pre, "prepend_scheme", "always", what));
+    ASSIGN_OR_RETURN(t->metaspace_, JsonStringOr(*pre, "replacement", kSpace, what));
     if (split || (prepend != "first" && prepend != "always") || t->metaspace_.empty()) {
       return absl::UnimplementedError(absl::StrCat(
           path, ": Metaspace is supported with split: false and prepend_scheme first or always"));
@@ -155,36 +159,32 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     // ByteLevel(use_regex: true, add_prefix_space: false), which splits with GPT-2's regex.
     std::vector<std::string> patterns;
     std::string error;
-    auto type_of = [](const JsonValue& v) {
-      const JsonValue* type = JsonMember(v, "type");
-      return type != nullptr ? type->string_value() : std::string();
-    };
-    auto flag = [](const JsonValue& v, const char* key, bool fallback) {
-      const JsonValue* f = JsonMember(v, key);
-      return f != nullptr && f->has_bool_value() ? f->bool_value() : fallback;
+    auto type_of = [](const Json& v) { return StringOf(JsonMember(v, "type")); };
+    auto flag = [](const Json& v, const char* key, bool fallback) {
+      const Json* f = JsonMember(v, key);
+      return f != nullptr && f->is_boolean() ? f->get<bool>() : fallback;
     };
     if (type_of(*pre) == "ByteLevel") {
       if (!flag(*pre, "use_regex", true) || flag(*pre, "add_prefix_space", true)) {
         error = "ByteLevel alone needs use_regex: true and add_prefix_space: false";
       }
       patterns.push_back(kGpt2Pattern);
-    } else if (const JsonValue* seq = JsonMember(*pre, "pretokenizers");
-               type_of(*pre) == "Sequence" && seq != nullptr && seq->has_list_value() &&
-               seq->list_value().values_size() >= 2) {
-      const int n = seq->list_value().values_size();
-      for (int i = 0; i + 1 < n; ++i) {
-        const JsonValue& split = seq->list_value().values(i);
-        const JsonValue* p = JsonMember(split, "pattern");
-        const JsonValue* behavior = JsonMember(split, "behavior");
-        if (type_of(split) != "Split" || p == nullptr || JsonMember(*p, "Regex") == nullptr ||
-            behavior == nullptr || behavior->string_value() != "Isolated" ||
-            flag(split, "invert", false)) {
+    } else if (const Json* seq = JsonMember(*pre, "pretokenizers");
+               type_of(*pre) == "Sequence" && seq != nullptr && seq->is_array() &&
+               seq->size() >= 2) {
+      const size_t n = seq->size();
+      for (size_t i = 0; i + 1 < n; ++i) {
+        const Json& split = (*seq)[i];
+        const Json* p = JsonMember(split, "pattern");
+        const Json* regex = p != nullptr ? JsonMember(*p, "Regex") : nullptr;
+        if (type_of(split) != "Split" || regex == nullptr || !regex->is_string() ||
+            StringOf(JsonMember(split, "behavior")) != "Isolated" || flag(split, "invert", false)) {
           error = "a Split with a Regex pattern, behavior Isolated and invert false";
         } else {
-          patterns.push_back(JsonMember(*p, "Regex")->string_value());
+          patterns.push_back(StringOf(regex));
         }
       }
-      const JsonValue& last = seq->list_value().values(n - 1);
+      const Json& last = (*seq)[n - 1];
       if (type_of(last) != "ByteLevel" || flag(last, "use_regex", true)) {
         error = "the Sequence to end with ByteLevel(use_regex: false)";
       }
@@ -221,8 +221,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     }
   }
   ASSIGN_OR_RETURN(t->ignore_merges_, JsonBoolOr(*model, "ignore_merges", false, path));
-  const JsonValue* vocab = JsonMember(*model, "vocab");
-  if (vocab == nullptr || !vocab->has_struct_value()) return bad("model.vocab must be an object");
+  const Json* vocab = JsonMember(*model, "vocab");
+  if (vocab == nullptr || !vocab->is_object()) return bad("model.vocab must be an object");
   auto add_piece = [&](const std::string& piece, int64_t id) -> absl::Status {
     if (id < 0 || id > (1 << 24)) return bad("token id ", id, " of ", piece, " is out of range");
     if (static_cast<size_t>(id) >= t->pieces_.size()) t->pieces_.resize(id + 1);
@@ -231,7 +231,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     if (!inserted) it->second = std::min(it->second, static_cast<int>(id));
     return absl::OkStatus();
   };
-  for (const auto& [piece, id] : vocab->struct_value().fields()) {
+  for (const auto& [piece, id] : vocab->items()) {
     ASSIGN_OR_RETURN(int64_t i, JsonAsInt(id, path + ": model.vocab"));
     RETURN_IF_ERROR(add_piece(piece, i));
   }
@@ -242,24 +242,25 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
   }
   ASSIGN_OR_RETURN(bool byte_fallback, JsonBoolOr(*model, "byte_fallback", false, path));
   if (!byte_fallback) t->byte_ids_.assign(256, -1);
-  if (const JsonValue* unk = JsonMember(*model, "unk_token"); unk && unk->has_string_value()) {
-    auto it = t->ids_.find(unk->string_value());
+  if (const Json* unk = JsonMember(*model, "unk_token"); unk && unk->is_string()) {
+    auto it = t->ids_.find(StringOf(unk));
     if (it != t->ids_.end()) t->unk_id_ = it->second;
   }
   // Merges: "a b" strings, or [a, b] pairs in newer files. Rank = position in the list.
-  const JsonValue* merges = JsonMember(*model, "merges");
-  if (merges == nullptr || !merges->has_list_value()) return bad("model.merges must be a list");
+  const Json* merges = JsonMember(*model, "merges");
+  if (merges == nullptr || !merges->is_array()) return bad("model.merges must be a list");
   int rank = 0;
-  for (const JsonValue& m : merges->list_value().values()) {
+  for (const Json& m : *merges) {
     std::string a, b;
-    if (m.has_string_value()) {
-      const size_t sp = m.string_value().find(' ');
-      if (sp == std::string::npos) return bad("merge \"", m.string_value(), "\" has no space");
-      a = m.string_value().substr(0, sp);
-      b = m.string_value().substr(sp + 1);
-    } else if (m.has_list_value() && m.list_value().values_size() == 2) {
-      a = m.list_value().values(0).string_value();
-      b = m.list_value().values(1).string_value();
+    if (m.is_string()) {
+      const std::string& merge = m.get_ref<const std::string&>();
+      const size_t sp = merge.find(' ');
+      if (sp == std::string::npos) return bad("merge \"", merge, "\" has no space");
+      a = merge.substr(0, sp);
+      b = merge.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get_ref<const std::string&>();
+      b = m[1].get_ref<const std::string&>();
     } else {
       return bad("merge ", rank, " is neither \"a b\" nor [a, b]");
     }
@@ -270,8 +271,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     t->merges_.emplace(PairKey(ia->second, ib->second), std::make_pair(rank++, im->second));
   }
   // Added tokens: matched in the raw text first.
-  if (const JsonValue* added = JsonMember(j, "added_tokens"); added && added->has_list_value()) {
-    for (const JsonValue& a : added->list_value().values()) {
+  if (const Json* added = JsonMember(j, "added_tokens"); added && added->is_array()) {
+    for (const Json& a : *added) {
       ASSIGN_OR_RETURN(int64_t id, JsonInt(a, "id", path + ": added_tokens"));
       ASSIGN_OR_RETURN(std::string content, JsonString(a, "content", path + ": added_tokens"));
       if (content.empty()) continue;
@@ -296,7 +297,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     }
   }
   // Special tokens: the post_processor's, unless tokenizer_config.json says otherwise.
-  if (const JsonValue* post = JsonMember(j, "post_processor"); post != nullptr) {
+  if (const Json* post = JsonMember(j, "post_processor"); post != nullptr) {
     RETURN_IF_ERROR(PostProcessorIds(*post, path + ": post_processor", t->ids_, &t->prefix_ids_,
                                      &t->suffix_ids_));
   }
@@ -304,25 +305,24 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
       (std::filesystem::path(config_dir) / "tokenizer_config.json").string();
   if (!config_dir.empty() && std::filesystem::exists(config_path)) {
     ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(config_path));
-    ASSIGN_OR_RETURN(JsonValue config, ParseJson(config_text, config_path));
+    ASSIGN_OR_RETURN(Json config, ParseJson(config_text, config_path));
     for (const bool bos : {true, false}) {
-      const JsonValue* add = JsonMember(config, bos ? "add_bos_token" : "add_eos_token");
+      const Json* add = JsonMember(config, bos ? "add_bos_token" : "add_eos_token");
       if (add == nullptr) continue;
-      if (!add->has_bool_value()) {
+      if (!add->is_boolean()) {
         return absl::InvalidArgumentError(absl::StrCat(
             config_path, ": ", bos ? "add_bos_token" : "add_eos_token", " is not true or false"));
       }
       std::vector<int>& ids = bos ? t->prefix_ids_ : t->suffix_ids_;
       ids.clear();
-      if (!add->bool_value()) continue;
+      if (!add->get<bool>()) continue;
       const char* key = bos ? "bos_token" : "eos_token";
       ASSIGN_OR_RETURN(int id, SpecialTokenId(JsonMember(config, key),
                                               absl::StrCat(config_path, ": ", key), t->ids_));
       ids.push_back(id);
     }
-    if (const JsonValue* chat = JsonMember(config, "chat_template");
-        chat && chat->has_string_value()) {
-      t->chat_template_ = chat->string_value();
+    if (const Json* chat = JsonMember(config, "chat_template"); chat && chat->is_string()) {
+      t->chat_template_ = StringOf(chat);
     }
   }
   for (const std::vector<int>* ids : {&t->prefix_ids_, &t->suffix_ids_}) {
@@ -333,27 +333,28 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     }
   }
   // Normalizer: Prepend and Replace(String), alone or in a Sequence.
-  std::vector<const JsonValue*> normalizers;
-  if (const JsonValue* n = JsonMember(j, "normalizer"); n != nullptr) {
-    const JsonValue* seq = JsonMember(*n, "normalizers");
-    if (seq != nullptr && seq->has_list_value()) {
-      for (const JsonValue& e : seq->list_value().values()) normalizers.push_back(&e);
+  std::vector<const Json*> normalizers;
+  if (const Json* n = JsonMember(j, "normalizer"); n != nullptr) {
+    const Json* seq = JsonMember(*n, "normalizers");
+    if (seq != nullptr && seq->is_array()) {
+      for (const Json& e : *seq) normalizers.push_back(&e);
     } else {
       normalizers.push_back(n);
     }
   }
-  for (const JsonValue* n : normalizers) {
+  for (const Json* n : normalizers) {
     ASSIGN_OR_RETURN(std::string kind, JsonString(*n, "type", path + ": normalizer"));
     if (kind == "Prepend") {
       ASSIGN_OR_RETURN(t->prepend_, JsonString(*n, "prepend", path + ": normalizer"));
       if (!t->replacements_.empty()) return bad("a Prepend after a Replace is not supported");
     } else if (kind == "Replace") {
-      const JsonValue* pattern = JsonMember(*n, "pattern");
+      const Json* pattern = JsonMember(*n, "pattern");
       ASSIGN_OR_RETURN(std::string content, JsonString(*n, "content", path + ": normalizer"));
-      if (pattern == nullptr || JsonMember(*pattern, "String") == nullptr) {
+      const Json* from = pattern != nullptr ? JsonMember(*pattern, "String") : nullptr;
+      if (from == nullptr || !from->is_string()) {
         return bad("normalizer Replace needs a String pattern");
       }
-      t->replacements_.push_back({JsonMember(*pattern, "String")->string_value(), content});
+      t->replacements_.push_back({StringOf(from), content});
     } else if (kind == "NFC" && t->byte_level_) {
       t->nfc_ = true;
     } else {
@@ -361,10 +362,10 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(const JsonVal
     }
   }
   // Decoder: the SentencePiece sequence; what matters is whether it strips the first space.
-  if (const JsonValue* d = JsonMember(j, "decoder"); d != nullptr) {
-    if (const JsonValue* seq = JsonMember(*d, "decoders"); seq && seq->has_list_value()) {
-      for (const JsonValue& e : seq->list_value().values()) {
-        if (JsonMember(e, "type") && JsonMember(e, "type")->string_value() == "Strip") {
+  if (const Json* d = JsonMember(j, "decoder"); d != nullptr) {
+    if (const Json* seq = JsonMember(*d, "decoders"); seq && seq->is_array()) {
+      for (const Json& e : *seq) {
+        if (StringOf(JsonMember(e, "type")) == "Strip") {
           ASSIGN_OR_RETURN(int64_t start, JsonIntOr(e, "start", 0, path + ": decoder"));
           t->strip_leading_space_ = start > 0;
         }

@@ -40,7 +40,7 @@ class HfTokenizer final : public Tokenizer {
   // From a parsed tokenizer.json (`what` names it in errors); tokenizer_config.json is read
   // from `config_dir` when that is not empty.
   // `fast_paths` false runs even the Llama 3 and Qwen regexes through PCRE2 (for tests).
-  static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(const JsonValue& j,
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(const Json& j,
                                                                const std::string& what,
                                                                const std::string& config_dir,
                                                                bool fast_paths = true);

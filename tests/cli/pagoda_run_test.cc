@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include "common/json_writer.h"
+#include "common/json.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -187,7 +187,7 @@ TEST(PagodaRunTest, AHuggingFaceDirectoryRunsLikeItsLlama2cCheckpoint) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const testing::GoldenCase golden = testing::LoadGoldenCases()[0];
   ASSERT_EQ(golden.prompt, "Once upon a time");
-  EXPECT_THAT(r.out, HasSubstr("\"output_ids\":" + JsonIntArray(golden.greedy_ids)));
+  EXPECT_THAT(r.out, HasSubstr("\"output_ids\":" + JsonDump(Json(golden.greedy_ids))));
 }
 
 }  // namespace

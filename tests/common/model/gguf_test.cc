@@ -160,7 +160,7 @@ TEST(GgufTokenizerTest, LlamaCppVocabVectorsPassFromTheGgufsOwnVocabulary) {
 std::string ByteLevelGguf(const std::string& tokenizer_json, const std::string& pre, bool add_bos) {
   auto j = ParseJson(testing::ReadFile(tokenizer_json), tokenizer_json);
   CHECK(j.ok()) << j.status();
-  const JsonValue* model = JsonMember(*j, "model");
+  const Json& model = (*j)["model"];
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   auto put = [&](const std::string& piece, int id, int type) {
@@ -171,18 +171,14 @@ std::string ByteLevelGguf(const std::string& tokenizer_json, const std::string& 
     tokens[id] = piece;
     types[id] = type;
   };
-  for (const auto& [piece, id] : JsonMember(*model, "vocab")->struct_value().fields()) {
-    put(piece, static_cast<int>(id.number_value()), 1);
-  }
-  for (const JsonValue& a : JsonMember(*j, "added_tokens")->list_value().values()) {
-    put(JsonMember(a, "content")->string_value(),
-        static_cast<int>(JsonMember(a, "id")->number_value()), 3);
+  for (const auto& [piece, id] : model["vocab"].items()) put(piece, id.get<int>(), 1);
+  for (const Json& a : (*j)["added_tokens"]) {
+    put(a["content"].get<std::string>(), a["id"].get<int>(), 3);
   }
   std::vector<std::string> merges;
-  for (const JsonValue& m : JsonMember(*model, "merges")->list_value().values()) {
-    merges.push_back(m.has_string_value() ? m.string_value()
-                                          : m.list_value().values(0).string_value() + " " +
-                                                m.list_value().values(1).string_value());
+  for (const Json& m : model["merges"]) {
+    merges.push_back(m.is_string() ? m.get<std::string>()
+                                   : m[0].get<std::string>() + " " + m[1].get<std::string>());
   }
   GgufWriter w;
   w.AddString("general.architecture", "llama");
@@ -211,14 +207,11 @@ void ExpectGoldenThroughGguf(const std::string& model, const std::string& pre,
   auto cases = ParseJson(testing::ReadFile(testing::SharedPath("golden/" + golden)), golden);
   ASSERT_TRUE(cases.ok()) << cases.status();
   int checked = 0;
-  for (const JsonValue& c : JsonMember(*cases, "cases")->list_value().values()) {
-    const std::string text = JsonMember(c, "text")->string_value();
+  for (const Json& c : (*cases)["cases"]) {
+    const std::string text = c["text"].get<std::string>();
     // llama.cpp does not NFC-normalize (Qwen's tokenizer.json does): skip texts it changes.
     if (!nfc_sensitive_ok && NormalizeNfc(text) != text) continue;
-    std::vector<int> ids;
-    for (const JsonValue& id : JsonMember(c, "ids")->list_value().values()) {
-      ids.push_back(static_cast<int>(id.number_value()));
-    }
+    const std::vector<int> ids = c["ids"].get<std::vector<int>>();
     EXPECT_EQ((*tok)->Encode(text), ids) << model << ": \"" << text << "\"";
     ++checked;
   }

@@ -334,7 +334,14 @@ TEST(HfModelTest, MalformedConfigsAreRefusedNamingTheProblem) {
        "rope_scaling type \"yarn\""},
       {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "hidden_act"},
       {"\"eos_token_id\": 2", "\"eos_token_id\": 9999", "eos_token_id 9999"},
-      {"{", "{{", "not valid JSON"},
+      {"{", "{{", "config.json: not valid JSON: parse error at line 1"},
+      // A wrong type is an error naming the field, not an exception.
+      {"\"LlamaForCausalLM\"", "7", "architectures: not a string"},
+      {"\"hidden_act\": \"silu\"", "\"hidden_act\": [1]", "hidden_act must be a string"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"type\": 3}", "rope_scaling: type must be"},
+      {"\"rms_norm_eps\"", "\"rms_norm_eps\": true, \"x\"", "rms_norm_eps is not a number"},
+      {"\"tie_word_embeddings\": true", "\"tie_word_embeddings\": 1",
+       "tie_word_embeddings is not true or false"},
   };
   for (const Case& c : cases) {
     const absl::StatusOr<ModelConfig> config = LoadModelConfig(ConfigWith(c.from, c.to));
@@ -374,6 +381,12 @@ TEST(HfModelTest, MalformedSafetensorsAreRefusedNamingTheTensor) {
        12, 0, "tensors a and b overlap"},
       {R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0, 0, "bad shape"},
       {R"({"w":{"dtype":"F32","data_offsets":[0,0]}})", 0, 0, "needs a shape"},
+      {R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", 8, 0, "w: dtype must be a string"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,"8"]}})", 8, 0,
+       "w: data_offsets: not a number"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})", 8, 0,
+       "18446744073709551615 is out of range"},
+      {std::string(10000, '[') + std::string(10000, ']'), 0, 0, "nested deeper than 256"},
   };
   for (const Case& c : cases) {
     auto model = SafetensorsModel::Open(SafetensorsWith(c.header, c.data, c.claimed));

@@ -11,13 +11,11 @@
 
 #include "absl/strings/str_split.h"
 #include "common/json.h"
-#include "common/json_writer.h"
 #include "common/text/incremental_decoder.h"
 #include "common/text/llama2c_tokenizer.h"
 #include "common/text/split_regex.h"
 #include "common/text/utf8.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -105,17 +103,14 @@ void ExpectGolden(const std::string& model, const std::string& golden, bool fast
   ASSERT_NE(tok, nullptr);
   auto cases = ParseJson(testing::ReadFile(testing::SharedPath("golden/" + golden)), golden);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  const JsonValue* list = JsonMember(*cases, "cases");
+  const Json* list = JsonMember(*cases, "cases");
   ASSERT_NE(list, nullptr);
-  ASSERT_GE(list->list_value().values_size(), 10);
-  for (const JsonValue& c : list->list_value().values()) {
-    const std::string text = JsonMember(c, "text")->string_value();
-    std::vector<int> ids;
-    for (const JsonValue& id : JsonMember(c, "ids")->list_value().values()) {
-      ids.push_back(static_cast<int>(id.number_value()));
-    }
+  ASSERT_GE(list->size(), 10u);
+  for (const Json& c : *list) {
+    const std::string text = c["text"].get<std::string>();
+    const std::vector<int> ids = c["ids"].get<std::vector<int>>();
     EXPECT_EQ(tok->Encode(text), ids) << model << ": \"" << text << "\"";
-    EXPECT_EQ(tok->Decode(ids), JsonMember(c, "decoded")->string_value()) << model;
+    EXPECT_EQ(tok->Decode(ids), c["decoded"].get<std::string>()) << model;
   }
 }
 
@@ -201,7 +196,7 @@ TEST(HfTokenizerTest, AnySplitRegexIsAcceptedThroughPcre2) {
   // character becomes its own piece, so no merge crosses characters.
   const std::string path = testing::SharedPath("models/qwen3-tokenizer/tokenizer.json");
   std::string text = testing::ReadFile(path);
-  const std::string qwen = JsonQuote(kQwenPattern);
+  const std::string qwen = JsonDump(Json(kQwenPattern));
   const size_t at = text.find(qwen.substr(1, qwen.size() - 2));
   ASSERT_NE(at, std::string::npos);
   text.replace(at, qwen.size() - 2, "\\\\X");
@@ -247,15 +242,12 @@ TEST(HfTokenizerTest, TheMetaspaceFormOfTheLlama2TokenizerAlsoWorks) {
   auto j = ParseJson(
       testing::ReadFile(testing::SharedPath("models/llama2-tokenizer/tokenizer.json")), "t");
   ASSERT_TRUE(j.ok());
-  auto& fields = *j->mutable_struct_value()->mutable_fields();
-  fields["normalizer"].set_null_value(google::protobuf::NULL_VALUE);
-  auto& pre = *fields["pre_tokenizer"].mutable_struct_value()->mutable_fields();
-  pre["type"].set_string_value("Metaspace");
-  pre["replacement"].set_string_value("\u2581");
-  pre["prepend_scheme"].set_string_value("first");
-  pre["split"].set_bool_value(false);
-  std::string text;
-  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(*j, &text).ok());
+  (*j)["normalizer"] = nullptr;
+  (*j)["pre_tokenizer"] = {{"type", "Metaspace"},
+                           {"replacement", "\u2581"},
+                           {"prepend_scheme", "first"},
+                           {"split", false}};
+  const std::string text = JsonDump(*j);
   const std::string path = testing::TempDir() + "/metaspace.json";
   testing::WriteFile(path, text);
   auto metaspace = LoadTokenizer(path);

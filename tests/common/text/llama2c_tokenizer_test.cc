@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "common/json_writer.h"
 #include "common/text/incremental_decoder.h"
 #include "common/text/utf8.h"
 #include "glog/logging.h"
@@ -102,12 +101,6 @@ TEST(IncrementalDecoderTest, EmitsOnlyWholeCharacters) {
   }
   text += decoder.Flush();
   EXPECT_EQ(text, "é🦙!");
-}
-
-TEST(JsonWriterTest, EscapesAndRepairsUtf8) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\t\x01"), "\"a\\\"b\\\\c\\n\\t\\u0001\"");
-  EXPECT_EQ(JsonQuote("日本"), "\"日本\"");
-  EXPECT_EQ(JsonQuote("bad \xF0\x9F end"), "\"bad \xEF\xBF\xBD\xEF\xBF\xBD end\"");
 }
 
 }  // namespace
