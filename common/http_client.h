@@ -1,4 +1,4 @@
-// A plain HTTP/1.1 exchange over TCP, for scraping /metrics (pagoda bench) and for tests.
+// One HTTP GET on cpp-httplib, for scraping /metrics (pagoda bench --metrics) and for tests.
 #ifndef PAGODA_COMMON_HTTP_CLIENT_H_
 #define PAGODA_COMMON_HTTP_CLIENT_H_
 
@@ -7,14 +7,15 @@
 namespace pagoda {
 
 struct HttpResult {
-  int status = -1;  // -1: no HTTP answer (cannot connect, or not HTTP)
+  int status = -1;  // -1: no HTTP answer (cannot connect, timed out, or not HTTP)
   std::string body;
+  std::string content_type;
 };
 
-// Sends `raw_request` as is and reads the reply to the end (the server closes).
-HttpResult HttpExchange(const std::string& host, int port, const std::string& raw_request,
-                        int timeout_ms = 5000);
-HttpResult HttpGet(const std::string& host, int port, const std::string& path);
+// GET http://host:port/path; each of connecting, writing and every read waits at most
+// `timeout_ms`.
+HttpResult HttpGet(const std::string& host, int port, const std::string& path,
+                   int timeout_ms = 5000);
 
 }  // namespace pagoda
 

@@ -1,10 +1,13 @@
-// A minimal HTTP/1.1 server for read-only endpoints such as Prometheus' GET /metrics: one
-// thread, one connection at a time, `Connection: close`. Requests are capped at 8 KiB and 2 s;
-// anything but GET of a known path gets 404 or 405.
+// A small HTTP/1.1 server for read-only endpoints such as Prometheus' GET /metrics and /health,
+// on cpp-httplib: a pool of threads, so one slow client (a byte a second) holds one thread and
+// everyone else is still answered; a request is read within 5 s and its reply written within
+// 5 s of each other byte. GET and HEAD of a known path run its handler; another method there
+// gets 405, an unknown path 404, a malformed request 400.
+//
+// Thread-safety: handlers run on the pool's threads, possibly several at once.
 #ifndef PAGODA_COMMON_HTTP_SERVER_H_
 #define PAGODA_COMMON_HTTP_SERVER_H_
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -12,6 +15,10 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+
+namespace httplib {
+class Server;
+}  // namespace httplib
 
 namespace pagoda {
 
@@ -25,23 +32,20 @@ class HttpServer {
  public:
   using Handler = std::function<HttpResponse()>;
 
-  // Listens on host:port (port 0: any free one) and serves `handlers` by path.
+  // Listens on host:port (port 0: any free one) and serves `handlers` by path. UNAVAILABLE
+  // when the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& host, int port,
                                                            std::map<std::string, Handler> handlers);
-  ~HttpServer();  // stops serving
+  ~HttpServer();  // stops serving; requests in progress finish first
 
   int port() const { return port_; }
 
  private:
-  HttpServer(int fd, int port, std::map<std::string, Handler> handlers);
-  void Serve();
-  void Answer(int client);
+  HttpServer(std::unique_ptr<httplib::Server> server, int port);
 
-  const int fd_;
+  const std::unique_ptr<httplib::Server> server_;
   const int port_;
-  const std::map<std::string, Handler> handlers_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::thread thread_;  // runs the accept loop
 };
 
 }  // namespace pagoda
