@@ -1,8 +1,7 @@
-// `pagoda bench`: a load generator over the public gRPC API that reports what vLLM's serving
-// benchmark reports: completed and failed requests, duration, request and token throughput,
-// TTFT, TPOT (time per output token after the first), ITL (inter-token latency) and end-to-end
-// latency (mean, median, p90, p99), and the prefix-cache hit rate (cached / prompt tokens, from
-// each response's usage).
+// `pagoda bench`: a load generator that reports what vLLM's serving benchmark reports: completed
+// and failed requests, duration, request and token throughput, TTFT, TPOT (time per output token
+// after the first), ITL (inter-token latency) and end-to-end latency (mean, median, p90, p99), and
+// the prefix-cache hit rate (cached / prompt tokens, from each response's usage).
 //
 // Workloads (prompts are token ids, so no tokenizer is needed):
 //   random  prompts of random tokens; input and output lengths fixed or uniform in a range.
@@ -12,6 +11,9 @@
 // Load: --request-rate arrivals per second (Poisson; inf = all at once), optionally capped at
 // --max-concurrency requests in flight. With --metrics=HOST:PORT it also samples the router's
 // /metrics during the run (peak running sequences, KV usage and utilization).
+// Backends (bench_backend.h): the router's public gRPC API (grpc, the default), or any
+// OpenAI-compatible server's streamed /v1/completions (openai: Pagoda's HTTP port, vLLM,
+// llama.cpp's llama-server), so the same client measures both side by side.
 #ifndef PAGODA_CLI_BENCH_COMMAND_H_
 #define PAGODA_CLI_BENCH_COMMAND_H_
 
@@ -23,7 +25,12 @@
 namespace pagoda {
 
 struct BenchOptions {
-  std::string server;
+  std::string backend = "grpc";  // grpc | openai
+  std::string server;            // grpc: the router's HOST:PORT
+  std::string base_url;    // openai: http(s)://HOST:PORT[/PREFIX], POSTs PREFIX/v1/completions
+  std::string model_name;  // openai: the request's "model"; "" = GET /v1/models' first id
+  int vocab_size = 0;      // openai: ids are drawn below it; 0 = the server's (/v1/models)
+  std::string api_key;     // "" = none; else sent as authorization: Bearer <key>
   std::string dataset = "random";  // random | chat
   int num_prompts = 100;           // requests in all (chat: turns included)
   double request_rate = std::numeric_limits<double>::infinity();

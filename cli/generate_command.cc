@@ -26,9 +26,11 @@ struct Result {
   std::vector<Sequence> seqs;  // (n)
 };
 
-std::chrono::system_clock::time_point Deadline(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+// The deadline `seconds` from now, and the API key if there is one.
+void Prepare(const GenerateOptions& o, double seconds, grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  if (!o.api_key.empty()) context->AddMetadata("authorization", "Bearer " + o.api_key);
 }
 
 v1::GenerateRequest MakeRequest(const GenerateOptions& o, const std::string& prompt) {
@@ -58,7 +60,7 @@ v1::GenerateRequest MakeRequest(const GenerateOptions& o, const std::string& pro
 Result GenerateOne(v1::Generation::Stub& stub, const GenerateOptions& o, const std::string& prompt,
                    std::ostream* echo) {
   grpc::ClientContext context;
-  context.set_deadline(Deadline(o.timeout_s));
+  Prepare(o, o.timeout_s, &context);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub.Generate(&context, MakeRequest(o, prompt));
   Result result;
@@ -90,7 +92,7 @@ Result GenerateOne(v1::Generation::Stub& stub, const GenerateOptions& o, const s
 // Fails fast (no wait for the channel) when nothing answers at `o.server`.
 grpc::Status CheckReachable(v1::Generation::Stub& stub, const GenerateOptions& o) {
   grpc::ClientContext context;
-  context.set_deadline(Deadline(std::min(o.timeout_s, 10.0)));
+  Prepare(o, std::min(o.timeout_s, 10.0), &context);
   v1::ModelInfo info;
   return stub.GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
 }

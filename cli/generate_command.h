@@ -26,6 +26,7 @@ struct GenerateOptions {
   std::vector<int> stop_token_ids;
   bool json = false;
   double timeout_s = 600;  // the call's deadline
+  std::string api_key;     // "" = none; else metadata authorization: Bearer <key>
 };
 
 // Returns the exit code: 0, or 1 when the router cannot be reached or any stream failed (its

@@ -18,6 +18,7 @@
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
 #include "common/command_line.h"
+#include "common/secret.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -75,6 +76,17 @@ ABSL_FLAG(double, range_ratio, 0.0, "lengths uniform in [len(1-r), len(1+r)]");
 ABSL_FLAG(int, system_prompt_len, 1024, "chat: tokens of the shared system prompt");
 ABSL_FLAG(int, turns, 4, "chat: requests per conversation");
 ABSL_FLAG(std::string, metrics, "", "the router's metrics HOST:PORT, sampled during the run");
+ABSL_FLAG(std::string, backend, "grpc",
+          "grpc (the router's --server) | openai (POST --base-url's /v1/completions, streamed)");
+ABSL_FLAG(std::string, base_url, "",
+          "openai: the server, http://HOST:PORT (e.g. Pagoda's --http-port, llama-server)");
+ABSL_FLAG(std::string, model_name, "",
+          "openai: the requests' \"model\"; default: the first of GET /v1/models");
+ABSL_FLAG(int, vocab_size, 0,
+          "openai: random prompt ids stay below it; default: the server's (/v1/models)");
+ABSL_FLAG(std::string, api_key, "",
+          "the router's API key, sent as authorization: Bearer KEY; default $PAGODA_API_KEY "
+          "(prefer it: flags show in ps)");
 ABSL_FLAG(std::string, template_file, "", "a Jinja chat template file");
 ABSL_FLAG(std::string, context_file, "", "a JSON object of template variables");
 ABSL_FLAG(std::string, now, "",
@@ -89,7 +101,8 @@ constexpr char kUsage[] =
     "            [--json]: offline, in this process\n"
     "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts-file=F) [sampling]\n"
     "            [--stop=S ...] [--stop-token-ids=1,2] [--logprobs=N] [--json]: a router's client\n"
-    "  bench     --server=HOST:PORT [--dataset=random|chat] [--num-prompts=N]\n"
+    "  bench     (--server=HOST:PORT | --backend=openai --base-url=URL [--model-name=M])\n"
+    "            [--dataset=random|chat] [--num-prompts=N]\n"
     "            [--request-rate=R|inf] [--max-concurrency=C] [--input-len=N] [--output-len=N]\n"
     "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
     "            [--system-prompt-len=N --turns=T]\n"
@@ -112,12 +125,15 @@ pagoda::ProgramUsage Usage() {
                {"max_model_len", "kv_cache_mb", "num_kv_blocks", "block_size",
                 "max_num_batched_tokens", "max_num_seqs", "threads"},
                {"run"}},
-              {"Router client (generate, bench)", {"server", "timeout"}, {"generate", "bench"}},
+              {"Router client (generate, bench)",
+               {"server", "api_key", "timeout"},
+               {"generate", "bench"}},
               {"Generate", {"stop", "stop_token_ids", "logprobs"}, {"generate"}},
               {"Bench",
-               {"dataset", "num_prompts", "request_rate", "max_concurrency", "input_len",
-                "output_len", "range_ratio", "max_tokens_ratio", "ignore_eos", "system_prompt_len",
-                "turns", "metrics", "seed", "json"},
+               {"backend", "base_url", "model_name", "vocab_size", "dataset", "num_prompts",
+                "request_rate", "max_concurrency", "input_len", "output_len", "range_ratio",
+                "max_tokens_ratio", "ignore_eos", "system_prompt_len", "turns", "metrics", "seed",
+                "json"},
                {"bench"}},
               {"Tokenize", {"tokenizer", "text", "texts_file"}, {"tokenize"}},
               {"Render template",
@@ -223,12 +239,18 @@ int Generate(const std::vector<std::string>& stops) {
   }
   o.json = absl::GetFlag(FLAGS_json);
   o.timeout_s = absl::GetFlag(FLAGS_timeout);
+  o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
   return pagoda::GenerateCommand(o, std::cout, std::cerr);
 }
 
 int Bench() {
   pagoda::BenchOptions o;
+  o.backend = absl::GetFlag(FLAGS_backend);
   o.server = absl::GetFlag(FLAGS_server);
+  o.base_url = absl::GetFlag(FLAGS_base_url);
+  o.model_name = absl::GetFlag(FLAGS_model_name);
+  o.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+  o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.num_prompts = absl::GetFlag(FLAGS_num_prompts);
   const std::string rate = absl::GetFlag(FLAGS_request_rate);

@@ -151,5 +151,67 @@ TEST_F(GenerateCommandTest, AFailedCallNamesItsStatusCode) {
   EXPECT_EQ(r.out, "");
 }
 
+// --api-key (or PAGODA_API_KEY) on the clients against a router started with --api-key: with
+// the key they work, without it they fail at once naming the refusal.
+TEST(ClientApiKeyTest, GenerateAndBenchSendTheKeyAndFailClearlyWithoutIt) {
+  const std::string dir = testing::TempDir();
+  const int port = FreePort();
+  const pid_t router = Spawn(
+      {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port),
+       absl::StrCat("--worker-port=", FreePort()), "--host=127.0.0.1",
+       "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
+       "--max-model-len=257", "--spawn-workers=1", "--worker-kv-cache-mb=8", "--api-key=sesame"},
+      dir + "/router.log");
+  struct KillAtEnd {  // however the test ends: an ASSERT returns early
+    pid_t pid;
+    ~KillAtEnd() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } kill_at_end{router};
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  ASSERT_TRUE(testing::WaitForHealth(address, "", testing::kServing)) << dir;
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  const testing::GoldenCase& c = golden[0];
+  auto generate = [&](std::vector<std::string> before, std::vector<std::string> flags) {
+    std::vector<std::string> argv = std::move(before);
+    for (const std::string& a :
+         {testing::BinaryPath("pagoda"), std::string("generate"), "--server=" + address,
+          "--prompt=" + c.prompt, std::string("--temperature=0"), std::string("--json")}) {
+      argv.push_back(a);
+    }
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return testing::RunCommand(argv);
+  };
+  const testing::CommandResult with_flag = generate({}, {"--api-key=sesame"});
+  ASSERT_EQ(with_flag.exit_code, 0) << with_flag.err;
+  const auto lines = JsonLines(with_flag.out);
+  ASSERT_EQ(lines.size(), 1u) << with_flag.out;
+  EXPECT_EQ(Ints(lines[0], "output_ids"), c.greedy_ids);
+  const testing::CommandResult from_env = generate({"/usr/bin/env", "PAGODA_API_KEY=sesame"}, {});
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_EQ(from_env.out, with_flag.out);
+
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{}, std::vector<std::string>{"--api-key=wrong"}}) {
+    const testing::CommandResult refused = generate({}, flags);
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_THAT(refused.err, HasSubstr("UNAUTHENTICATED: missing or wrong API key")) << refused.err;
+    EXPECT_EQ(refused.out, "");
+  }
+
+  auto bench = [&](const std::string& key) {
+    return testing::RunCommand({testing::BinaryPath("pagoda"), "bench", "--server=" + address,
+                                "--num-prompts=2", "--input-len=8", "--output-len=4", "--json",
+                                key});
+  };
+  const testing::CommandResult benched = bench("--api-key=sesame");
+  EXPECT_EQ(benched.exit_code, 0) << benched.err;
+  EXPECT_THAT(benched.out, HasSubstr("\"completed\":2,"));
+  const testing::CommandResult unbenched = bench("--api-key=");
+  EXPECT_EQ(unbenched.exit_code, 2);
+  EXPECT_THAT(unbenched.err, HasSubstr("UNAUTHENTICATED: missing or wrong API key"));
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -1,0 +1,213 @@
+// `pagoda bench --backend=openai` against a scripted OpenAI-compatible server on loopback (an
+// httplib::Server in this process): what it sends (token-id prompts, max_tokens, streaming with
+// usage, the API key), how it reads the stream and reports it, and how it fails on a server
+// that misbehaves. The same command against a real router's --http-port and llama-server:
+// README and docs/BENCHMARKS.md.
+#include <httplib.h>
+
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::HasSubstr;
+
+enum class Behavior { kGood, kBadChunk, kRefuse, kNoDone, kErrorEvent };
+
+class FakeOpenAiServer {
+ public:
+  FakeOpenAiServer(Behavior behavior, Json model) : behavior_(behavior) {
+    server_.Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
+      res.set_content(JsonDump(Json{{"object", "list"}, {"data", Json::array({model})}}),
+                      "application/json");
+    });
+    server_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Json body = Json::parse(req.body, nullptr, false);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(body);
+        authorizations_.push_back(req.get_header_value("Authorization"));
+      }
+      if (behavior_ == Behavior::kRefuse) {
+        res.status = 401;
+        res.set_content(R"({"error":{"message":"bad key","type":"invalid_request_error"}})",
+                        "application/json");
+        return;
+      }
+      const int n = body.value("max_tokens", 0);
+      const int prompt = static_cast<int>(body.value("prompt", Json::array()).size());
+      res.set_chunked_content_provider(
+          "text/event-stream", [this, n, prompt](size_t, httplib::DataSink& sink) {
+            auto event = [&](const std::string& data) {
+              const std::string line = "data: " + data + "\n\n";
+              sink.write(line.data(), line.size());
+            };
+            for (int i = 0; i < n; ++i) {
+              if (behavior_ == Behavior::kBadChunk && i == 1) event("{not json");
+              if (behavior_ == Behavior::kErrorEvent && i == 1) {
+                event(R"({"error":{"message":"worker lost","code":500}})");
+              }
+              event(JsonDump(Json{{"choices", Json::array({{{"index", 0}, {"text", "x"}}})}}));
+            }
+            event(JsonDump(Json{{"choices", Json::array()},
+                                {"usage",
+                                 {{"prompt_tokens", prompt},
+                                  {"completion_tokens", n},
+                                  {"prompt_tokens_details", {{"cached_tokens", prompt / 2}}}}}}));
+            if (behavior_ != Behavior::kNoDone) event("[DONE]");
+            sink.done();
+            return true;
+          });
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~FakeOpenAiServer() {
+    while (!server_.is_running()) std::this_thread::yield();
+    server_.stop();
+    thread_.join();
+  }
+
+  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_); }
+  std::vector<Json> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+  std::vector<std::string> authorizations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return authorizations_;
+  }
+
+ private:
+  const Behavior behavior_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<Json> requests_;
+  std::vector<std::string> authorizations_;
+};
+
+const Json kModel = {{"id", "fake-model"}, {"max_model_len", 257}, {"meta", {{"n_vocab", 300}}}};
+
+testing::CommandResult Bench(const std::string& url, std::vector<std::string> flags) {
+  std::vector<std::string> argv = {testing::BinaryPath("pagoda"), "bench", "--backend=openai",
+                                   "--base-url=" + url};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return testing::RunCommand(argv);
+}
+
+Json Report(const testing::CommandResult& r) {
+  Json j = Json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << r.out << r.err;
+  return j.is_object() ? j : Json::object();
+}
+
+TEST(BenchOpenAiTest, SendsTokenIdPromptsStreamedAndReportsWhatItRead) {
+  FakeOpenAiServer server(Behavior::kGood, kModel);
+  const testing::CommandResult r =
+      Bench(server.url() + "/v1/", {"--num-prompts=4", "--input-len=10", "--output-len=5",
+                                    "--ignore-eos", "--api-key=k3y", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json report = Report(r);
+  EXPECT_EQ(report.value("backend", ""), "openai");
+  EXPECT_EQ(report.value("completed", -1), 4);
+  EXPECT_EQ(report.value("total_input_tokens", -1), 40);
+  EXPECT_EQ(report.value("total_output_tokens", -1), 20) << "usage.completion_tokens";
+  EXPECT_EQ(report.value("prefix_cache_hit_rate", -1.0), 0.5) << "cached_tokens";
+  EXPECT_GT(report.value("p99_itl_ms", -1.0), 0);
+  const std::vector<Json> requests = server.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  for (const Json& q : requests) {
+    EXPECT_EQ(q.value("model", ""), "fake-model") << "GET /v1/models' first id";
+    EXPECT_EQ(q.value("max_tokens", 0), 5);
+    EXPECT_EQ(q.value("temperature", -1.0), 0);
+    EXPECT_EQ(q.value("stream", false), true);
+    EXPECT_EQ(q["stream_options"].value("include_usage", false), true);
+    EXPECT_EQ(q.value("ignore_eos", false), true);
+    ASSERT_TRUE(q["prompt"].is_array());
+    ASSERT_EQ(q["prompt"].size(), 10u);
+    for (const Json& id : q["prompt"]) {
+      EXPECT_TRUE(id.is_number_integer() && id.get<int>() >= 0 && id.get<int>() < 300) << id;
+    }
+  }
+  for (const std::string& auth : server.authorizations()) EXPECT_EQ(auth, "Bearer k3y");
+}
+
+TEST(BenchOpenAiTest, EndsStreamsEarlyAndGrowsChatHistories) {
+  FakeOpenAiServer server(Behavior::kGood, kModel);
+  // max_tokens 2x the output: the client stops reading each stream after 5 tokens.
+  const testing::CommandResult early =
+      Bench(server.url(), {"--num-prompts=3", "--input-len=6", "--output-len=5",
+                           "--max-tokens-ratio=2", "--model-name=other", "--json"});
+  ASSERT_EQ(early.exit_code, 0) << early.err;
+  EXPECT_EQ(Report(early).value("total_output_tokens", -1), 15);
+  for (const Json& q : server.requests()) {
+    EXPECT_EQ(q.value("max_tokens", 0), 10);
+    EXPECT_EQ(q.value("model", ""), "other") << "--model-name";
+    EXPECT_FALSE(q.contains("ignore_eos"));
+  }
+  // Two turns: the second resends system (1 + 8) + message (4) + reply (3) + message (4).
+  FakeOpenAiServer chat_server(Behavior::kGood, kModel);
+  const testing::CommandResult chat =
+      Bench(chat_server.url(), {"--dataset=chat", "--num-prompts=2", "--turns=2",
+                                "--system-prompt-len=8", "--input-len=4", "--output-len=3"});
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  std::vector<size_t> lengths;
+  for (const Json& q : chat_server.requests()) lengths.push_back(q["prompt"].size());
+  EXPECT_EQ(lengths, std::vector<size_t>({13, 20}));
+  EXPECT_THAT(chat.out, HasSubstr("Successful requests:                    2\n"));
+}
+
+TEST(BenchOpenAiTest, AMisbehavingServerFailsRequestsWithAReason) {
+  const std::vector<std::pair<Behavior, std::string>> cases = {
+      {Behavior::kBadChunk, "a stream chunk: not valid JSON"},
+      {Behavior::kRefuse, "HTTP 401: bad key"},
+      {Behavior::kNoDone, "the stream ended before data: [DONE]"},
+      {Behavior::kErrorEvent, "error event: worker lost"},
+  };
+  for (const auto& [behavior, message] : cases) {
+    FakeOpenAiServer server(behavior, kModel);
+    const testing::CommandResult r =
+        Bench(server.url(), {"--num-prompts=2", "--input-len=4", "--output-len=3", "--json"});
+    EXPECT_EQ(r.exit_code, 1) << message;
+    EXPECT_EQ(Report(r).value("failed", -1), 2) << message;
+    EXPECT_THAT(Report(r).value("first_error", ""), HasSubstr(message));
+    EXPECT_THAT(r.err, HasSubstr("first failure: " + message.substr(0, 10)));
+  }
+}
+
+TEST(BenchOpenAiTest, ServersThatCannotBeBenchedAreRefusedAtOnce) {
+  FakeOpenAiServer no_vocab(Behavior::kGood, {{"id", "m"}});
+  const testing::CommandResult vocab = Bench(no_vocab.url(), {"--num-prompts=1"});
+  EXPECT_EQ(vocab.exit_code, 2);
+  EXPECT_THAT(vocab.err, HasSubstr("does not give the vocabulary size: pass --vocab-size"));
+  EXPECT_EQ(Bench(no_vocab.url(),
+                  {"--num-prompts=1", "--vocab-size=64", "--input-len=4", "--output-len=2"})
+                .exit_code,
+            0);
+  FakeOpenAiServer small(Behavior::kGood, kModel);
+  const testing::CommandResult too_long = Bench(small.url(), {"--input-len=300"});
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_THAT(too_long.err, HasSubstr("model length is 257"));
+  const testing::CommandResult nobody = Bench("http://127.0.0.1:1", {});
+  EXPECT_EQ(nobody.exit_code, 2);
+  EXPECT_THAT(nobody.err, HasSubstr("error: cannot connect to http://127.0.0.1:1"));
+  const testing::CommandResult no_url =
+      testing::RunCommand({testing::BinaryPath("pagoda"), "bench", "--backend=openai"});
+  EXPECT_EQ(no_url.exit_code, 2);
+  EXPECT_THAT(no_url.err, HasSubstr("--backend=openai needs --base-url"));
+  EXPECT_THAT(Bench("ftp://x", {}).err, HasSubstr("--base-url must be http://HOST:PORT"));
+}
+
+}  // namespace
+}  // namespace pagoda
