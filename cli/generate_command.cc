@@ -44,7 +44,7 @@ v1::GenerateRequest MakeRequest(const GenerateOptions& o, const std::string& pro
   if (o.overrides.top_k) s->set_top_k(*o.overrides.top_k);
   if (o.overrides.repetition_penalty) s->set_repetition_penalty(*o.overrides.repetition_penalty);
   s->set_min_p(o.sampling.min_p);
-  s->set_seed(o.sampling.seed);
+  if (o.overrides.seed) s->set_seed(*o.overrides.seed);
   s->set_presence_penalty(o.sampling.presence_penalty);
   s->set_frequency_penalty(o.sampling.frequency_penalty);
   request.set_logprobs(o.sampling.logprobs);

@@ -43,7 +43,9 @@ ABSL_FLAG(std::optional<double>, repetition_penalty, std::nullopt,
           "> 1 discourages tokens already in prompt or output; default 1 (off)");
 ABSL_FLAG(double, presence_penalty, 0.0, "in [-2, 2]");
 ABSL_FLAG(double, frequency_penalty, 0.0, "in [-2, 2]");
-ABSL_FLAG(uint64_t, seed, 0, "sampling seed: the same seed gives the same tokens");
+ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt,
+          "sampling seed: the same seed gives the same tokens (generate: unset = the router "
+          "draws one; run and bench: 0)");
 ABSL_FLAG(int, n, 1, "samples per prompt");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text tokens");
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
@@ -147,7 +149,7 @@ pagoda::SamplingParams SamplingFromFlags() {
   s.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
   s.presence_penalty = static_cast<float>(absl::GetFlag(FLAGS_presence_penalty));
   s.frequency_penalty = static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
-  s.seed = absl::GetFlag(FLAGS_seed);
+  s.seed = absl::GetFlag(FLAGS_seed).value_or(0);
   return s;
 }
 
@@ -157,6 +159,7 @@ pagoda::SamplingOverrides OverridesFromFlags() {
   if (const auto v = absl::GetFlag(FLAGS_temperature)) o.temperature = static_cast<float>(*v);
   if (const auto v = absl::GetFlag(FLAGS_top_p)) o.top_p = static_cast<float>(*v);
   o.top_k = absl::GetFlag(FLAGS_top_k);
+  o.seed = absl::GetFlag(FLAGS_seed);
   if (const auto v = absl::GetFlag(FLAGS_repetition_penalty)) {
     o.repetition_penalty = static_cast<float>(*v);
   }
@@ -266,7 +269,7 @@ int Bench() {
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   o.system_prompt_len = absl::GetFlag(FLAGS_system_prompt_len);
   o.turns = absl::GetFlag(FLAGS_turns);
-  o.seed = absl::GetFlag(FLAGS_seed);
+  o.seed = absl::GetFlag(FLAGS_seed).value_or(0);
   o.metrics = absl::GetFlag(FLAGS_metrics);
   o.json = absl::GetFlag(FLAGS_json);
   o.progress = !o.json && isatty(STDERR_FILENO);

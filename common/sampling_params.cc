@@ -1,6 +1,7 @@
 #include "common/sampling_params.h"
 
 #include <cmath>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,6 +30,11 @@ absl::Status SamplingParams::Validate() const {
     return bad("logprobs", logprobs, absl::StrCat("in [0, ", kMaxLogprobs, "]").c_str());
   }
   return absl::OkStatus();
+}
+
+uint64_t RandomSeed() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  return engine() >> 11;  // below 2^53: exact in every JSON client's numbers
 }
 
 }  // namespace pagoda

@@ -28,6 +28,11 @@ struct SamplingParams {
 
 constexpr int kMaxLogprobs = 20;
 
+// A fresh seed for a request that gave none (as vLLM, TGI and llama.cpp draw one), so that
+// sampled answers differ between calls unless a seed is asked for. Below 2^53, so a client
+// that reads JSON numbers as doubles can send it back exactly. Thread-safe.
+uint64_t RandomSeed();
+
 // The sampling fields a client may leave unset (as the API's `optional` fields): unset ones
 // come from the model's generation_config.json (temperature, top_p, top_k), else the defaults
 // above.
@@ -36,6 +41,7 @@ struct SamplingOverrides {
   std::optional<float> top_p;
   std::optional<int> top_k;
   std::optional<float> repetition_penalty;
+  std::optional<uint64_t> seed;  // unset: the router draws one
 };
 
 }  // namespace pagoda

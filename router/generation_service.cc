@@ -7,7 +7,7 @@
 #include "common/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "router/text_assembler.h"
+#include "router/request_output.h"
 
 namespace pagoda {
 namespace {
@@ -30,21 +30,12 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
 // One Generate call. Updates arrive on worker loop threads (under the Cluster's lock, in order)
 // and queue here; one write is in flight at a time.
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
-  using Clock = std::chrono::steady_clock;
-
  public:
   GenerateReactor(GenerationService* service, GenerationRequest request,
-                  std::vector<std::string> stops, absl::Time give_up_at)
+                  const std::vector<std::string>& stops, absl::Time give_up_at)
       : service_(service),
-        metrics_(service->metrics()),
-        prompt_ids_(request.prompt_ids),
-        num_unfinished_(request.n) {
-    for (int i = 0; i < request.n; ++i) {
-      texts_.emplace_back(service->tokenizer(), request.prompt_ids.back(), stops);
-    }
-    stopped_.assign(request.n, false);
-    completion_tokens_.assign(request.n, 0);
-    last_token_at_.assign(request.n, Clock::time_point());
+        seed_(request.sampling.seed),
+        output_(service->tokenizer(), request.prompt_ids, request.n, stops, service->metrics()) {
     request.paused = paused_;
     absl::StatusOr<int64_t> id = service_->cluster()->Submit(
         request, [this](const RequestUpdate& u) { return OnUpdate(u); }, give_up_at);
@@ -54,7 +45,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       return;
     }
     request_id_ = *id;
-    if (metrics_) metrics_->prompt_tokens->Add(static_cast<double>(prompt_ids_.size()));
+    output_.Submitted();
   }
 
   void OnWriteDone(bool ok) override {
@@ -90,10 +81,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       absl::MutexLock lock(&mu_);
       id = request_id_;
     }
-    if (id >= 0) service_->cluster()->Abort(id);
-    if (id >= 0 && metrics_) {
-      absl::MutexLock lock(&mu_);  // sequences the client never saw end
-      for (int i = 0; i < num_unfinished_; ++i) metrics_->CountFinished("abort");
+    if (id >= 0) {
+      service_->cluster()->Abort(id);
+      absl::MutexLock lock(&mu_);
+      output_.End();
     }
     delete this;
   }
@@ -106,55 +97,42 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       FinishLocked(ToGrpcStatus(u.error));
       return false;
     }
-    if (finished_ || stopped_[u.seq_index]) return false;
+    if (finished_) return false;
+    RequestOutput::Result out = output_.Add(u);
+    if (!out.has_chunk) return out.go_on;
+    const OutputChunk& c = out.chunk;
+    if (c.finish_reason == "abort") {
+      FinishLocked(
+          grpc::Status(grpc::StatusCode::INTERNAL, "the request was dropped by its worker"));
+      return false;
+    }
     v1::GenerateResponse r;
-    r.set_index(u.seq_index);
-    TextAssembler& text = texts_[u.seq_index];
-    std::string piece;
-    for (size_t i = 0; i < u.token_ids.size(); ++i) {
-      const int id = u.token_ids[i];
-      const bool stop_token = u.finish_reason == FinishReason::kStop && i + 1 == u.token_ids.size();
-      if (!stop_token) piece += text.Add(id);
-      if (text.stopped()) break;  // the token that completed a stop string is not sent
-      r.add_token_ids(id);
-      ++completion_tokens_[u.seq_index];
-      ObserveTokenLocked(u.seq_index);
-      if (i < u.samples.size() && u.samples[i].top_logprobs.size() > 0) {
-        v1::TokenLogprobs* lp = r.add_logprobs();
-        lp->set_token_id(id);
-        lp->set_logprob(u.samples[i].logprob);
-        for (const TokenLogprob& t : u.samples[i].top_logprobs) {
-          v1::TopLogprob* top = lp->add_top();
-          top->set_token_id(t.token_id);
-          top->set_logprob(t.logprob);
-        }
+    r.set_index(c.index);
+    r.set_text(c.text);
+    r.mutable_token_ids()->Add(c.token_ids.begin(), c.token_ids.end());
+    for (const SampledToken& sample : c.samples) {
+      v1::TokenLogprobs* lp = r.add_logprobs();
+      lp->set_token_id(sample.token_id);
+      lp->set_logprob(sample.logprob);
+      for (const TokenLogprob& t : sample.top_logprobs) {
+        v1::TopLogprob* top = lp->add_top();
+        top->set_token_id(t.token_id);
+        top->set_logprob(t.logprob);
       }
     }
-    const bool done = u.finished || text.stopped();
-    if (u.finished && !text.stopped()) piece += text.Flush();
-    r.set_text(piece);
-    if (done) {
-      stopped_[u.seq_index] = true;
-      --num_unfinished_;
-      r.set_finish_reason(text.stopped() ? "stop" : FinishReasonName(u.finish_reason));
-      if (metrics_) metrics_->CountFinished(r.finish_reason());
-      r.mutable_usage()->set_prompt_tokens(u.num_prompt_tokens);
-      r.mutable_usage()->set_completion_tokens(completion_tokens_[u.seq_index]);
-      r.mutable_usage()->set_cached_tokens(u.num_cached_tokens);
-      r.mutable_prompt_token_ids()->Add(prompt_ids_.begin(), prompt_ids_.end());
-      if (u.finish_reason == FinishReason::kAbort) {
-        FinishLocked(
-            grpc::Status(grpc::StatusCode::INTERNAL, "the request was dropped by its worker"));
-        return false;
-      }
+    if (c.finished) {
+      r.set_finish_reason(c.finish_reason);
+      r.mutable_usage()->set_prompt_tokens(c.prompt_tokens);
+      r.mutable_usage()->set_completion_tokens(c.completion_tokens);
+      r.mutable_usage()->set_cached_tokens(c.cached_tokens);
+      r.mutable_prompt_token_ids()->Add(output_.prompt_ids().begin(), output_.prompt_ids().end());
+      r.set_seed(seed_);
     }
-    if (r.token_ids_size() > 0 || done) {
-      unsent_tokens_ += r.token_ids_size();
-      queue_.push_back(std::move(r));
-    }
+    unsent_tokens_ += r.token_ids_size();
+    queue_.push_back(std::move(r));
     if (unsent_tokens_ >= kMaxUnsentTokens) paused_->store(true);  // the client is not reading
     MaybeWriteLocked();
-    return !done;
+    return out.go_on;
   }
 
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -163,30 +141,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       writing_ = true;
       writing_bytes_ = Serialize(queue_.front());
       StartWrite(&writing_bytes_);
-    } else if (num_unfinished_ == 0) {
-      if (metrics_) metrics_->e2e_request_latency->Observe(SecondsSince(arrived_at_));
+    } else if (output_.num_unfinished() == 0) {
       FinishLocked(grpc::Status::OK);
     }
-  }
-
-  static double SecondsSince(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  }
-
-  // TTFT on the request's first token; inter-token latency on each later one of a sequence.
-  void ObserveTokenLocked(int seq_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!metrics_) return;
-    const Clock::time_point now = Clock::now();
-    metrics_->generation_tokens->Add(1);
-    if (!first_token_seen_) {
-      first_token_seen_ = true;
-      metrics_->time_to_first_token->Observe(SecondsSince(arrived_at_));
-    }
-    Clock::time_point& last = last_token_at_[seq_index];
-    if (last != Clock::time_point()) {
-      metrics_->inter_token_latency->Observe(std::chrono::duration<double>(now - last).count());
-    }
-    last = now;
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -196,24 +153,17 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   }
 
   GenerationService* const service_;
-  RouterMetrics* const metrics_;  // may be null
-  const Clock::time_point arrived_at_ = Clock::now();
-  const std::vector<int> prompt_ids_;
+  const uint64_t seed_;  // the request's, or the one drawn for it
   // Shared with the request's sequences: set while the client is not reading.
   const std::shared_ptr<std::atomic<bool>> paused_ = std::make_shared<std::atomic<bool>>(false);
   absl::Mutex mu_;
+  RequestOutput output_ ABSL_GUARDED_BY(mu_);
   int64_t request_id_ ABSL_GUARDED_BY(mu_) = -1;
-  std::vector<TextAssembler> texts_ ABSL_GUARDED_BY(mu_);  // (n)
-  std::vector<bool> stopped_ ABSL_GUARDED_BY(mu_);         // (n) the client saw its end
-  int num_unfinished_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> completion_tokens_ ABSL_GUARDED_BY(mu_);      // (n) tokens sent
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);  // front() is being written
   grpc::ByteBuffer writing_bytes_ ABSL_GUARDED_BY(mu_);          // its bytes
   int unsent_tokens_ ABSL_GUARDED_BY(mu_) = 0;                   // in queue_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool first_token_seen_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Clock::time_point> last_token_at_ ABSL_GUARDED_BY(mu_);  // (n)
 };
 
 // Ends a call that failed validation.
@@ -295,7 +245,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   r.sampling.top_p = s.has_top_p() ? s.top_p() : model.default_top_p;
   r.sampling.top_k = s.has_top_k() ? s.top_k() : model.default_top_k;
   r.sampling.min_p = s.min_p();
-  r.sampling.seed = s.seed();
+  r.sampling.seed = s.has_seed() ? s.seed() : RandomSeed();
   r.sampling.repetition_penalty = s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
   r.sampling.presence_penalty = s.presence_penalty();
   r.sampling.frequency_penalty = s.frequency_penalty();

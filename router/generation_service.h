@@ -17,10 +17,6 @@ namespace pagoda {
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxRequestIdBytes = 256;
-// A call whose client is not reading stops being scheduled once this many of its tokens wait
-// to be sent, and runs again when fewer than a quarter do: the router's memory per stream is
-// bounded, and the steps go to clients that read.
-inline constexpr int kMaxUnsentTokens = 256;
 
 // The methods take and give raw bytes, so a request that is not a valid message is refused
 // with INVALID_ARGUMENT and a message (gRPC's own parsing answers UNIMPLEMENTED, no message).

@@ -1,6 +1,7 @@
 // pagoda-router: the public pagoda.v1.Generation service (plus grpc.health.v1 and reflection)
 // on --port, the WorkerLink stream for workers on --worker-port, and the Cluster between them.
 // --spawn-workers=N also starts N local pagoda-worker processes: the one-command deployment.
+// --http-port (8000) serves the OpenAI-compatible HTTP API over the same Cluster.
 //
 // Health (grpc.health.v1 on --port): "liveness" is SERVING while the process serves; "" (and
 // "pagoda.v1.Generation") is SERVING while at least one worker that is not draining is
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -23,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "common/command_line.h"
 #include "common/http_server.h"
+#include "common/jinja/chat_template.h"
 #include "common/metrics.h"
 #include "common/model/model_loader.h"
 #include "common/model/weights_digest.h"
@@ -32,11 +35,15 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "router/generation_service.h"
+#include "router/openai_server.h"
 #include "router/router_metrics.h"
 #include "router/worker_link_service.h"
 
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
 ABSL_FLAG(int, worker_port, 50052, "port workers dial");
+ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP API (/v1/...); 0 = off");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja chat template file for /v1/chat/completions; default: the model's own");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
 ABSL_FLAG(std::string, model, "",
           "a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging Face model "
@@ -85,10 +92,11 @@ pagoda::ProgramUsage Usage() {
   return {
       "pagoda-router",
       "pagoda-router --model=M [--port=50051 --worker-port=50052] [--spawn-workers=N] [flags]\n"
-      "Serves pagoda.v1.Generation (and grpc.health.v1) on --port; workers dial --worker-port.\n",
+      "Serves pagoda.v1.Generation (and grpc.health.v1) on --port, the OpenAI API on --http-port;\n"
+      "workers dial --worker-port.\n",
       {
-          {"Model", {"model", "tokenizer", "served_model_name", "max_model_len"}},
-          {"Network", {"host", "port", "worker_port", "metrics_port"}},
+          {"Model", {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template"}},
+          {"Network", {"host", "port", "http_port", "worker_port", "metrics_port"}},
           {"Local workers", {"spawn_workers", "worker_kv_cache_mb", "worker_threads"}},
           {"Scheduling",
            {"placement", "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
@@ -165,6 +173,35 @@ pid_t SpawnWorker(const std::string& binary, const std::vector<std::string>& arg
     _exit(127);
   }
   return pid;
+}
+
+// The chat template: --chat-template's file, else the model directory's, else the one in the
+// tokenizer file (GGUF). Null when there is none, or the model's own does not parse (chat
+// requests are then refused, everything else is served).
+absl::StatusOr<std::unique_ptr<pagoda::jinja::ChatTemplate>> LoadTemplate(
+    const std::string& flag, const std::string& model, const pagoda::Tokenizer& tokenizer) {
+  std::string source;
+  if (!flag.empty()) {
+    std::ifstream in(flag, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("--chat-template: cannot read ", flag));
+    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } else if (std::filesystem::is_directory(model)) {
+    absl::StatusOr<std::string> found = pagoda::jinja::LoadChatTemplate(model);
+    if (found.ok()) source = *std::move(found);
+  }
+  if (source.empty()) source = tokenizer.chat_template();
+  if (source.empty()) {
+    LOG(WARNING) << "no chat template: /v1/chat/completions is refused (see --chat-template)";
+    return nullptr;
+  }
+  absl::StatusOr<pagoda::jinja::ChatTemplate> parsed = pagoda::jinja::ChatTemplate::Create(source);
+  if (!parsed.ok()) {
+    if (!flag.empty()) return parsed.status();
+    LOG(WARNING) << "the model's chat template does not parse (" << parsed.status().message()
+                 << "): /v1/chat/completions is refused";
+    return nullptr;
+  }
+  return std::make_unique<pagoda::jinja::ChatTemplate>(*std::move(parsed));
 }
 
 // Idle connections each hold a descriptor: the common soft limit of 1024 runs out long before
@@ -326,6 +363,31 @@ int main(int argc, char** argv) {
     std::cerr << "error: cannot listen on port " << absl::GetFlag(FLAGS_port) << "\n";
     return 1;
   }
+  auto chat_template = LoadTemplate(absl::GetFlag(FLAGS_chat_template), model, **tokenizer);
+  if (!chat_template.ok()) {
+    std::cerr << "error: " << chat_template.status().message() << "\n";
+    return 2;
+  }
+  std::unique_ptr<pagoda::OpenAiServer> http;
+  if (const int port = absl::GetFlag(FLAGS_http_port); port > 0) {
+    pagoda::OpenAiServerOptions http_options;
+    http_options.host = host;
+    http_options.port = port;
+    http_options.model_name = served_name;
+    http_options.api_key =
+        pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
+    http_options.fingerprint = absl::StrCat("fp_", config.weights_digest.substr(0, 16));
+    http_options.ready = [&ready] { return ready.load(); };
+    http_options.registry = &registry;
+    http_options.metrics = &metrics;
+    auto started =
+        pagoda::OpenAiServer::Start(&cluster, tokenizer->get(), chat_template->get(), http_options);
+    if (!started.ok()) {
+      std::cerr << "error: " << started.status().message() << "\n";
+      return 1;
+    }
+    http = *std::move(started);
+  }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   auto set_ready = [health, &ready](bool now_ready) {
     health->SetServingStatus("", now_ready);
@@ -408,6 +470,7 @@ int main(int argc, char** argv) {
       shutdown = std::thread([&, grace] {
         server->Shutdown(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+        if (http) http->Stop();
         streams_done = true;
       });
     }

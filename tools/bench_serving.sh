@@ -8,11 +8,12 @@ set -euo pipefail
 router_flags=$1
 bench_flags=$2
 bin=${3:-build/bin}
-port=$((20000 + RANDOM % 20000)); wport=$((port + 1)); mport=$((port + 2))
+port=$((20000 + RANDOM % 20000)); wport=$((port + 1)); mport=$((port + 2)); hport=$((port + 3))
 workers=$(grep -oE -- '--spawn-workers=[0-9]+' <<< "$router_flags" | cut -d= -f2)
 log=$(mktemp)
 # shellcheck disable=SC2086 # the flags are word lists on purpose
-"$bin/pagoda-router" --port=$port --worker-port=$wport --metrics-port=$mport --host=127.0.0.1 \
+"$bin/pagoda-router" --port=$port --worker-port=$wport --metrics-port=$mport --http-port=$hport \
+  --host=127.0.0.1 \
   $router_flags 2> "$log" &
 router=$!
 trap 'kill $router 2>/dev/null; wait $router 2>/dev/null; rm -f "$log"' EXIT

@@ -2,7 +2,8 @@
 # The one-command local deployment: builds what is missing or out of date (an incremental,
 # quiet build; a no-op when nothing changed), starts pagoda-router with two local workers
 # serving stories260K from ../shared/models, waits until it is ready, streams one request
-# through it with `pagoda generate`, and stops it (KEEP=1 leaves it running on port 50051).
+# through it with `pagoda generate`, and stops it (KEEP=1 leaves it running on port 50051, with
+# the OpenAI-compatible HTTP API on 8000; HTTP_PORT=P moves it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${PAGODA_SHARED:-../shared}/models/stories260K
@@ -19,7 +20,8 @@ cmake --build build -j "$(nproc)" --target pagoda-router pagoda-worker pagoda >>
   { tail -20 "$build_log"; echo "build failed; log: $build_log"; exit 1; }
 port=${PORT:-50051}
 log=$(mktemp -t pagoda-router.XXXXXX.log)
-build/bin/pagoda-router --port="$port" --worker-port=$((port + 1)) \
+http_port=${HTTP_PORT:-8000}
+build/bin/pagoda-router --port="$port" --worker-port=$((port + 1)) --http-port="$http_port" \
   --model="$models/stories260K.bin" --tokenizer="$models/tok512.bin" --spawn-workers=2 \
   2> "$log" &
 router=$!
@@ -39,5 +41,6 @@ if [ $ready != 1 ]; then
   echo "the router did not become ready; log: $log"
   exit 1
 fi
-echo "router ready on 127.0.0.1:$port with 2 workers (log: $log)"
+echo "router ready on 127.0.0.1:$port (gRPC) and :$http_port (OpenAI HTTP API, /v1) with 2 workers" \
+  "(log: $log)"
 build/bin/pagoda generate --server=127.0.0.1:"$port" --prompt="$prompt" --temperature=0

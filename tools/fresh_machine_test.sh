@@ -71,6 +71,10 @@ if ss -Htln | awk '{print $4}' | grep -Eq ':5005[12]$'; then
   echo "fresh_machine_test: port 50051 or 50052 is in use; the demo gets PORT=46051" >&2
   export PORT=46051
 fi
+if ss -Htln | awk '{print $4}' | grep -Eq ':8000$'; then
+  echo "fresh_machine_test: port 8000 is in use; the demo gets HTTP_PORT=46053" >&2
+  export HTTP_PORT=46053
+fi
 
 echo "fresh_machine_test: in a bare Debian 12 root: tools/setup.sh && tools/demo.sh \"Once upon a time\""
 out=$work/demo.out

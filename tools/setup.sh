@@ -12,10 +12,11 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libxxhash-dev
 )
 if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
-  # Tests: network namespaces (multi-host test), openssl (TLS test certificates), Node.js for
-  # the Kubernetes schema validator,
-  # and kubectl for `kubectl kustomize`; a tool already installed some other way will do.
+  # Tests: network namespaces (multi-host test), openssl (TLS test certificates), curl and
+  # Node.js with npm (the HTTP API's client tests, the Kubernetes schema validator), and
+  # kubectl for `kubectl kustomize`; a tool already installed some other way will do.
   packages+=(iproute2 openssl)
+  command -v curl >/dev/null || packages+=(curl)
   command -v node >/dev/null || packages+=(nodejs)
   command -v npm >/dev/null || packages+=(npm)
   command -v kubectl >/dev/null || packages+=(kubernetes-client)

@@ -28,7 +28,7 @@ inproc=$(echo "$prompts * $tokens / ($t2 - $t1 - $load)" | bc -l)
 port=$((20000 + RANDOM % 20000)); wport=$((port + 1))
 PAGODA_WORKER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')  # router and worker
 export PAGODA_WORKER_TOKEN
-"$bin/pagoda-router" --port=$port --worker-port=$wport --host=127.0.0.1 --model="$model" \
+"$bin/pagoda-router" --port=$port --worker-port=$wport --http-port=0 --host=127.0.0.1 --model="$model" \
   --tokenizer="$tok" 2> "$work/router.log" &
 "$bin/pagoda-worker" --router=127.0.0.1:$wport --model="$model" --threads="$threads" \
   --kv-cache-mb=1024 2> "$work/worker.log" &

@@ -418,7 +418,8 @@ TEST(ApiKeyTest, EveryCallNeedsTheKeyButHealthDoesNot) {
       {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port),
        absl::StrCat("--worker-port=", FreePort()), "--host=127.0.0.1",
        "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
-       "--max-model-len=257", "--spawn-workers=1", "--worker-kv-cache-mb=8", "--api-key=sesame"},
+       "--max-model-len=257", "--spawn-workers=1", "--worker-kv-cache-mb=8", "--api-key=sesame",
+       "--http-port=0"},
       dir + "/router.log");
   const std::string address = absl::StrCat("127.0.0.1:", port);
   ASSERT_TRUE(testing::WaitForHealth(address, "", testing::kServing)) << dir;

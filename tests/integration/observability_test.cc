@@ -133,7 +133,8 @@ TEST_F(ServingTest, ServedModelNameNamesTheModelEverywhere) {
       {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
        absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1",
        "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
-       "--served-model-name=tiny", absl::StrCat("--metrics-port=", metrics_port_)},
+       "--served-model-name=tiny", absl::StrCat("--metrics-port=", metrics_port_),
+       absl::StrCat("--http-port=", http_port_)},
       dir_ + "/router2.log");
   WaitForWorkers(0);
   EXPECT_EQ(Info().model_name(), "tiny");

@@ -67,6 +67,7 @@ StreamOutput Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req
     out.text[r.index()] += r.text();
     if (!r.finish_reason().empty()) out.finish[r.index()] = r.finish_reason();
     if (r.has_usage()) out.cached_tokens = r.usage().cached_tokens();
+    if (!r.finish_reason().empty()) out.seed = r.seed();
     total += r.token_ids_size();
     if (trigger && total >= trigger_at) {
       trigger(ctx);

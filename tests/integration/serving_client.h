@@ -31,6 +31,7 @@ struct StreamOutput {
   std::vector<std::vector<int>> ids;  // by index
   std::vector<std::string> text, finish;
   int cached_tokens = 0;
+  uint64_t seed = 0;  // as the last message reports it
 };
 
 v1::GenerateRequest GreedyRequest(const std::string& prompt);

@@ -52,6 +52,7 @@ class ServingTest : public ::testing::Test {
     port_ = FreePort();
     worker_port_ = FreePort();
     metrics_port_ = FreePort();
+    http_port_ = FreePort();
     StartRouter();
   }
   void TearDown() override {
@@ -81,6 +82,7 @@ class ServingTest : public ::testing::Test {
         "--max-model-len=257",
         "--heartbeat-timeout-s=3",
         absl::StrCat("--metrics-port=", metrics_port_),
+        absl::StrCat("--http-port=", http_port_),
         absl::StrCat("--worker-token=", kToken)};
     for (const std::string& flag : ExtraRouterFlags()) argv.push_back(flag);
     router_ = Spawn(argv, dir_ + "/router.log");
@@ -182,7 +184,7 @@ class ServingTest : public ::testing::Test {
 
   std::vector<testing::GoldenCase> golden_;
   std::string dir_;
-  int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
+  int port_ = 0, worker_port_ = 0, metrics_port_ = 0, http_port_ = 0;
   pid_t router_ = -1;
   std::vector<pid_t> workers_;
   std::shared_ptr<grpc::Channel> channel_;

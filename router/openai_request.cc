@@ -1,0 +1,358 @@
+#include "router/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pagoda {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxStopStrings = 16;
+constexpr int kMaxStopStringBytes = 256;
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// The field's value, or null when absent (an explicit null counts as absent, as OpenAI's
+// clients send it).
+const Json* Field(const Json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::Status ReadNumber(const Json& body, const char* name, double min, double max,
+                        std::optional<double>* out) {
+  const Json* v = Field(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number()) return Bad(name, "must be a number");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < min || x > max) {
+    return Bad(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t max,
+                     std::optional<int64_t>* out) {
+  const Json* v = Field(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number_integer()) return Bad(name, "must be an integer");
+  const int64_t x =
+      v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
+  if (x < min || x > max) return Bad(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const Json& body, const char* name, bool* out) {
+  const Json* v = Field(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_boolean()) return Bad(name, "must be true or false");
+  *out = v->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::vector<int>* out) {
+  if (!v.is_array()) return Bad(name, "must be a list of token ids");
+  if (static_cast<int64_t>(v.size()) > max_count) {
+    return Bad(name, absl::StrCat("more than ", max_count, " token ids"));
+  }
+  for (const Json& id : v) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int>::max()) {
+      return Bad(name, "each token id must be an integer >= 0");
+    }
+    out->push_back(id.get<int>());
+  }
+  return absl::OkStatus();
+}
+
+// Everything the two endpoints share: model, sampling, stops, n, seed, streaming.
+absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCall* call,
+                        GenerationRequest* base) {
+  if (const Json* m = Field(body, "model")) {
+    if (!m->is_string()) return Bad("model", "must be a string");
+    call->model = m->get<std::string>();
+  }
+  if (const Json* u = Field(body, "user"); u != nullptr && !u->is_string()) {
+    return Bad("user", "must be a string");
+  }
+  const ModelConfig& model = context.cluster->config();
+  SamplingParams& s = base->sampling;
+  std::optional<double> x;
+  RETURN_IF_ERROR(ReadNumber(body, "temperature", 0, 1e6, &x));
+  s.temperature = static_cast<float>(x.value_or(model.default_temperature));
+  x.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &x));
+  s.top_p = static_cast<float>(x.value_or(model.default_top_p));
+  if (s.top_p <= 0) return Bad("top_p", "must be in (0, 1]");
+  x.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "min_p", 0, 1, &x));
+  s.min_p = static_cast<float>(x.value_or(0));
+  x.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "presence_penalty", -2, 2, &x));
+  s.presence_penalty = static_cast<float>(x.value_or(0));
+  x.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "frequency_penalty", -2, 2, &x));
+  s.frequency_penalty = static_cast<float>(x.value_or(0));
+  x.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", 1e-6, 1e6, &x));
+  s.repetition_penalty = static_cast<float>(x.value_or(1));
+  std::optional<int64_t> i;
+  // vLLM's top_k: -1 (or 0) turns it off.
+  RETURN_IF_ERROR(ReadInt(body, "top_k", -1, std::numeric_limits<int>::max(), &i));
+  s.top_k = i.has_value() ? static_cast<int>(std::max<int64_t>(*i, 0)) : model.default_top_k;
+  i.reset();
+  RETURN_IF_ERROR(ReadInt(body, "seed", std::numeric_limits<int64_t>::min(),
+                          std::numeric_limits<int64_t>::max(), &i));
+  call->seed = i.has_value() ? static_cast<uint64_t>(*i) : RandomSeed();
+  s.seed = call->seed;
+  i.reset();
+  // The Cluster checks n against its limit before anything is sized by it.
+  RETURN_IF_ERROR(ReadInt(body, "n", 1, std::numeric_limits<int>::max(), &i));
+  base->n = static_cast<int>(i.value_or(1));
+  i.reset();
+  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
+  if (i.value_or(0) > 0) return Bad("min_tokens", "is not supported (only 0)");
+  RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &base->ignore_eos));
+  if (const Json* ids = Field(body, "stop_token_ids")) {
+    RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", kMaxStopTokenIds, &base->stop_token_ids));
+  }
+  if (const Json* stop = Field(body, "stop")) {
+    if (stop->is_string()) {
+      call->stops.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && stop->size() <= kMaxStopStrings) {
+      for (const Json& s : *stop) {
+        if (!s.is_string()) return Bad("stop", "must be a string or a list of strings");
+        call->stops.push_back(s.get<std::string>());
+      }
+    } else {
+      return Bad("stop", absl::StrCat("must be a string or a list of at most ", kMaxStopStrings,
+                                      " strings"));
+    }
+    for (const std::string& s : call->stops) {
+      if (s.empty() || s.size() > kMaxStopStringBytes) {
+        return Bad("stop",
+                   absl::StrCat("each string must be 1 to ", kMaxStopStringBytes, " bytes"));
+      }
+    }
+  }
+  RETURN_IF_ERROR(ReadBool(body, "stream", &call->stream));
+  if (const Json* options = Field(body, "stream_options")) {
+    if (!options->is_object()) return Bad("stream_options", "must be an object");
+    if (!call->stream) return Bad("stream_options", "only allowed with stream: true");
+    RETURN_IF_ERROR(ReadBool(*options, "include_usage", &call->include_usage));
+  }
+  bool skip_special_tokens = true;
+  RETURN_IF_ERROR(ReadBool(body, "skip_special_tokens", &skip_special_tokens));
+  return absl::OkStatus();
+}
+
+// max_tokens (or chat's max_completion_tokens, which wins).
+absl::Status ReadMaxTokens(const Json& body, bool chat, GenerationRequest* base) {
+  std::optional<int64_t> i;
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  RETURN_IF_ERROR(ReadInt(body, "max_tokens", 1, kMax, &i));
+  if (chat) RETURN_IF_ERROR(ReadInt(body, "max_completion_tokens", 1, kMax, &i));
+  if (i.has_value()) {
+    base->max_tokens = static_cast<int>(*i);
+  } else if (!chat) {
+    base->max_tokens = 16;  // OpenAI's default for completions; chat runs to the model length
+  }
+  return absl::OkStatus();
+}
+
+// The finished call: the requests validated by the Cluster with the right field names.
+absl::StatusOr<OpenAiCall> Finish(OpenAiCall call, const OpenAiContext& context) {
+  for (GenerationRequest& r : call.requests) {
+    if (r.sampling.logprobs > 0 || call.top_logprobs >= 0) {
+      r.sampling.logprobs = std::max(call.top_logprobs, 1);  // the chosen token's own, at least
+    }
+    if (absl::Status valid = context.cluster->Validate(r); !valid.ok()) {
+      std::string message(valid.message());
+      // The core names its fields as the gRPC API does.
+      if (absl::StartsWith(message, "prompt_token_ids")) message.replace(0, 16, "prompt");
+      // "prompt (N tokens) + max_tokens (M) exceeds ...": max_tokens is what the client set.
+      if (absl::StrContains(message, "+ max_tokens")) message = "max_tokens: " + message;
+      return absl::InvalidArgumentError(message);
+    }
+  }
+  return call;
+}
+
+std::string ContentText(const Json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  for (const Json& part : content) {
+    if (!text.empty()) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+// The messages as the template sees them: content parts joined into one string.
+absl::StatusOr<Json> ReadMessages(const Json& body) {
+  const Json* messages = Field(body, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Bad("messages", "must be a non-empty list of messages");
+  }
+  Json out = Json::array();
+  for (const Json& m : *messages) {
+    if (!m.is_object()) return Bad("messages", "each message must be an object");
+    const Json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) return Bad("messages", "each needs a role string");
+    Json message = m;
+    if (const Json* content = Field(m, "content")) {
+      bool ok = content->is_string() || content->is_array();
+      if (content->is_array()) {
+        for (const Json& part : *content) {
+          ok = ok && part.is_object() && part.value("type", "") == "text" &&
+               part.contains("text") && part["text"].is_string();
+        }
+      }
+      if (!ok) {
+        return Bad("messages", "content must be a string or a list of {\"type\": \"text\"} parts");
+      }
+      message["content"] = ContentText(*content);
+    }
+    out.push_back(std::move(message));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& context) {
+  if (context.chat_template == nullptr) {
+    return absl::FailedPreconditionError(
+        "messages: this model has no chat template; start the router with --chat-template=FILE");
+  }
+  jinja::ChatTemplateInputs inputs;
+  ASSIGN_OR_RETURN(inputs.messages, ReadMessages(body));
+  RETURN_IF_ERROR(ReadBool(body, "add_generation_prompt", &inputs.add_generation_prompt));
+  bool continue_final = false;
+  RETURN_IF_ERROR(ReadBool(body, "continue_final_message", &continue_final));
+  if (continue_final) {
+    if (Field(body, "add_generation_prompt") != nullptr && inputs.add_generation_prompt) {
+      return Bad("continue_final_message", "cannot be used with add_generation_prompt: true");
+    }
+    inputs.add_generation_prompt = false;
+  }
+  if (const Json* tools = Field(body, "tools")) {
+    if (!tools->is_array()) return Bad("tools", "must be a list");
+    inputs.tools = *tools;
+  }
+  if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) return Bad("chat_template_kwargs", "must be an object");
+    inputs.extra_context = *kwargs;
+  }
+  inputs.bos_token = context.bos_token;
+  inputs.eos_token = context.eos_token;
+  absl::StatusOr<std::string> text = context.chat_template->Apply(inputs);
+  if (!text.ok())
+    return Bad("messages", absl::StrCat("the chat template failed: ", text.status().message()));
+  if (continue_final) {
+    // As transformers does: the text ends where the final message's content ends.
+    const Json& last = inputs.messages.back();
+    const std::string content(absl::StripAsciiWhitespace(last.value("content", std::string())));
+    const size_t at = content.empty() ? std::string::npos : text->rfind(content);
+    if (at == std::string::npos) {
+      return Bad("continue_final_message", "the final message's content is not in the prompt");
+    }
+    text->resize(at + content.size());
+  }
+  return text;
+}
+
+absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAiContext& context) {
+  OpenAiCall call;
+  GenerationRequest base;
+  RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
+  RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/false, &base));
+  RETURN_IF_ERROR(ReadBool(body, "echo", &call.echo));
+  std::optional<int64_t> logprobs;
+  RETURN_IF_ERROR(ReadInt(body, "logprobs", 0, kMaxLogprobs, &logprobs));
+  if (logprobs.has_value()) call.top_logprobs = static_cast<int>(*logprobs);
+  if (call.echo && logprobs.has_value()) {
+    return Bad("echo", "echo with logprobs (prompt log probabilities) is not supported");
+  }
+  if (const Json* suffix = Field(body, "suffix"); suffix != nullptr) {
+    return Bad("suffix", "is not supported");
+  }
+
+  const Json* prompt = Field(body, "prompt");
+  if (prompt == nullptr) return Bad("prompt", "is required");
+  const int max_len = context.cluster->max_model_len();
+  // Each prompt is a string or a list of token ids; a list of either makes several.
+  std::vector<const Json*> prompts;
+  const bool one =
+      prompt->is_string() || (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number());
+  if (one) {
+    prompts.push_back(prompt);
+  } else if (prompt->is_array() && !prompt->empty() &&
+             static_cast<int>(prompt->size()) <= kMaxPromptsPerCall) {
+    for (const Json& p : *prompt) prompts.push_back(&p);
+  } else {
+    return Bad("prompt", absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
+                                      kMaxPromptsPerCall, " of either"));
+  }
+  for (const Json* p : prompts) {
+    GenerationRequest r = base;
+    if (p->is_string()) {
+      const std::string& text = p->get_ref<const std::string&>();
+      if (text.empty()) return Bad("prompt", "must not be empty");
+      // No token covers more than a few dozen bytes: a longer text cannot fit the context.
+      if (text.size() > static_cast<size_t>(max_len) * 64) {
+        return Bad("prompt", absl::StrCat(text.size(), " bytes cannot fit the model length of ",
+                                          max_len, " tokens"));
+      }
+      r.prompt_ids = context.tokenizer->Encode(text, /*add_special_tokens=*/true);
+      call.prompt_texts.push_back(text);
+    } else {
+      RETURN_IF_ERROR(ReadTokenIds(*p, "prompt", max_len, &r.prompt_ids));
+      if (r.prompt_ids.empty()) return Bad("prompt", "must not be empty");
+      call.prompt_texts.push_back(call.echo ? context.tokenizer->Decode(r.prompt_ids)
+                                            : std::string());
+    }
+    call.requests.push_back(std::move(r));
+  }
+  return Finish(std::move(call), context);
+}
+
+absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContext& context) {
+  OpenAiCall call;
+  call.chat = true;
+  GenerationRequest base;
+  RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
+  RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/true, &base));
+  bool logprobs = false;
+  RETURN_IF_ERROR(ReadBool(body, "logprobs", &logprobs));
+  std::optional<int64_t> top;
+  RETURN_IF_ERROR(ReadInt(body, "top_logprobs", 0, kMaxLogprobs, &top));
+  if (top.has_value() && !logprobs) return Bad("top_logprobs", "needs logprobs: true");
+  if (logprobs) call.top_logprobs = static_cast<int>(top.value_or(0));
+
+  ASSIGN_OR_RETURN(std::string text, RenderChat(body, context));
+  const int max_len = context.cluster->max_model_len();
+  if (text.size() > static_cast<size_t>(max_len) * 64) {
+    return Bad("messages",
+               absl::StrCat("the prompt's ", text.size(), " bytes cannot fit the model length of ",
+                            max_len, " tokens"));
+  }
+  // The template wrote BOS and every special token itself.
+  base.prompt_ids = context.tokenizer->Encode(text, /*add_special_tokens=*/false);
+  if (base.prompt_ids.empty()) return Bad("messages", "the rendered prompt is empty");
+  call.prompt_texts.push_back(std::move(text));
+  call.requests.push_back(std::move(base));
+  return Finish(std::move(call), context);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,61 @@
+// OpenAI's /v1/completions and /v1/chat/completions requests (with vLLM's extra sampling
+// fields) turned into the core's GenerationRequests. Every field is checked for type and range
+// before anything is sized by it; a bad one is INVALID_ARGUMENT whose message starts with the
+// field's name ("temperature: ..."), which the server reports as the error's `param`.
+#ifndef PAGODA_ROUTER_OPENAI_REQUEST_H_
+#define PAGODA_ROUTER_OPENAI_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/jinja/chat_template.h"
+#include "common/text/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "router/cluster.h"
+
+namespace pagoda {
+
+// Prompts per /v1/completions call at most (each becomes its own request).
+inline constexpr int kMaxPromptsPerCall = 64;
+
+// What a request is parsed against. Pointers not owned; `chat_template` may be null (chat
+// requests are then refused).
+struct OpenAiContext {
+  const Cluster* cluster = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  const jinja::ChatTemplate* chat_template = nullptr;
+  std::optional<std::string> bos_token, eos_token;  // the template's variables
+};
+
+struct OpenAiCall {
+  bool chat = false;
+  std::string model;                        // as asked; "" when not given
+  std::vector<GenerationRequest> requests;  // one per prompt, each validated
+  std::vector<std::string> stops;
+  std::vector<std::string> prompt_texts;  // per request, for `echo`
+  uint64_t seed = 0;                      // the request's, or one drawn for it
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt starts the text
+  // Log probabilities: completions' `logprobs` (alternatives per token), or chat's
+  // `logprobs: true` with `top_logprobs`. -1: none asked.
+  int top_logprobs = -1;
+};
+
+// Both REQUIRE `body` to be a JSON object.
+absl::StatusOr<OpenAiCall> ParseCompletionRequest(const nlohmann::ordered_json& body,
+                                                  const OpenAiContext& context);
+absl::StatusOr<OpenAiCall> ParseChatRequest(const nlohmann::ordered_json& body,
+                                            const OpenAiContext& context);
+
+// The chat prompt text for `messages` and the template options in `body` (what
+// /v1/chat/completions and /tokenize render).
+absl::StatusOr<std::string> RenderChat(const nlohmann::ordered_json& body,
+                                       const OpenAiContext& context);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_OPENAI_REQUEST_H_

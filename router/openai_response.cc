@@ -1,0 +1,210 @@
+#include "router/openai_response.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace pagoda {
+
+using Json = nlohmann::ordered_json;
+
+std::string SseEvent(std::string_view payload) {
+  std::string event = "data: ";
+  event.append(payload);
+  return event.append("\n\n");
+}
+
+std::string DumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+OpenAiResponse::OpenAiResponse(const OpenAiCall& call, const Tokenizer* tokenizer,
+                               std::string model, std::string fingerprint)
+    : call_(call),
+      tokenizer_(tokenizer),
+      model_(std::move(model)),
+      fingerprint_(std::move(fingerprint)),
+      id_(absl::StrFormat("%s-%016x", call.chat ? "chatcmpl" : "cmpl", RandomSeed())),
+      created_(absl::ToUnixSeconds(absl::Now())) {
+  n_ = call.requests.empty() ? 1 : call.requests[0].n;
+  for (size_t i = 0; i < call.requests.size(); ++i) {
+    for (int j = 0; j < n_; ++j) {
+      Choice c;
+      c.prev_id = call.requests[i].prompt_ids.back();
+      if (call.echo) {
+        c.text = call.prompt_texts[i];
+        c.text_offset = static_cast<int>(c.text.size());
+      }
+      choices_.push_back(std::move(c));
+    }
+  }
+}
+
+std::string OpenAiResponse::TokenText(int prev_id, int id) const {
+  return tokenizer_->TokenBytes(prev_id, id);
+}
+
+Json OpenAiResponse::Envelope(bool chunk) const {
+  Json j;
+  j["id"] = id_;
+  j["object"] =
+      call_.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  j["created"] = created_;
+  j["model"] = model_;
+  j["system_fingerprint"] = fingerprint_;
+  j["seed"] = call_.seed;
+  return j;
+}
+
+Json OpenAiResponse::LogprobsOf(const OutputChunk& c, Choice* choice) const {
+  Json fresh = call_.chat ? Json{{"content", Json::array()}}
+                          : Json{{"tokens", Json::array()},
+                                 {"token_logprobs", Json::array()},
+                                 {"top_logprobs", Json::array()},
+                                 {"text_offset", Json::array()}};
+  for (const SampledToken& s : c.samples) {
+    const std::string text = TokenText(choice->prev_id, s.token_id);
+    // The chosen token's own log probability is always asked; its alternatives only as many
+    // as the client wants.
+    const size_t top_n = static_cast<size_t>(std::max(call_.top_logprobs, 0));
+    if (call_.chat) {
+      auto entry = [&](int id, float logprob) {
+        const std::string t = TokenText(choice->prev_id, id);
+        Json bytes = Json::array();
+        for (unsigned char b : t) bytes.push_back(b);
+        return Json{{"token", t}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+      };
+      Json e = entry(s.token_id, s.logprob);
+      e["top_logprobs"] = Json::array();
+      for (size_t k = 0; k < s.top_logprobs.size() && k < top_n; ++k) {
+        e["top_logprobs"].push_back(entry(s.top_logprobs[k].token_id, s.top_logprobs[k].logprob));
+      }
+      fresh["content"].push_back(e);
+    } else {
+      Json top = Json::object();
+      for (size_t k = 0; k < s.top_logprobs.size() && k < top_n; ++k) {
+        top[TokenText(choice->prev_id, s.top_logprobs[k].token_id)] = s.top_logprobs[k].logprob;
+      }
+      fresh["tokens"].push_back(text);
+      fresh["token_logprobs"].push_back(s.logprob);
+      fresh["top_logprobs"].push_back(std::move(top));
+      fresh["text_offset"].push_back(choice->text_offset);
+    }
+    choice->text_offset += static_cast<int>(text.size());
+    choice->prev_id = s.token_id;
+  }
+  return fresh;
+}
+
+void OpenAiResponse::CountUsage(const OutputChunk& c) {
+  if (!c.finished) return;
+  if (c.index % n_ == 0) {  // the prompt is counted once, not once per sample
+    prompt_tokens_ += c.prompt_tokens;
+    cached_tokens_ += c.cached_tokens;
+  }
+  completion_tokens_ += c.completion_tokens;
+}
+
+Json OpenAiResponse::UsageJson() const {
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion_tokens_},
+          {"total_tokens", prompt_tokens_ + completion_tokens_},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+std::vector<std::string> OpenAiResponse::OpeningEvents() {
+  std::vector<std::string> events;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (!call_.chat && !call_.echo) break;
+    Json j = Envelope(true);
+    Json choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (call_.chat) {
+      choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    } else {
+      choice["text"] = choices_[i].text;
+    }
+    j["choices"] = Json::array({std::move(choice)});
+    events.push_back(DumpJson(j));
+  }
+  return events;
+}
+
+std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& chunks) {
+  std::vector<std::string> events;
+  for (const OutputChunk& c : chunks) {
+    Choice& choice = choices_[c.index];
+    Json j = Envelope(true);
+    Json out = {{"index", c.index}};
+    if (call_.chat) {
+      out["delta"] = c.text.empty() && c.finished ? Json::object() : Json{{"content", c.text}};
+    } else {
+      out["text"] = c.text;
+    }
+    out["logprobs"] = call_.top_logprobs >= 0 ? LogprobsOf(c, &choice) : Json(nullptr);
+    out["finish_reason"] = c.finished ? Json(c.finish_reason) : Json(nullptr);
+    CountUsage(c);
+    j["choices"] = Json::array({std::move(out)});
+    events.push_back(DumpJson(j));
+  }
+  return events;
+}
+
+std::vector<std::string> OpenAiResponse::ClosingEvents() {
+  if (!call_.include_usage) return {};
+  Json j = Envelope(true);
+  j["choices"] = Json::array();
+  j["usage"] = UsageJson();
+  return {DumpJson(j)};
+}
+
+void OpenAiResponse::Add(const std::vector<OutputChunk>& chunks) {
+  for (const OutputChunk& c : chunks) {
+    Choice& choice = choices_[c.index];
+    choice.text += c.text;
+    if (call_.top_logprobs >= 0) {
+      Json lp = LogprobsOf(c, &choice);
+      if (call_.chat) {
+        for (Json& e : lp["content"]) choice.logprobs.push_back(std::move(e));
+      } else {
+        for (Json& e : lp["tokens"]) choice.tokens.push_back(std::move(e));
+        for (Json& e : lp["token_logprobs"]) choice.token_logprobs.push_back(std::move(e));
+        for (Json& e : lp["top_logprobs"]) choice.top_logprobs.push_back(std::move(e));
+        for (Json& e : lp["text_offset"]) choice.text_offsets.push_back(std::move(e));
+      }
+    }
+    if (c.finished) choice.finish_reason = c.finish_reason;
+    CountUsage(c);
+  }
+}
+
+Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
+  Json out = {{"index", index}};
+  Json logprobs = nullptr;
+  if (call_.top_logprobs >= 0) {
+    logprobs = call_.chat ? Json{{"content", c.logprobs}}
+                          : Json{{"tokens", c.tokens},
+                                 {"token_logprobs", c.token_logprobs},
+                                 {"top_logprobs", c.top_logprobs},
+                                 {"text_offset", c.text_offsets}};
+  }
+  if (call_.chat) {
+    out["message"] = {{"role", "assistant"}, {"content", c.text}};
+  } else {
+    out["text"] = c.text;
+  }
+  out["logprobs"] = std::move(logprobs);
+  out["finish_reason"] = c.finish_reason;
+  return out;
+}
+
+std::string OpenAiResponse::Body() const {
+  Json j = Envelope(false);
+  j["choices"] = Json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    j["choices"].push_back(ChoiceObject(static_cast<int>(i), choices_[i]));
+  }
+  j["usage"] = UsageJson();
+  return DumpJson(j);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,342 @@
+#include "router/openai_server.h"
+
+#include <httplib.h>
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/secret.h"
+#include "common/version.h"
+#include "glog/logging.h"
+#include "router/http_generation.h"
+#include "router/openai_request.h"
+#include "router/openai_response.h"
+
+namespace pagoda {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Requests larger than this are refused before they are read (413).
+constexpr size_t kMaxBodyBytes = 32 << 20;
+// JSON nesting deeper than this is refused.
+constexpr int kMaxJsonDepth = 64;
+// How long a request waits for a worker when none is connected at the moment it runs.
+constexpr absl::Duration kWorkerWait = absl::Seconds(30);
+
+void SendError(httplib::Response& res, int status, std::string_view message,
+               std::string_view param = "", std::string_view code = "") {
+  const char* type = status == 401   ? "authentication_error"
+                     : status == 404 ? "not_found_error"
+                     : status == 429 ? "rate_limit_error"
+                     : status == 503 ? "service_unavailable_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  Json error = {{"message", message},
+                {"type", type},
+                {"param", param.empty() ? Json(nullptr) : Json(param)},
+                {"code", code.empty() ? Json(status) : Json(code)}};
+  res.status = status;
+  res.set_content(
+      Json{{"error", std::move(error)}}.dump(-1, ' ', false, Json::error_handler_t::replace),
+      "application/json");
+}
+
+// The HTTP status for a core error; INVALID_ARGUMENT names its field first ("n = 0: ...",
+// "temperature: ..."), which becomes the error's param.
+void SendStatus(httplib::Response& res, const absl::Status& status) {
+  const std::string message(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition: {
+      size_t end = 0;
+      while (end < message.size() &&
+             (absl::ascii_isalnum(message[end]) || message[end] == '_' || message[end] == '.')) {
+        ++end;
+      }
+      const bool named = end > 0 && end < message.size() &&
+                         (message[end] == ':' || message.compare(end, 2, " =") == 0);
+      SendError(res, 400, message, named ? message.substr(0, end) : "");
+      return;
+    }
+    case absl::StatusCode::kResourceExhausted:
+      SendError(res, 429, message);
+      return;
+    case absl::StatusCode::kUnavailable:
+      SendError(res, 503, message);
+      return;
+    default:
+      SendError(res, 500, message);
+  }
+}
+
+}  // namespace
+
+class OpenAiServer::Api {
+ public:
+  Api(Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
+      OpenAiServerOptions options)
+      : cluster_(cluster), tokenizer_(tokenizer), options_(std::move(options)) {
+    context_.cluster = cluster;
+    context_.tokenizer = tokenizer;
+    context_.chat_template = chat_template;
+    if (tokenizer->bos_id() >= 0)
+      context_.bos_token = tokenizer->TokenBytes(-1, tokenizer->bos_id());
+    if (tokenizer->eos_id() >= 0)
+      context_.eos_token = tokenizer->TokenBytes(-1, tokenizer->eos_id());
+  }
+
+  void Register(httplib::Server* s) {
+    s->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Generate(req, res, /*chat=*/false);
+    });
+    s->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Generate(req, res, /*chat=*/true);
+    });
+    s->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      Json model = {{"id", options_.model_name},
+                    {"object", "model"},
+                    {"created", started_at_},
+                    {"owned_by", "pagoda"},
+                    {"root", options_.model_name},
+                    {"parent", nullptr},
+                    {"max_model_len", cluster_->max_model_len()}};
+      SendJson(res, Json{{"object", "list"}, {"data", Json::array({std::move(model)})}});
+    });
+    s->Post("/tokenize",
+            [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
+    s->Post("/detokenize",
+            [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
+    s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const bool ready = !options_.ready || options_.ready();
+      res.status = ready ? 200 : 503;
+      res.set_content(ready ? "" : "no worker is ready\n", "text/plain");
+    });
+    s->Get("/version", [](const httplib::Request&, httplib::Response& res) {
+      SendJson(res, Json{{"version", Version()}, {"commit", GitCommit()}});
+    });
+    s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
+      res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    s->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const int status = res.status;
+      if (status == 404) return SendError(res, 404, absl::StrCat("no route ", req.path));
+      if (status == 413) return SendError(res, 413, "the request body is too large");
+      SendError(res, status, absl::StrCat("HTTP ", status));
+    });
+  }
+
+ private:
+  static void SendJson(httplib::Response& res, const Json& j) {
+    res.set_content(j.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
+  }
+
+  bool Authorized(const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty()) return true;
+    if (BearerMatches(req.get_header_value("Authorization"), options_.api_key)) return true;
+    if (options_.metrics) options_.metrics->refused_api_key->Add();
+    SendError(res, 401, "missing or wrong API key: send the header Authorization: Bearer <key>", "",
+              "invalid_api_key");
+    return false;
+  }
+
+  // The body as a JSON object, or false after answering 400. Nesting is bounded: copying,
+  // rendering and destroying a value recurse, and a body of a million '[' must not overflow
+  // the stack.
+  static bool ParseBody(const httplib::Request& req, httplib::Response& res, Json* body) {
+    bool too_deep = false;
+    Json::parser_callback_t limit = [&too_deep](int depth, Json::parse_event_t, Json&) {
+      if (depth > kMaxJsonDepth) too_deep = true;
+      return !too_deep;
+    };
+    *body = Json::parse(req.body, limit, /*allow_exceptions=*/false);
+    if (too_deep) {
+      SendError(res, 400, absl::StrCat("the request body nests deeper than ", kMaxJsonDepth));
+      return false;
+    }
+    if (body->is_discarded() || !body->is_object()) {
+      SendError(res, 400, "the request body must be a JSON object");
+      return false;
+    }
+    return true;
+  }
+
+  void Generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    if (!Authorized(req, res)) return;
+    Json body;
+    if (!ParseBody(req, res, &body)) return;
+    absl::StatusOr<OpenAiCall> call =
+        chat ? ParseChatRequest(body, context_) : ParseCompletionRequest(body, context_);
+    if (!call.ok()) return SendStatus(res, call.status());
+    if (!call->model.empty() && call->model != options_.model_name) {
+      return SendError(res, 404,
+                       absl::StrCat("the model `", call->model, "` does not exist; this server ",
+                                    "serves `", options_.model_name, "`"),
+                       "model", "model_not_found");
+    }
+    const ClusterStats stats = cluster_->stats();
+    if (stats.num_workers == stats.num_draining_workers) {
+      return SendError(res, 503, "no worker is ready");
+    }
+    auto generation = std::make_shared<HttpGeneration>(cluster_, tokenizer_, options_.metrics);
+    auto shared_call = std::make_shared<OpenAiCall>(*std::move(call));
+    if (absl::Status s = generation->Submit(shared_call->requests, shared_call->stops,
+                                            absl::Now() + kWorkerWait);
+        !s.ok()) {
+      return SendStatus(res, s);
+    }
+    auto response = std::make_shared<OpenAiResponse>(*shared_call, tokenizer_, options_.model_name,
+                                                     options_.fingerprint);
+    if (!shared_call->stream) {
+      HttpGeneration::Taken taken;
+      while (!taken.done) {
+        taken = generation->Take(absl::Milliseconds(500));
+        response->Add(taken.chunks);
+      }
+      if (!taken.error.ok()) return SendStatus(res, taken.error);
+      res.set_content(response->Body(), "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    auto opened = std::make_shared<bool>(false);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [generation, response, shared_call, opened](size_t, httplib::DataSink& sink) {
+          auto send = [&](const std::vector<std::string>& events) {
+            for (const std::string& e : events) {
+              const std::string event = SseEvent(e);
+              if (!sink.write(event.data(), event.size())) return false;
+            }
+            return true;
+          };
+          if (!*opened) {
+            *opened = true;
+            if (!send(response->OpeningEvents())) return false;
+          }
+          HttpGeneration::Taken taken = generation->Take(absl::Milliseconds(500));
+          // A write that fails is a client that went away: the provider's false ends the
+          // call, and the releaser aborts its sequences.
+          if (!send(response->Events(taken.chunks))) return false;
+          if (!taken.done) return true;
+          if (!taken.error.ok()) {
+            Json error = {{"error",
+                           {{"message", std::string(taken.error.message())},
+                            {"type", "server_error"},
+                            {"param", nullptr},
+                            {"code", 500}}}};
+            if (!send({DumpJson(error)})) return false;
+          } else if (!send(response->ClosingEvents())) {
+            return false;
+          }
+          const std::string done = SseEvent("[DONE]");
+          if (!sink.write(done.data(), done.size())) return false;
+          sink.done();
+          return true;
+        },
+        [generation](bool) { generation->Abort(); });
+  }
+
+  void Tokenize(const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    Json body;
+    if (!ParseBody(req, res, &body)) return;
+    std::string text;
+    bool add_special_tokens = true;
+    if (body.contains("messages")) {
+      absl::StatusOr<std::string> rendered = RenderChat(body, context_);
+      if (!rendered.ok()) return SendStatus(res, rendered.status());
+      text = *std::move(rendered);
+      add_special_tokens = false;
+    } else if (body.contains("prompt") && body["prompt"].is_string()) {
+      text = body["prompt"].get<std::string>();
+    } else {
+      return SendError(res, 400, "prompt: must be a string (or send messages)", "prompt");
+    }
+    if (auto it = body.find("add_special_tokens"); it != body.end()) {
+      if (!it->is_boolean()) {
+        return SendError(res, 400, "add_special_tokens: must be true or false",
+                         "add_special_tokens");
+      }
+      add_special_tokens = it->get<bool>();
+    }
+    if (text.size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
+      return SendError(res, 400, "prompt: too long for the model length", "prompt");
+    }
+    const std::vector<int> ids = tokenizer_->Encode(text, add_special_tokens);
+    SendJson(
+        res,
+        Json{{"count", ids.size()}, {"max_model_len", cluster_->max_model_len()}, {"tokens", ids}});
+  }
+
+  void Detokenize(const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    Json body;
+    if (!ParseBody(req, res, &body)) return;
+    const auto it = body.find("tokens");
+    bool ok = it != body.end() && it->is_array() &&
+              it->size() <= static_cast<size_t>(cluster_->max_model_len());
+    std::vector<int> ids;
+    for (size_t i = 0; ok && i < it->size(); ++i) {
+      const Json& id = (*it)[i];
+      ok = id.is_number_integer() && id.get<int64_t>() >= 0 &&
+           id.get<int64_t>() < tokenizer_->vocab_size();
+      if (ok) ids.push_back(id.get<int>());
+    }
+    if (!ok) {
+      return SendError(res, 400,
+                       absl::StrCat("tokens: must be a list of at most ", cluster_->max_model_len(),
+                                    " ids in [0, ", tokenizer_->vocab_size(), ")"),
+                       "tokens");
+    }
+    SendJson(res, Json{{"prompt", tokenizer_->Decode(ids)}});
+  }
+
+  Cluster* const cluster_;
+  const Tokenizer* const tokenizer_;
+  const OpenAiServerOptions options_;
+  OpenAiContext context_;
+  const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());
+};
+
+absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
+    Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
+    OpenAiServerOptions options) {
+  std::unique_ptr<OpenAiServer> server(new OpenAiServer());
+  server->server_ = std::make_unique<httplib::Server>();
+  httplib::Server* s = server->server_.get();
+  const int threads = options.threads;
+  s->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s->set_payload_max_length(kMaxBodyBytes);
+  s->set_read_timeout(30, 0);
+  s->set_write_timeout(30, 0);
+  server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
+  server->api_->Register(s);
+  const int port = options.port == 0
+                       ? s->bind_to_any_port(options.host)
+                       : (s->bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on HTTP port ", options.host, ":", options.port));
+  }
+  server->port_ = port;
+  server->thread_ = std::thread([s] { s->listen_after_bind(); });
+  LOG(INFO) << "OpenAI-compatible HTTP API on " << options.host << ":" << port;
+  return server;
+}
+
+OpenAiServer::OpenAiServer() = default;
+OpenAiServer::~OpenAiServer() { Stop(); }
+
+void OpenAiServer::Stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+}
+
+}  // namespace pagoda

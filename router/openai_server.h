@@ -1,0 +1,69 @@
+// The OpenAI-compatible HTTP API (vLLM's routes) on cpp-httplib, over the same Cluster as the
+// gRPC service:
+//
+//   POST /v1/completions, /v1/chat/completions   (JSON, or server-sent events with stream)
+//   GET  /v1/models            POST /tokenize, /detokenize
+//   GET  /health (200 when a worker is ready, else 503), /version, /metrics
+//
+// Errors are OpenAI's object {"error": {"message", "type", "param", "code"}}: 400 a bad field
+// (named in param), 401 a missing or wrong API key, 404 an unknown model or path, 429 the
+// queue is full, 503 no worker. A streaming client that goes away aborts its sequences.
+#ifndef PAGODA_ROUTER_OPENAI_SERVER_H_
+#define PAGODA_ROUTER_OPENAI_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "common/jinja/chat_template.h"
+#include "common/metrics.h"
+#include "common/text/tokenizer.h"
+#include "router/cluster.h"
+#include "router/router_metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace pagoda {
+
+struct OpenAiServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 8000;  // 0: any free port (see port())
+  std::string model_name;
+  std::string api_key;          // "": no key needed
+  std::string fingerprint;      // system_fingerprint
+  int threads = 256;            // connections served at once (a streaming call holds one)
+  std::function<bool()> ready;  // /health; null: ready
+  const MetricsRegistry* registry = nullptr;  // /metrics when set
+  RouterMetrics* metrics = nullptr;           // may be null
+};
+
+class OpenAiServer {
+ public:
+  // Listens and serves on its own threads. `chat_template` may be null (chat is then refused).
+  // None owned; all outlive the server.
+  static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(
+      Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
+      OpenAiServerOptions options);
+  ~OpenAiServer();  // Stop()
+
+  int port() const { return port_; }
+  // Stops accepting, ends the streams in flight and joins the threads.
+  void Stop();
+
+ private:
+  class Api;  // the routes' handlers
+
+  OpenAiServer();
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<httplib::Server> server_;  // after api_: destroyed (stopped) first
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_OPENAI_SERVER_H_

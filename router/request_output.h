@@ -1,0 +1,81 @@
+// What a client sees of one request, whatever its API: the Cluster's token updates turned into
+// chunks of text per sequence (stop strings cut, characters whole), with the client-side
+// metrics (tokens, TTFT, inter-token latency, finish reasons) counted once for both the gRPC
+// and the HTTP front end.
+// Not thread-safe: the transport's own lock guards it.
+#ifndef PAGODA_ROUTER_REQUEST_OUTPUT_H_
+#define PAGODA_ROUTER_REQUEST_OUTPUT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/step.h"
+#include "router/cluster.h"
+#include "router/router_metrics.h"
+#include "router/text_assembler.h"
+
+namespace pagoda {
+
+// A call whose client is not reading stops being scheduled once this many of its tokens wait
+// to be sent, and runs again when fewer than a quarter do: the router's memory per stream is
+// bounded, and the steps go to clients that read.
+inline constexpr int kMaxUnsentTokens = 256;
+
+// New output of one sequence since its previous chunk.
+struct OutputChunk {
+  int index = 0;
+  std::vector<int> token_ids;
+  std::string text;                   // whole UTF-8 characters; stop strings and tokens removed
+  std::vector<SampledToken> samples;  // one per token when logprobs were asked, else empty
+  bool finished = false;
+  // When finished: "stop", "length" or "abort", and the sequence's usage.
+  std::string finish_reason;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;
+};
+
+class RequestOutput {
+ public:
+  // `metrics` may be null. `stops`: non-empty strings.
+  RequestOutput(const Tokenizer* tokenizer, std::vector<int> prompt_ids, int n,
+                const std::vector<std::string>& stops, RouterMetrics* metrics);
+
+  // The Cluster took the request: counts its prompt tokens.
+  void Submitted();
+  // The chunk `update` makes (nothing to send: no tokens and not finished), and whether the
+  // sequence goes on (the sink's answer). REQUIRES: update.error is OK.
+  struct Result {
+    bool has_chunk = false;
+    OutputChunk chunk;
+    bool go_on = true;
+  };
+  Result Add(const RequestUpdate& update);
+
+  // Sequences whose end the client has not been given.
+  int num_unfinished() const { return num_unfinished_; }
+  const std::vector<int>& prompt_ids() const { return prompt_ids_; }
+  // The submitted request ended for the client (call once): counts its unfinished sequences as
+  // aborted, or, when all finished, observes its end-to-end latency.
+  void End();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void ObserveToken(int seq_index);
+
+  RouterMetrics* const metrics_;  // may be null
+  const Clock::time_point arrived_at_ = Clock::now();
+  const std::vector<int> prompt_ids_;
+  std::vector<TextAssembler> texts_;              // (n)
+  std::vector<bool> ended_;                       // (n) the client was given its end
+  std::vector<int> completion_tokens_;            // (n) tokens given to the client
+  std::vector<Clock::time_point> last_token_at_;  // (n)
+  int num_unfinished_;
+  bool first_token_seen_ = false;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_REQUEST_OUTPUT_H_

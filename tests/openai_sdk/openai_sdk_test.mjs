@@ -1,0 +1,209 @@
+// Pagoda's OpenAI-compatible API driven by the official OpenAI Node SDK (pinned in
+// package-lock.json), against a real pagoda-router with one local worker serving
+// stories260K-hf with a chat template taken from the golden set (Phi-3.5's).
+//
+//   node --test openai_sdk_test.mjs   with PAGODA_BIN_DIR, PAGODA_SHARED_DIR, PAGODA_WORK_DIR
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+
+const bin = process.env.PAGODA_BIN_DIR;
+const shared = process.env.PAGODA_SHARED_DIR;
+const work = fs.mkdtempSync(path.join(process.env.PAGODA_WORK_DIR ?? "/tmp", "openai-sdk-"));
+const apiKey = "sdk-test-key";
+let router, baseURL, client;
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// A copy of stories260K-hf whose tokenizer_config.json carries a real chat template.
+function makeChatModel() {
+  const model = path.join(work, "chat-model");
+  fs.cpSync(path.join(shared, "models/stories260K-hf"), model, { recursive: true });
+  const golden = JSON.parse(fs.readFileSync(path.join(shared, "golden/chat_templates.json")));
+  const configPath = path.join(model, "tokenizer_config.json");
+  fs.chmodSync(model, 0o755);
+  const config = JSON.parse(fs.readFileSync(configPath));
+  config.chat_template = golden.templates["microsoft-Phi-3.5-mini-instruct"];
+  fs.rmSync(configPath);
+  fs.writeFileSync(configPath, JSON.stringify(config));
+  return model;
+}
+
+async function metric(series) {
+  const text = await (await fetch(`${baseURL.replace("/v1", "")}/metrics`)).text();
+  const line = text.split("\n").find((l) => !l.startsWith("#") && l.includes(series));
+  return line === undefined ? NaN : Number(line.split(" ").pop());
+}
+
+async function until(check, what) {
+  for (let i = 0; i < 200; ++i) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+before(async () => {
+  const [port, workerPort, httpPort] = [await freePort(), await freePort(), await freePort()];
+  const log = fs.openSync(path.join(work, "router.log"), "w");
+  router = spawn(path.join(bin, "pagoda-router"), [
+    `--port=${port}`, `--worker-port=${workerPort}`, `--http-port=${httpPort}`,
+    "--host=127.0.0.1", `--model=${makeChatModel()}`, "--max-model-len=257",
+    "--spawn-workers=1", "--worker-kv-cache-mb=8", `--api-key=${apiKey}`,
+  ], { stdio: ["ignore", log, log] });
+  baseURL = `http://127.0.0.1:${httpPort}/v1`;
+  // Ready when /health says a worker is ready.
+  await until(async () => {
+    try {
+      return (await fetch(`http://127.0.0.1:${httpPort}/health`)).status === 200;
+    } catch {
+      return false;
+    }
+  }, `the router's /health (log: ${work}/router.log)`);
+  client = new OpenAI({ apiKey, baseURL, maxRetries: 0 });
+});
+
+after(() => {
+  router?.kill("SIGKILL");
+});
+
+const chat = (content, extra = {}) => ({
+  model: "chat-model",
+  messages: [{ role: "user", content }],
+  ...extra,
+});
+
+test("lists the served model", async () => {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), ["chat-model"]);
+  assert.equal(models.data[0].max_model_len, 257);
+});
+
+test("chat, not streamed: the assistant's message, usage and a fingerprint", async () => {
+  const r = await client.chat.completions.create(chat("Tell me a story.", { max_tokens: 12 }));
+  assert.equal(r.object, "chat.completion");
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, "assistant");
+  assert.ok(r.choices[0].message.content.length > 0);
+  assert.ok(["stop", "length"].includes(r.choices[0].finish_reason));
+  assert.ok(r.usage.prompt_tokens > 5);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, "number");
+  assert.match(r.system_fingerprint, /^fp_/);
+});
+
+test("chat, streamed: deltas add up to the same text as not streamed", async () => {
+  const ask = chat("Once upon a time", { max_tokens: 20, temperature: 0 });
+  const whole = await client.chat.completions.create(ask);
+  const stream = await client.chat.completions.create({
+    ...ask, stream: true, stream_options: { include_usage: true },
+  });
+  let text = "", role, finish, usage;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      role ??= c.delta.role;
+      text += c.delta.content ?? "";
+      finish ??= c.finish_reason ?? undefined;
+    }
+  }
+  assert.equal(role, "assistant");
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+});
+
+test("completions, streamed and not, with n = 2", async () => {
+  const r = await client.completions.create({
+    model: "chat-model", prompt: "Once upon a time", max_tokens: 8, n: 2, seed: 5,
+  });
+  assert.equal(r.object, "text_completion");
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  assert.equal(r.usage.completion_tokens, 16);
+  const stream = await client.completions.create({
+    model: "chat-model", prompt: "Once upon a time", max_tokens: 8, n: 2, seed: 5, stream: true,
+  });
+  const texts = ["", ""];
+  for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.text;
+  assert.deepEqual(texts, r.choices.map((c) => c.text), "the same seed, the same samples");
+});
+
+test("max_tokens and stop", async () => {
+  const ask = { model: "chat-model", prompt: "Once upon a time", temperature: 0 };
+  const long = await client.completions.create({ ...ask, max_tokens: 30 });
+  assert.equal(long.usage.completion_tokens, 30);
+  assert.equal(long.choices[0].finish_reason, "length");
+  const words = long.choices[0].text.trim().split(" ");
+  const stop = ` ${words[3]}`;
+  const cut = await client.completions.create({ ...ask, max_tokens: 30, stop: [stop] });
+  assert.equal(cut.choices[0].finish_reason, "stop");
+  assert.equal(cut.choices[0].text, long.choices[0].text.slice(0, long.choices[0].text.indexOf(stop)));
+});
+
+test("logprobs on both endpoints", async () => {
+  const c = await client.completions.create({
+    model: "chat-model", prompt: "Once upon a time", max_tokens: 6, logprobs: 2, temperature: 0,
+  });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 6);
+  assert.equal(lp.token_logprobs.length, 6);
+  assert.equal(lp.tokens.join(""), c.choices[0].text);
+  for (const top of lp.top_logprobs) assert.ok(Object.keys(top).length <= 2);
+  for (const x of lp.token_logprobs) assert.ok(x <= 0);
+  const r = await client.chat.completions.create(
+    chat("Hi", { max_tokens: 5, logprobs: true, top_logprobs: 3 }));
+  assert.equal(r.choices[0].logprobs.content.length, r.usage.completion_tokens);
+  for (const t of r.choices[0].logprobs.content) {
+    assert.equal(t.top_logprobs.length, 3);
+    assert.deepEqual(t.bytes, [...Buffer.from(t.token)]);
+  }
+});
+
+test("a seed replays; no seed draws a new one each call", async () => {
+  const ask = chat("Tell me a story.", { max_tokens: 24, temperature: 1 });
+  const [a, b, c] = await Promise.all([1, 2, 3].map(() => client.chat.completions.create(ask)));
+  const texts = new Set([a, b, c].map((r) => r.choices[0].message.content));
+  assert.ok(texts.size > 1, "three unseeded calls gave the same text");
+  const replay = await client.chat.completions.create({ ...ask, seed: a.seed });
+  assert.equal(replay.choices[0].message.content, a.choices[0].message.content);
+});
+
+test("errors: 400 naming the field, 401, 404", async () => {
+  await assert.rejects(client.chat.completions.create(chat("x", { temperature: -1 })),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "temperature");
+  await assert.rejects(client.completions.create({ model: "chat-model", prompt: "x", n: 1000 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "n");
+  const stranger = new OpenAI({ apiKey: "wrong", baseURL, maxRetries: 0 });
+  await assert.rejects(stranger.chat.completions.create(chat("x")),
+    (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  await assert.rejects(client.chat.completions.create({ ...chat("x"), model: "gpt-4o" }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === "model_not_found");
+});
+
+test("aborting a stream mid-way frees its blocks", async () => {
+  const aborted = await metric('finished_reason="abort"');
+  const stream = await client.completions.create({
+    model: "chat-model", prompt: "Once", max_tokens: 240, ignore_eos: true, stream: true,
+  });
+  let chunks = 0;
+  for await (const _ of stream) {
+    if (++chunks === 3) {
+      stream.controller.abort();
+      break;
+    }
+  }
+  await until(async () => (await metric('finished_reason="abort"')) === aborted + 1,
+    "the router to count the abort");
+  await until(async () => (await metric("pagoda_kv_cache_usage")) === 0, "KV usage 0");
+});

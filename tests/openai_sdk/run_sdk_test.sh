@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# ctest's entry to the OpenAI SDK test: installs the SDK exactly as package-lock.json pins it
+# (npm ci, once per lockfile, in CACHE_DIR) and runs openai_sdk_test.mjs with node's runner.
+#   run_sdk_test.sh BIN_DIR SHARED_DIR CACHE_DIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$1 shared=${PAGODA_SHARED:-$2} cache=$3
+if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+  echo "error: node and npm are needed (tools/setup.sh installs nodejs and npm)" >&2
+  exit 1
+fi
+dir="$cache/openai-sdk-$(sha256sum "$here/package-lock.json" | cut -c1-16)"
+if [ ! -d "$dir/node_modules" ]; then
+  rm -rf "$dir.partial" && mkdir -p "$dir.partial"
+  cp "$here/package.json" "$here/package-lock.json" "$dir.partial/"
+  (cd "$dir.partial" && npm ci --no-audit --no-fund --loglevel=error)
+  rm -rf "$dir" && mv "$dir.partial" "$dir"
+fi
+# Beside node_modules, so `import "openai"` resolves to the pinned copy.
+cp "$here/openai_sdk_test.mjs" "$dir/"
+PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=${TMPDIR:-/tmp} \
+  node --test --test-reporter=spec "$dir/openai_sdk_test.mjs"
