@@ -219,5 +219,57 @@ TEST_F(ServingTest, BenchReportsTheLoadItSent) {
   WaitForNoUsedBlocks();
 }
 
+// The same workload through the router's HTTP port (`--backend=openai`, /v1/completions over
+// SSE) and through gRPC: the client sees the same tokens, and the router counts them.
+TEST_F(ServingTest, BenchOverTheOpenAiApiSendsWhatGrpcSends) {
+  StartWorker();
+  WaitForWorkers(1);
+  for (int i = 0; i < 200 && HttpGet("127.0.0.1", http_port_, "/health").status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(HttpGet("127.0.0.1", http_port_, "/health").status, 200) << dir_;
+  const std::vector<std::string> workload = {
+      "--num-prompts=8",     "--input-len=20", "--output-len=10", "--ignore-eos",
+      "--max-concurrency=4", "--seed=3",       "--json"};
+  auto bench = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {testing::BinaryPath("pagoda"), "bench"});
+    argv.insert(argv.end(), workload.begin(), workload.end());
+    return testing::RunCommand(argv);
+  };
+  const std::string base_url = absl::StrCat("--base-url=http://127.0.0.1:", http_port_);
+  // The vocabulary is not in Pagoda's /v1/models: stories260K's, as GetModelInfo gives gRPC.
+  const testing::CommandResult grpc = bench({absl::StrCat("--server=127.0.0.1:", port_)});
+  ASSERT_EQ(grpc.exit_code, 0) << grpc.err;
+  const double before = Metric(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
+                               "pagoda_generation_tokens_total");
+  const testing::CommandResult http = bench({"--backend=openai", base_url, "--vocab-size=512"});
+  ASSERT_EQ(http.exit_code, 0) << http.err;
+  EXPECT_THAT(http.out, HasSubstr("\"backend\":\"openai\""));
+  for (const char* key : {"completed", "total_input_tokens", "total_output_tokens"}) {
+    EXPECT_EQ(JsonNumber(http.out, key), JsonNumber(grpc.out, key)) << key << "\n" << http.out;
+  }
+  EXPECT_EQ(JsonNumber(http.out, "failed"), 0);
+  EXPECT_EQ(JsonNumber(http.out, "total_output_tokens"), 8 * 10);
+  EXPECT_EQ(Metric(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
+                   "pagoda_generation_tokens_total") -
+                before,
+            8 * 10);
+  // The same seed sent the same prompts: their full blocks (16 of 20 tokens) were cached, and
+  // the hits come back in usage.prompt_tokens_details.cached_tokens.
+  EXPECT_EQ(JsonNumber(http.out, "prefix_cache_hit_rate"), 0.8) << http.out;
+  for (const char* key : {"median_ttft_ms", "p99_itl_ms", "mean_e2el_ms"}) {
+    EXPECT_GT(JsonNumber(http.out, key), 0) << key;
+  }
+  // Chat through HTTP: the turns share the system prompt, so most of each prompt is cached.
+  const testing::CommandResult chat = testing::RunCommand(
+      {testing::BinaryPath("pagoda"), "bench", "--backend=openai", base_url, "--vocab-size=512",
+       "--dataset=chat", "--num-prompts=6", "--turns=3", "--system-prompt-len=64", "--input-len=8",
+       "--output-len=8", "--max-concurrency=2", "--json"});
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  EXPECT_EQ(JsonNumber(chat.out, "completed"), 6);
+  EXPECT_GT(JsonNumber(chat.out, "prefix_cache_hit_rate"), 0.5) << chat.out;
+  WaitForNoUsedBlocks();
+}
+
 }  // namespace
 }  // namespace pagoda
