@@ -13,6 +13,15 @@ constexpr int kTimeoutSeconds = 5;
 
 }  // namespace
 
+void UseExclusivePort(httplib::Server* server) {
+  // httplib's default is SO_REUSEPORT, with which a second process binds a port in use and
+  // takes half its connections: SO_REUSEADDR alone lets a restart reuse the port, no more.
+  server->set_socket_options([](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const std::string& host, int port, std::map<std::string, Handler> handlers) {
   auto server = std::make_unique<httplib::Server>();
@@ -21,12 +30,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   server->set_write_timeout(kTimeoutSeconds, 0);
   server->set_keep_alive_timeout(kTimeoutSeconds);
   server->set_payload_max_length(8192);
-  // httplib's default is SO_REUSEPORT, with which a second process binds a port in use and
-  // takes half its connections: SO_REUSEADDR alone lets a restart reuse the port, no more.
-  server->set_socket_options([](int sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  UseExclusivePort(server.get());
   // Every request is answered here, before httplib's routing (which would give a known path
   // 404 for a method it has no handler for).
   server->set_pre_routing_handler(

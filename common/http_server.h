@@ -28,6 +28,9 @@ struct HttpResponse {
   int status = 200;  // 200 or 503 (e.g. /health while not ready)
 };
 
+// Makes `server` refuse a port another process listens on (httplib's default shares it).
+void UseExclusivePort(httplib::Server* server);
+
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse()>;

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/http_server.h"
 #include "common/secret.h"
 #include "common/version.h"
 #include "glog/logging.h"
@@ -313,6 +314,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   const int threads = options.threads;
   s->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s->set_payload_max_length(kMaxBodyBytes);
+  UseExclusivePort(s);
   s->set_read_timeout(30, 0);
   s->set_write_timeout(30, 0);
   server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
