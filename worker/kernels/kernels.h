@@ -1,0 +1,67 @@
+// The hand-written kernels, one table per ISA. Each table is built from the same sources
+// compiled for that ISA (worker/CMakeLists.txt); worker/kernels/isa.h picks one at start.
+// Kernels are single-threaded: callers split the work between OpenMP threads.
+#ifndef PAGODA_WORKER_KERNELS_KERNELS_H_
+#define PAGODA_WORKER_KERNELS_KERNELS_H_
+
+#include <cstddef>
+
+namespace pagoda {
+
+// A weight matrix W (n, k) packed for the GEMM kernel: panels of `panel_width` output columns,
+// each (k_padded, panel_width) row-major, zero beyond k and n:
+//   packed[p][kk][j] = W[p·panel_width + j][kk]
+// This is oneDNN's BA16a{panel_width}b layout of the (k, n) matrix Wᵀ, so a oneDNN matmul can
+// read the same buffer.
+struct PackedShape {
+  int k = 0, n = 0;
+  int panel_width = 0;  // output columns per panel
+  int k_padded = 0;     // k rounded up to 16
+  int num_panels() const { return (n + panel_width - 1) / panel_width; }
+  size_t panel_floats() const { return static_cast<size_t>(k_padded) * panel_width; }
+  size_t num_floats() const { return panel_floats() * num_panels(); }
+};
+
+// One step of paged attention for a tile (paged_attention.cc describes the work split).
+struct AttentionTile {
+  int num_heads, num_kv_heads, head_dim, block_size;
+  int start_pos;             // the sequence's tokens already cached
+  int row_begin, row_end;    // query rows of the sequence, [begin, end)
+  int head_begin, head_end;  // KV heads, [begin, end)
+  const int* block_table;
+  const float* q;  // row r of the sequence at q + r·q_stride
+  int q_stride;
+  const float* k_pool;
+  const float* v_pool;
+  float* out;      // row r at out + r·num_heads·head_dim
+  float* scratch;  // AttentionScratchFloats(...) floats
+};
+
+struct Kernels {
+  const char* name;  // "avx2", "avx512"
+  int panel_width;   // of PackedShape, for this ISA's GEMM tile
+  // y (rows, n) = x (rows, k) · Wᵀ [+ bias] [+ y] for output panels [panel_begin, panel_end).
+  void (*gemm)(const float* x, int rows, const float* packed, const PackedShape& shape,
+               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+  // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
+  void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);
+  // h = SiLU(gate) · up.
+  void (*swiglu)(const float* gate, const float* up, int n, float* h);
+  void (*attention)(const AttentionTile& tile);
+};
+
+// Floats of scratch an AttentionTile needs.
+inline size_t AttentionScratchFloats(int rows, int query_heads, int head_dim, int block_size) {
+  return static_cast<size_t>(rows) * query_heads * (head_dim + 2) + block_size;
+}
+
+namespace avx2 {
+const Kernels& GetKernels();
+}
+namespace avx512 {
+const Kernels& GetKernels();
+}
+
+}  // namespace pagoda
+
+#endif  // PAGODA_WORKER_KERNELS_KERNELS_H_
