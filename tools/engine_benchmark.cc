@@ -1,6 +1,7 @@
 // Engine throughput on a random-weight model (values don't matter for speed), through the same
 // Engine → InProcessExecutor → WorkerEngine path as `pagoda run`:
-//   BM_Prefill/P      one prompt of P tokens, 1 output token      (items = prompt tokens)
+//   BM_Prefill/P      one prompt of P tokens, 1 output token      (items = prompt tokens); its
+//                     time is how long a step with a P-token prefill chunk holds every decode
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/random_weights.cc), or a
 // checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
@@ -171,8 +172,19 @@ void BM_Decode(benchmark::State& state) {
   b.RunToCompletion();  // after the timed loop: not measured
 }
 
-BENCHMARK(BM_Prefill)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->MinTime(3.0);
-BENCHMARK(BM_Decode)->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_Prefill)
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3.0)
+    ->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->Arg(1)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(200)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace pagoda
