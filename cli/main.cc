@@ -52,7 +52,8 @@ ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "most --max-num-seqs sequences of the model's context");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
-ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step (chunked-prefill budget)");
+ABSL_FLAG(int, max_num_batched_tokens, 512,
+          "tokens per step (chunked-prefill budget; docs/BENCHMARKS.md §7)");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "the router's public address, HOST:PORT");

@@ -52,7 +52,9 @@ ABSL_FLAG(std::string, worker_kv_cache_mb, "auto",
 ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
-ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step and worker");
+ABSL_FLAG(int, max_num_batched_tokens, 512,
+          "tokens per step and worker: a longer prompt is prefilled in chunks, and a chunk holds "
+          "every decode of its step (docs/BENCHMARKS.md §7)");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step and worker");
 ABSL_FLAG(int, max_waiting, 1024, "queued requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(double, heartbeat_timeout_s, 5.0, "a worker silent this long is dead");

@@ -32,15 +32,23 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
 }
 
 void Linear::Run(const float* x, int rows, float* y) const {
+  // x packed by row tiles; grows to the largest step once, then never allocates.
+  static thread_local std::vector<float> packed_x;
+  const int num_tiles = kernels_.row_tiles(rows);
+  const size_t packed_floats = static_cast<size_t>(num_tiles) * kernels_.row_tile * shape_.k;
+  if (packed_x.size() < packed_floats) packed_x.resize(packed_floats);
+  float* const px = packed_x.data();  // thread_local: the OpenMP threads must see this one
   const int num_panels = shape_.num_panels();
   const float* bias = bias_.empty() ? nullptr : bias_.data();
 #pragma omp parallel
   {
-    // Contiguous runs of panels: each thread streams its own part of the weights.
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    kernels_.pack_rows(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
+#pragma omp barrier
+    // Contiguous runs of panels: each thread streams its own part of the weights.
     const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
     const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-    kernels_.gemm(x, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y);
+    kernels_.gemm(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y);
   }
 }
 

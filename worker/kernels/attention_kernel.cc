@@ -25,10 +25,7 @@ float Scores(const float* q, const float* k, int n, int hd, float scale, float* 
         a2 = Fma(qd, Load(k0 + 2 * hd + d), a2);
         a3 = Fma(qd, Load(k0 + 3 * hd + d), a3);
       }
-      scores[j] = ReduceAdd(a0) * scale;
-      scores[j + 1] = ReduceAdd(a1) * scale;
-      scores[j + 2] = ReduceAdd(a2) * scale;
-      scores[j + 3] = ReduceAdd(a3) * scale;
+      _mm_storeu_ps(scores + j, _mm_mul_ps(Reduce4(a0, a1, a2, a3), _mm_set1_ps(scale)));
       max = MaxFloat(max, MaxFloat(MaxFloat(scores[j], scores[j + 1]),
                                    MaxFloat(scores[j + 2], scores[j + 3])));
     }

@@ -5,6 +5,8 @@
 //   for kk < k:   b0 b1 = panel[kk][0 : 2·kWidth]          (two vector loads)
 //                 for r < kRowTile:  a = broadcast x[r][kk];  c[r] += a·b0, a·b1
 //
+// x is first packed by row tiles (PackRows): the broadcasts of a tile then read one sequential
+// stream, where rows k floats apart (8 KB for k = 2048) would fight over the same L1 sets.
 // AVX-512: 12 rows x 32 columns (24 accumulators of 32 registers); AVX2: 6 x 16 (12 of 16).
 // The panel (k_padded x 32 floats, ≤ 720 KB for k = 5632) stays in L2 across the row blocks,
 // so each weight is read from memory once per call whatever the row count.
@@ -16,16 +18,21 @@ namespace PAGODA_ISA {
 namespace {
 
 constexpr int kPanel = 2 * kWidth;
+#ifndef PAGODA_GEMM_KBLOCK
+#define PAGODA_GEMM_KBLOCK 256
+#endif
+constexpr int kKBlock = PAGODA_GEMM_KBLOCK;
 #if defined(__AVX512F__)
 constexpr int kRowTile = 12;
 #else
 constexpr int kRowTile = 6;
 #endif
 
-// Rows [0, M) of x against one panel; `cols` valid output columns (≤ kPanel).
+// Rows [0, M) of a row tile of x (packed: a[kk][r] = x[r][kk], kRowTile floats per kk)
+// against one panel; `cols` valid output columns (≤ kPanel).
 template <int M>
-void Tile(const float* __restrict x, int ldx, const float* __restrict panel, int k,
-          const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
+void Tile(const float* __restrict a, const float* __restrict panel, int k, const float* bias,
+          bool accumulate, float* __restrict y, int ldy, int cols) {
   V c0[M], c1[M];
 #pragma GCC unroll 16
   for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
@@ -34,9 +41,9 @@ void Tile(const float* __restrict x, int ldx, const float* __restrict panel, int
     const V b1 = Load(panel + kk * kPanel + kWidth);
 #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
-      const V a = Set1(x[r * ldx + kk]);
-      c0[r] = Fma(a, b0, c0[r]);
-      c1[r] = Fma(a, b1, c1[r]);
+      const V ar = Set1(a[kk * kRowTile + r]);
+      c0[r] = Fma(ar, b0, c0[r]);
+      c1[r] = Fma(ar, b1, c1[r]);
     }
   }
   if (cols == kPanel) {
@@ -67,7 +74,7 @@ void Tile(const float* __restrict x, int ldx, const float* __restrict panel, int
   }
 }
 
-using TileFn = void (*)(const float*, int, const float*, int, const float*, bool, float*, int, int);
+using TileFn = void (*)(const float*, const float*, int, const float*, bool, float*, int, int);
 
 template <int... M>
 struct TileTable {
@@ -82,17 +89,35 @@ constexpr const TileFn* kTiles = TileTable<1, 2, 3, 4, 5, 6>::kFns;
 
 }  // namespace
 
-void Gemm(const float* x, int rows, const float* packed, const PackedShape& shape, int panel_begin,
-          int panel_end, const float* bias, bool accumulate, float* y) {
+void PackRows(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed) {
+  for (int t = tile_begin; t < tile_end; ++t) {
+    const int r0 = t * kRowTile, m = MinInt(kRowTile, rows - r0);
+    float* dst = packed + static_cast<size_t>(t) * kRowTile * k;
+    for (int r = 0; r < m; ++r) {
+      const float* src = x + static_cast<size_t>(r0 + r) * k;
+      for (int kk = 0; kk < k; ++kk) dst[kk * kRowTile + r] = src[kk];
+    }
+  }
+}
+
+void Gemm(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
+          int panel_begin, int panel_end, const float* bias, bool accumulate, float* y) {
   for (int p = panel_begin; p < panel_end; ++p) {
     const float* panel = packed + p * shape.panel_floats();
     const int col = p * kPanel;
     const int cols = MinInt(kPanel, shape.n - col);
     const float* panel_bias = bias ? bias + col : nullptr;
-    for (int r = 0; r < rows; r += kRowTile) {
-      const int m = MinInt(kRowTile, rows - r);
-      kTiles[m](x + static_cast<size_t>(r) * shape.k, shape.k, panel, shape.k, panel_bias,
-                accumulate, y + static_cast<size_t>(r) * shape.n + col, shape.n, cols);
+    // Blocks of kKBlock along k keep a tile's rows of x (12 x 256 floats) in L1 and the
+    // panel's block (256 x 32) in L2 while every row tile passes over it. The first block
+    // adds the bias (and y, if accumulating); later ones add to what it stored.
+    for (int k0 = 0; k0 < shape.k; k0 += kKBlock) {
+      const int kc = MinInt(kKBlock, shape.k - k0);
+      for (int r = 0; r < rows; r += kRowTile) {
+        const int m = MinInt(kRowTile, rows - r);
+        kTiles[m](packed_x + static_cast<size_t>(r) * shape.k + k0 * kRowTile, panel + k0 * kPanel,
+                  kc, k0 == 0 ? panel_bias : nullptr, k0 == 0 ? accumulate : true,
+                  y + static_cast<size_t>(r) * shape.n + col, shape.n, cols);
+      }
     }
   }
 }

@@ -5,8 +5,9 @@
 namespace pagoda {
 namespace PAGODA_ISA {
 
-void Gemm(const float* x, int rows, const float* packed, const PackedShape& shape, int panel_begin,
-          int panel_end, const float* bias, bool accumulate, float* y);
+void PackRows(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
+void Gemm(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
+          int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
 void Attention(const AttentionTile& tile);
 
 namespace {
@@ -46,6 +47,12 @@ constexpr Kernels kKernels = {
     .name = "avx2",
 #endif
     .panel_width = 2 * kWidth,
+#if defined(__AVX512F__)
+    .row_tile = 12,
+#else
+    .row_tile = 6,
+#endif
+    .pack_rows = &PackRows,
     .gemm = &Gemm,
     .rms_norm = &RmsNorm,
     .swiglu = &SwiGlu,

@@ -40,9 +40,16 @@ struct AttentionTile {
 struct Kernels {
   const char* name;  // "avx2", "avx512"
   int panel_width;   // of PackedShape, for this ISA's GEMM tile
-  // y (rows, n) = x (rows, k) · Wᵀ [+ bias] [+ y] for output panels [panel_begin, panel_end).
-  void (*gemm)(const float* x, int rows, const float* packed, const PackedShape& shape,
+  int row_tile;      // rows of x per GEMM register tile
+  // Packs row tiles [tile_begin, tile_end) of x (rows, k) for gemm: tile t at
+  // packed + t·row_tile·k, as packed[kk][r] = x[t·row_tile + r][kk].
+  // `packed` holds row_tiles(rows)·row_tile·k floats.
+  void (*pack_rows)(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
+  // y (rows, n) = x (rows, k) · Wᵀ [+ bias] [+ y] for output panels [panel_begin, panel_end),
+  // x packed by pack_rows.
+  void (*gemm)(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
                int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+  int row_tiles(int rows) const { return (rows + row_tile - 1) / row_tile; }
   // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
   void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);
   // h = SiLU(gate) · up.

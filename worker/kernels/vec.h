@@ -36,6 +36,15 @@ inline float ReduceAdd(V v) { return _mm512_reduce_add_ps(v); }
 inline V RoundNearest(V v) {
   return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
+// The four sums of a0..a3's lanes, as [sum a0, sum a1, sum a2, sum a3].
+inline __m128 Reduce4(V a0, V a1, V a2, V a3) {
+  const auto fold = [](V v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  };
+  const __m256 h =
+      _mm256_hadd_ps(_mm256_hadd_ps(fold(a0), fold(a1)), _mm256_hadd_ps(fold(a2), fold(a3)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
 // 2^n for integral-valued n in [-126, 127].
 inline V Pow2(V n) {
   const __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
@@ -64,6 +73,10 @@ inline float ReduceAdd(V v) {
 }
 inline V RoundNearest(V v) {
   return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+inline __m128 Reduce4(V a0, V a1, V a2, V a3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 inline V Pow2(V n) {
   const __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
