@@ -2,6 +2,7 @@
 // Engine → InProcessExecutor → WorkerEngine path as `pagoda run`:
 //   BM_Prefill/P      one prompt of P tokens, 1 output token      (items = prompt tokens); its
 //                     time is how long a step with a P-token prefill chunk holds every decode
+//                     (P up to the model's context)
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/random_weights.cc), or a
 // checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
@@ -136,7 +137,8 @@ GenerationRequest Request(std::vector<int> prompt, int max_tokens) {
 
 void BM_Prefill(benchmark::State& state) {
   Bench& b = GetBench();
-  const int prompt_len = static_cast<int>(state.range(0));
+  // The one output token must fit the context too.
+  const int prompt_len = std::min(static_cast<int>(state.range(0)), b.config.max_seq_len - 1);
   for (auto _ : state) {
     state.PauseTiming();
     CHECK(b.engine->AddRequest(Request(b.RandomPrompt(prompt_len), 1)).ok());  // no cache hits
@@ -174,8 +176,9 @@ void BM_Decode(benchmark::State& state) {
 
 BENCHMARK(BM_Prefill)
     ->Arg(128)
+    ->Arg(256)
     ->Arg(512)
-    ->Arg(2048)
+    ->Arg(1024)  // stories110M's whole context (less the output token)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
     ->UseRealTime();
