@@ -50,10 +50,13 @@ ABSL_FLAG(int, n, 1, "samples per prompt");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text tokens");
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
-ABSL_FLAG(int, kv_cache_mb, 256, "KV cache size in MiB");
+ABSL_FLAG(std::string, kv_cache_mb, "auto",
+          "KV cache size in MiB, or auto: half the memory available after the weights load, at "
+          "most --max-num-seqs sequences of the model's context");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
-ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step (chunked-prefill budget)");
+ABSL_FLAG(int, max_num_batched_tokens, 512,
+          "tokens per step (chunked-prefill budget; docs/BENCHMARKS.md §8)");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "the router's public address, HOST:PORT");
@@ -207,7 +210,12 @@ int Run() {
   o.json = absl::GetFlag(FLAGS_json);
   o.sampling = SamplingFromFlags();
   o.overrides = OverridesFromFlags();
-  o.worker.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
+  absl::StatusOr<int64_t> kv_bytes = pagoda::ParseKvCacheMb(absl::GetFlag(FLAGS_kv_cache_mb));
+  if (!kv_bytes.ok()) {
+    std::cerr << "error: " << kv_bytes.status().message() << "\n";
+    return 2;
+  }
+  o.worker.kv_cache_bytes = *kv_bytes;
   o.worker.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   o.worker.block_size = absl::GetFlag(FLAGS_block_size);
   o.worker.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -53,11 +54,14 @@ ABSL_FLAG(std::string, served_model_name, "",
           "the name in GetModelInfo and the metrics' model_name label; default: the model's "
           "file name without extension, or its directory's name");
 ABSL_FLAG(int, spawn_workers, 0, "start this many local workers as child processes");
-ABSL_FLAG(int, worker_kv_cache_mb, 256, "--kv-cache-mb of spawned workers");
-ABSL_FLAG(int, worker_threads, 1, "--threads of spawned workers");
+ABSL_FLAG(std::string, worker_kv_cache_mb, "auto",
+          "--kv-cache-mb of spawned workers; auto: they share half the memory available");
+ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
-ABSL_FLAG(int, max_num_batched_tokens, 2048, "tokens per step and worker");
+ABSL_FLAG(int, max_num_batched_tokens, 512,
+          "tokens per step and worker: a longer prompt is prefilled in chunks, and a chunk holds "
+          "every decode of its step (docs/BENCHMARKS.md §8)");
 ABSL_FLAG(int, max_num_seqs, 256, "sequences per step and worker");
 ABSL_FLAG(int, max_waiting, 1024, "queued requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(double, heartbeat_timeout_s, 5.0, "a worker silent this long is dead");
@@ -401,12 +405,21 @@ int main(int argc, char** argv) {
 
   const std::string worker_binary =
       (std::filesystem::path(argv[0]).parent_path() / "pagoda-worker").string();
-  for (int i = 0; i < absl::GetFlag(FLAGS_spawn_workers); ++i) {
+  const int num_spawned = absl::GetFlag(FLAGS_spawn_workers);
+  // Local workers share the machine: the cores, and (auto) the worker's default half of the
+  // available memory, each its part.
+  const int worker_threads =
+      absl::GetFlag(FLAGS_worker_threads) > 0
+          ? absl::GetFlag(FLAGS_worker_threads)
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                            std::max(1, num_spawned));
+  for (int i = 0; i < num_spawned; ++i) {
     const pid_t pid = SpawnWorker(
         worker_binary,
         {absl::StrCat("--router=127.0.0.1:", absl::GetFlag(FLAGS_worker_port)), "--model=" + model,
          absl::StrCat("--kv_cache_mb=", absl::GetFlag(FLAGS_worker_kv_cache_mb)),
-         absl::StrCat("--threads=", absl::GetFlag(FLAGS_worker_threads)),
+         absl::StrCat("--kv_cache_memory_fraction=", 0.5 / num_spawned),
+         absl::StrCat("--threads=", worker_threads),
          absl::StrCat("--max_num_batched_tokens=", absl::GetFlag(FLAGS_max_num_batched_tokens)),
          absl::StrCat("--max_num_seqs=", absl::GetFlag(FLAGS_max_num_seqs)),
          absl::StrCat("--name=local-", i)},

@@ -7,6 +7,7 @@
 
 #include "benchmark/benchmark.h"
 #include "worker/huge_page_buffer.h"
+#include "worker/kernels/isa.h"
 #include "worker/paged_attention.h"
 
 namespace pagoda {
@@ -30,7 +31,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   }
   std::vector<float> q(num_seqs * 768, 0.1f), out(num_seqs * 768);
   for (auto _ : state) {
-    PagedAttention(shape, seqs, q.data(), 768, k.data(), v.data(), out.data());
+    PagedAttention(ActiveKernels(), shape, seqs, q.data(), 768, k.data(), v.data(), out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * num_seqs * static_cast<int64_t>(ctx) * 768 * 2 * 4);

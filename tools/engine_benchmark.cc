@@ -1,19 +1,29 @@
 // Engine throughput on a random-weight model (values don't matter for speed), through the same
 // Engine → InProcessExecutor → WorkerEngine path as `pagoda run`:
-//   BM_Prefill/P      one prompt of P tokens, 1 output token      (items = prompt tokens)
+//   BM_Prefill/P      one prompt of P tokens, 1 output token      (items = prompt tokens); its
+//                     time is how long a step with a P-token prefill chunk holds every decode
+//                     (P up to the model's context)
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
-// checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS.
+// checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
+// Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
+// machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
+// per step, both measured at start (tools/roofline.h) for the ISA in use, or taken from
+// $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "benchmark/benchmark.h"
 #include "common/model/llama2c_checkpoint.h"
 #include "common/model/random_weights.h"
 #include "glog/logging.h"
 #include "router/engine.h"
+#include "tools/roofline.h"
 #include "worker/in_process_executor.h"
+#include "worker/kernels/isa.h"
 
 namespace pagoda {
 namespace {
@@ -33,7 +43,58 @@ struct Bench {
   void RunToCompletion() {
     while (engine->has_unfinished()) CHECK(engine->Step().ok());
   }
+
+  // Work of a step: `rows` tokens at context lengths ctx_first, ctx_first + 1, ... (each
+  // attends to that many positions), `logits` rows through the classifier.
+  struct Work {
+    double flops = 0, bytes = 0;
+  };
+  Work StepWork(int rows, int ctx_first, int ctx_step, int logits) const {
+    const ModelConfig& c = config;
+    const double q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    const double layer_weights =
+        c.dim * (q + 2 * kv) + q * c.dim + 3.0 * c.dim * c.hidden_dim;  // per layer
+    const double classifier = static_cast<double>(c.dim) * c.vocab_size;
+    Work w;
+    w.flops = 2 * (rows * layer_weights * c.num_layers + logits * classifier);
+    w.bytes = 4 * (layer_weights * c.num_layers + classifier);
+    for (int r = 0; r < rows; ++r) {
+      const double ctx = ctx_first + static_cast<double>(r) * ctx_step;
+      w.flops += 4 * ctx * q * c.num_layers;       // q·k and p·v
+      w.bytes += 4 * 2 * ctx * kv * c.num_layers;  // K and V read
+    }
+    return w;
+  }
+  // Seconds the roof allows for `w`.
+  double RoofSeconds(const Work& w) const {
+    return std::max(w.flops / (peak_gflops * 1e9), w.bytes / (read_gbs * 1e9));
+  }
+  double peak_gflops = 0, read_gbs = 0;
 };
+
+void MeasureRoof(Bench& b) {
+  const char* gflops = std::getenv("PAGODA_ROOF_GFLOPS");
+  const char* gbs = std::getenv("PAGODA_ROOF_GBS");
+  const bool avx512 = std::string(ActiveKernels().name) == "avx512";
+  b.peak_gflops = gflops ? std::atof(gflops) : roofline::PeakGflops(avx512, 50'000'000);
+  if (gbs) {
+    b.read_gbs = std::atof(gbs);
+  } else {
+    const roofline::ReadBuffer buffer;
+    double best = 1e9;
+    for (int i = 0; i < 5; ++i) best = std::min(best, buffer.ReadOnce());
+    b.read_gbs = roofline::ReadBuffer::kBytes / best / 1e9;
+  }
+  LOG(INFO) << "roof (" << ActiveKernels().name << "): " << b.peak_gflops << " GFLOP/s, "
+            << b.read_gbs << " GB/s";
+}
+
+// GFLOP/s and roof share of `iterations` steps of `w` that took the benchmark's time.
+void ReportWork(benchmark::State& state, const Bench& b, const Bench::Work& w) {
+  state.counters["GFLOP/s"] = benchmark::Counter(w.flops / 1e9, benchmark::Counter::kIsRate);
+  // Roof seconds per second spent: 1.0 when every step runs at the roof.
+  state.counters["roof"] = benchmark::Counter(b.RoofSeconds(w), benchmark::Counter::kIsRate);
+}
 
 Bench& GetBench() {
   static Bench* bench = [] {
@@ -59,6 +120,7 @@ Bench& GetBench() {
     EngineOptions eo;
     eo.max_num_batched_tokens = 2048;
     b->engine = std::make_unique<Engine>(b->config, b->executor.get(), eo);
+    MeasureRoof(*b);
     return b;
   }();
   return *bench;
@@ -75,7 +137,8 @@ GenerationRequest Request(std::vector<int> prompt, int max_tokens) {
 
 void BM_Prefill(benchmark::State& state) {
   Bench& b = GetBench();
-  const int prompt_len = static_cast<int>(state.range(0));
+  // The one output token must fit the context too.
+  const int prompt_len = std::min(static_cast<int>(state.range(0)), b.config.max_seq_len - 1);
   for (auto _ : state) {
     state.PauseTiming();
     CHECK(b.engine->AddRequest(Request(b.RandomPrompt(prompt_len), 1)).ok());  // no cache hits
@@ -83,6 +146,10 @@ void BM_Prefill(benchmark::State& state) {
     b.RunToCompletion();
   }
   state.SetItemsProcessed(state.iterations() * prompt_len);
+  Bench::Work w = b.StepWork(prompt_len, 1, 1, 1);
+  w.flops *= state.iterations();
+  w.bytes *= state.iterations();
+  ReportWork(state, b, w);
 }
 
 void BM_Decode(benchmark::State& state) {
@@ -93,16 +160,34 @@ void BM_Decode(benchmark::State& state) {
     CHECK(b.engine->AddRequest(Request(b.RandomPrompt(prompt_len), budget)).ok());
   }
   CHECK(b.engine->Step().ok());  // all prefills fit one step; from here every step decodes
+  Bench::Work total;
+  int ctx = prompt_len + 1;  // the first decode attends to the prompt and itself
   for (auto _ : state) {
     auto updates = b.engine->Step();
     CHECK(updates.ok() && static_cast<int>(updates->size()) == num_seqs);
+    const Bench::Work w = b.StepWork(num_seqs, ctx++, 0, num_seqs);
+    total.flops += w.flops;
+    total.bytes += w.bytes;
   }
   state.SetItemsProcessed(state.iterations() * num_seqs);
+  ReportWork(state, b, total);
   b.RunToCompletion();  // after the timed loop: not measured
 }
 
-BENCHMARK(BM_Prefill)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->MinTime(3.0);
-BENCHMARK(BM_Decode)->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_Prefill)
+    ->Arg(128)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)  // stories110M's whole context (less the output token)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3.0)
+    ->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->Arg(1)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(200)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace pagoda

@@ -2,12 +2,11 @@
 # Installs what Pagoda needs to build and test on Debian 12 (bookworm). Safe to re-run.
 #   PAGODA_SETUP_ONLY_BUILD=1  only what the build needs (the container image's build stage)
 set -euo pipefail
-# Every package is named: --no-install-recommends installs nothing by luck. libdnnl-dev only
-# recommends ocl-icd-opencl-dev, yet dnnl-config.cmake fails without it ("Could NOT find OpenCL").
+# Every package is named: --no-install-recommends installs nothing by luck.
 # nlohmann-json, cpp-httplib and PCRE2 are the packaged JSON, HTTP and regex libraries.
 packages=(
   build-essential cmake ninja-build pkg-config
-  libdnnl-dev ocl-icd-opencl-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libxxhash-dev
 )

@@ -1,86 +1,55 @@
 #include "worker/linear.h"
 
-#include <algorithm>
-#include <cstring>
+#include <omp.h>
 
-#include "worker/simd.h"
+#include <algorithm>
+
+#include "glog/logging.h"
+#include "worker/kernels/isa.h"
 
 namespace pagoda {
-namespace {
 
-using dnnl::memory;
-using tag = memory::format_tag;
-using dt = memory::data_type;
-
-float Dot(const float* a, const float* b, int n) {
-  int i = 0;
-  float sum = 0.0f;
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
-#endif
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-}  // namespace
-
-Linear::Linear(const dnnl::engine& engine, const float* weight, int in, int out,
-               const std::vector<float>& bias, bool accumulate)
-    : in_(in),
-      out_(out),
+Linear::Linear(const float* weight, int in, int out, const std::vector<float>& bias,
+               bool accumulate)
+    : kernels_(ActiveKernels()),
+      shape_{
+          .k = in, .n = out, .panel_width = kernels_.panel_width, .k_padded = (in + 15) / 16 * 16},
       accumulate_(accumulate),
-      engine_(engine),
-      weight_(static_cast<size_t>(in) * out),
+      packed_(shape_.num_floats()),
       bias_(bias) {
-  std::memcpy(weight_.data(), weight, weight_.size() * sizeof(float));
-  const memory::dim m = DNNL_RUNTIME_DIM_VAL;
-  const memory::desc src_md({m, in}, dt::f32, tag::ab);
-  const memory::desc weight_md({in, out}, dt::f32, tag::ba);
-  const memory::desc dst_md({m, out}, dt::f32, tag::ab);
-  const memory::desc bias_md =
-      bias.empty() ? memory::desc() : memory::desc({1, out}, dt::f32, tag::ab);
-  dnnl::primitive_attr attr;
-  if (accumulate) {
-    dnnl::post_ops ops;
-    ops.append_sum(1.0f);
-    attr.set_post_ops(ops);
-  }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, weight_md, bias_md, dst_md),
-                                        attr, engine);
-  primitive_ = dnnl::matmul(pd);
-  weight_mem_ = memory(weight_md, engine, weight_.data());
-  if (!bias.empty()) bias_mem_ = memory(bias_md, engine, bias_.data());
-}
-
-void Linear::Gemv(const float* x, int rows, float* y) const {
+  CHECK(bias.empty() || static_cast<int>(bias.size()) == out) << bias.size() << " vs " << out;
+  const int pw = shape_.panel_width;
+  // packed[p][kk][j] = W[p·pw + j][kk]; the buffer starts zeroed, so padding stays zero.
 #pragma omp parallel for schedule(static)
-  for (int o = 0; o < out_; ++o) {
-    const float* w = weight_.data() + static_cast<size_t>(o) * in_;
-    const float b = bias_.empty() ? 0.0f : bias_[o];
-    for (int r = 0; r < rows; ++r) {
-      const float v = Dot(w, x + static_cast<size_t>(r) * in_, in_) + b;
-      float& dst = y[static_cast<size_t>(r) * out_ + o];
-      dst = accumulate_ ? dst + v : v;
+  for (int p = 0; p < shape_.num_panels(); ++p) {
+    float* panel = packed_.data() + p * shape_.panel_floats();
+    const int cols = std::min(pw, out - p * pw);
+    const float* rows = weight + static_cast<size_t>(p) * pw * in;
+    for (int kk = 0; kk < in; ++kk) {
+      for (int j = 0; j < cols; ++j) panel[static_cast<size_t>(kk) * pw + j] = rows[j * in + kk];
     }
   }
 }
 
-void Linear::Run(dnnl::stream& stream, const float* x, int rows, float* y) const {
-  if (rows < kMinGemmRows) {
-    Gemv(x, rows, y);
-    return;
+void Linear::Run(const float* x, int rows, float* y) const {
+  // x packed by row tiles; grows to the largest step once, then never allocates.
+  static thread_local std::vector<float> packed_x;
+  const int num_tiles = kernels_.row_tiles(rows);
+  const size_t packed_floats = static_cast<size_t>(num_tiles) * kernels_.row_tile * shape_.k;
+  if (packed_x.size() < packed_floats) packed_x.resize(packed_floats);
+  float* const px = packed_x.data();  // thread_local: the OpenMP threads must see this one
+  const int num_panels = shape_.num_panels();
+  const float* bias = bias_.empty() ? nullptr : bias_.data();
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    kernels_.pack_rows(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
+#pragma omp barrier
+    // Contiguous runs of panels: each thread streams its own part of the weights.
+    const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
+    const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
+    kernels_.gemm(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y);
   }
-  memory src({{rows, in_}, dt::f32, tag::ab}, engine_, const_cast<float*>(x));
-  memory dst({{rows, out_}, dt::f32, tag::ab}, engine_, y);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weight_mem_}, {DNNL_ARG_DST, dst}};
-  if (bias_mem_) args.emplace(DNNL_ARG_BIAS, bias_mem_);
-  primitive_.execute(stream, args);
 }
 
 }  // namespace pagoda

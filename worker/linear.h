@@ -1,47 +1,42 @@
-// y (rows, out) = x (rows, in) · Wᵀ [+ b] [+ y]. The weight stays in the checkpoint's (out, in)
-// row-major layout (oneDNN's `ba`), in huge pages:
-//   rows >= kMinGemmRows: one oneDNN matmul primitive, created once with a run-time row count
-//                         (measured here: ~100 GFLOP/s at 32 rows with weights out of cache,
-//                         against ~62 with the layout oneDNN picks itself);
-//   fewer rows (decode):  our own AVX2 GEMV, which streams each weight row once for all rows
-//                         and is bound only by memory bandwidth.
-// Thread-compatible: Run() is const but must not run concurrently on one stream.
+// y (rows, out) = x (rows, in) · Wᵀ [+ b] [+ y], with W packed once at construction into
+// panels for this CPU's GEMM kernel (worker/kernels/kernels.h: PackedShape), in huge pages.
+// One kernel serves every row count: a decode (1 row) streams each panel once, like a GEMV; a
+// batch of up to 12 (AVX-512) or 6 (AVX2) rows is one register tile per panel, and more rows
+// reuse the panel from L2. docs/BENCHMARKS.md §6 has the measurements that chose it over
+// oneDNN's matmul. The weights exist only in this layout (no second copy).
+// Thread-compatible: Run() is const, splits the panels over the OpenMP threads, and must not
+// run concurrently with itself.
 #ifndef PAGODA_WORKER_LINEAR_H_
 #define PAGODA_WORKER_LINEAR_H_
 
 #include <vector>
 
-#include "oneapi/dnnl/dnnl.hpp"
 #include "worker/huge_page_buffer.h"
+#include "worker/kernels/kernels.h"
 
 namespace pagoda {
 
 class Linear {
  public:
-  static constexpr int kMinGemmRows = 4;
-
   // `weight`: (out, in) row-major, as checkpoints store it (copied). `bias`: (out) or empty.
   // `accumulate`: add the product to what y already holds (the residual connection).
-  Linear(const dnnl::engine& engine, const float* weight, int in, int out,
-         const std::vector<float>& bias, bool accumulate);
+  // Packs for the kernels active now (worker/kernels/isa.h).
+  Linear(const float* weight, int in, int out, const std::vector<float>& bias, bool accumulate);
 
   // REQUIRES: 0 < rows; x holds (rows, in) and y (rows, out), both dense row-major.
-  void Run(dnnl::stream& stream, const float* x, int rows, float* y) const;
+  void Run(const float* x, int rows, float* y) const;
 
-  int in() const { return in_; }
-  int out() const { return out_; }
+  int in() const { return shape_.k; }
+  int out() const { return shape_.n; }
+  // Multiply-adds of one row: in · out.
+  double flops_per_row() const { return 2.0 * shape_.k * shape_.n; }
 
  private:
-  void Gemv(const float* x, int rows, float* y) const;
-
-  int in_, out_;
+  const Kernels& kernels_;  // the table the panels were packed for
+  PackedShape shape_;
   bool accumulate_;
-  dnnl::engine engine_;
-  dnnl::matmul primitive_;
-  HugePageBuffer weight_;    // (out, in)
+  HugePageBuffer packed_;    // shape_.num_floats()
   std::vector<float> bias_;  // (out) or empty
-  dnnl::memory weight_mem_;  // wraps weight_ as the (in, out) matrix in layout `ba`
-  dnnl::memory bias_mem_;    // (1, out), or empty
 };
 
 }  // namespace pagoda

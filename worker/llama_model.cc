@@ -4,35 +4,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "worker/simd.h"
+#include "worker/kernels/isa.h"
 
 namespace pagoda {
 namespace {
-
-// out = w ⊙ x / sqrt(mean(x²) + eps), as llama2.c computes it.
-void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
-  float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float scale = 1.0f / std::sqrt(ss / n + eps);
-#pragma omp simd
-  for (int i = 0; i < n; ++i) out[i] = w[i] * (scale * x[i]);
-}
-
-// h = SiLU(gate) · up = gate / (1 + e^-gate) · up.
-void SwiGlu(const float* gate, const float* up, int n, float* h) {
-  int i = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(h + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
-  }
-#endif
-  for (; i < n; ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
 
 // Rows of `a` then rows of `b`: fuses two (rows, in) matrices into one.
 std::vector<float> Concat(std::vector<float>& a, std::vector<float>& b, std::vector<float>& c) {
@@ -51,8 +26,7 @@ LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows)
     : config_(std::move(config)),
       max_tokens_(max_tokens),
       max_logit_rows_(max_logit_rows),
-      engine_(dnnl::engine::kind::cpu, 0),
-      stream_(engine_) {}
+      kernels_(ActiveKernels()) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, int max_tokens,
                                                                int max_logit_rows) {
@@ -83,21 +57,18 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
     std::vector<float> qkv = Concat(l.wq, l.wk, l.wv);
     std::vector<float> qkv_bias;
     if (!l.bq.empty()) qkv_bias = Concat(l.bq, l.bk, l.bv);
-    layer.qkv = std::make_unique<Linear>(model->engine_, qkv.data(), dim, qkv_dim, qkv_bias, false);
-    layer.o = std::make_unique<Linear>(model->engine_, l.wo.data(), q_dim, dim, no_bias, true);
+    layer.qkv = std::make_unique<Linear>(qkv.data(), dim, qkv_dim, qkv_bias, false);
+    layer.o = std::make_unique<Linear>(l.wo.data(), q_dim, dim, no_bias, true);
     std::vector<float> none;
     std::vector<float> gate_up = Concat(l.w_gate, l.w_up, none);
-    layer.gate_up =
-        std::make_unique<Linear>(model->engine_, gate_up.data(), dim, 2 * hidden, no_bias, false);
-    layer.down =
-        std::make_unique<Linear>(model->engine_, l.w_down.data(), hidden, dim, no_bias, true);
+    layer.gate_up = std::make_unique<Linear>(gate_up.data(), dim, 2 * hidden, no_bias, false);
+    layer.down = std::make_unique<Linear>(l.w_down.data(), hidden, dim, no_bias, true);
     l = LayerWeights();
     model->layers_.push_back(std::move(layer));
   }
   model->final_norm_ = std::move(w.final_norm);
   const std::vector<float>& cls = c.tied_embeddings ? w.token_embedding : w.classifier;
-  model->classifier_ =
-      std::make_unique<Linear>(model->engine_, cls.data(), dim, c.vocab_size, no_bias, false);
+  model->classifier_ = std::make_unique<Linear>(cls.data(), dim, c.vocab_size, no_bias, false);
   std::vector<float>().swap(w.classifier);
   model->token_embedding_ = std::move(w.token_embedding);
 
@@ -136,7 +107,7 @@ void LlamaModel::NormQk(const Layer& layer, float* qkv, int rows) const {
     for (int h = 0; h < config_.num_heads + config_.num_kv_heads; ++h) {
       float* v = qkv + static_cast<size_t>(r) * qkv_dim + h * hd;
       const float* w = h < config_.num_heads ? layer.q_norm.data() : layer.k_norm.data();
-      RmsNorm(v, w, hd, config_.rms_norm_eps, v);
+      kernels_.rms_norm(v, w, hd, config_.rms_norm_eps, v);
     }
   }
 }
@@ -179,41 +150,40 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
     const Layer& layer = layers_[l];
 #pragma omp parallel for
     for (int r = 0; r < rows; ++r) {
-      RmsNorm(&x_[static_cast<size_t>(r) * dim], layer.attn_norm.data(), dim, c.rms_norm_eps,
-              &xb_[static_cast<size_t>(r) * dim]);
+      kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.attn_norm.data(), dim,
+                        c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
-    layer.qkv->Run(stream_, xb_.data(), rows, qkv_.data());
-    stream_.wait();
+    layer.qkv->Run(xb_.data(), rows, qkv_.data());
     if (c.qk_norm) NormQk(layer, qkv_.data(), rows);
     ApplyRope(qkv_.data(), batch.positions, rows);
     for (int r = 0; r < rows; ++r) {
       const float* row = &qkv_[static_cast<size_t>(r) * qkv_dim];
       kv.Write(l, batch.slots[r], row + q_dim, row + q_dim + kv_dim);
     }
-    PagedAttention(shape, batch.seqs, qkv_.data(), qkv_dim, kv.k(l), kv.v(l), att_.data());
-    layer.o->Run(stream_, att_.data(), rows, x_.data());
+    PagedAttention(kernels_, shape, batch.seqs, qkv_.data(), qkv_dim, kv.k(l), kv.v(l),
+                   att_.data());
+    layer.o->Run(att_.data(), rows, x_.data());
 #pragma omp parallel for
     for (int r = 0; r < rows; ++r) {
-      RmsNorm(&x_[static_cast<size_t>(r) * dim], layer.ffn_norm.data(), dim, c.rms_norm_eps,
-              &xb_[static_cast<size_t>(r) * dim]);
+      kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.ffn_norm.data(), dim,
+                        c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
-    layer.gate_up->Run(stream_, xb_.data(), rows, gate_up_.data());
+    layer.gate_up->Run(xb_.data(), rows, gate_up_.data());
 #pragma omp parallel for
     for (int r = 0; r < rows; ++r) {
       const float* gate = &gate_up_[static_cast<size_t>(r) * 2 * hidden];
       const float* up = gate + hidden;
       float* h = &hidden_[static_cast<size_t>(r) * hidden];
-      SwiGlu(gate, up, hidden, h);
+      kernels_.swiglu(gate, up, hidden, h);
     }
-    layer.down->Run(stream_, hidden_.data(), rows, x_.data());
+    layer.down->Run(hidden_.data(), rows, x_.data());
   }
   const int num_logits = static_cast<int>(batch.logit_rows.size());
   for (int i = 0; i < num_logits; ++i) {
-    RmsNorm(&x_[static_cast<size_t>(batch.logit_rows[i]) * dim], final_norm_.data(), dim,
-            c.rms_norm_eps, &final_x_[static_cast<size_t>(i) * dim]);
+    kernels_.rms_norm(&x_[static_cast<size_t>(batch.logit_rows[i]) * dim], final_norm_.data(), dim,
+                      c.rms_norm_eps, &final_x_[static_cast<size_t>(i) * dim]);
   }
-  if (num_logits > 0) classifier_->Run(stream_, final_x_.data(), num_logits, logits_.data());
-  stream_.wait();
+  if (num_logits > 0) classifier_->Run(final_x_.data(), num_logits, logits_.data());
   return logits_.data();
 }
 

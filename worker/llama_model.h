@@ -5,7 +5,7 @@
 //     ─ RMSNorm ─ gate|up (fused) ─ SiLU(gate)·up ─ down (+x)        per layer, then
 //   final RMSNorm ─ classifier                                      only for rows that sample
 //
-// Weights are reordered into oneDNN layouts once at Create; every activation buffer is sized
+// Weights are packed into the GEMM kernel's panels once at Create; every activation buffer is sized
 // once from max_num_batched_tokens. Forward allocates nothing. Not thread-safe: one caller.
 #ifndef PAGODA_WORKER_LLAMA_MODEL_H_
 #define PAGODA_WORKER_LLAMA_MODEL_H_
@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/model_weights.h"
-#include "oneapi/dnnl/dnnl.hpp"
+#include "worker/kernels/kernels.h"
 #include "worker/kv_pool.h"
 #include "worker/linear.h"
 #include "worker/paged_attention.h"
@@ -68,7 +68,7 @@ class LlamaModel {
   // Constant after construction.
   ModelConfig config_;
   int max_tokens_, max_logit_rows_;
-  dnnl::engine engine_;
+  const Kernels& kernels_;              // the table the Linears were packed for
   std::vector<float> token_embedding_;  // (vocab, dim)
   std::vector<Layer> layers_;
   std::vector<float> final_norm_;           // (dim)
@@ -76,7 +76,6 @@ class LlamaModel {
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, head_dim / 2)
 
   // Mutable run state, sized once.
-  dnnl::stream stream_;
   std::vector<float> x_;        // (max_tokens, dim) residual stream
   std::vector<float> xb_;       // (max_tokens, dim) normed input of a sublayer
   std::vector<float> qkv_;      // (max_tokens, q_dim + 2 kv_dim)

@@ -15,6 +15,8 @@
 
 #include <span>
 
+#include "worker/kernels/kernels.h"
+
 namespace pagoda {
 
 struct AttentionShape {
@@ -34,10 +36,10 @@ struct AttentionSequence {
 // q: (T, q_stride) with head h at columns [h*head_dim, (h+1)*head_dim).
 // k_pool, v_pool: [num_blocks, num_kv_heads, block_size, head_dim] of one layer.
 // out: (T, num_heads * head_dim). Rows not covered by `seqs` are left untouched.
-// Parallel over (sequence, KV head, tile of query rows) with OpenMP.
-void PagedAttention(const AttentionShape& shape, std::span<const AttentionSequence> seqs,
-                    const float* q, int q_stride, const float* k_pool, const float* v_pool,
-                    float* out);
+// Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`.
+void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
+                    std::span<const AttentionSequence> seqs, const float* q, int q_stride,
+                    const float* k_pool, const float* v_pool, float* out);
 
 }  // namespace pagoda
 

@@ -2,9 +2,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -19,21 +24,62 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights 
   }
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig config = weights.config;
-  const int num_blocks = options.num_blocks > 0 ? options.num_blocks
-                                                : KvPool::BlocksForBytes(config, options.block_size,
-                                                                         options.kv_cache_bytes);
-  if (num_blocks <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("KV cache of ", options.kv_cache_bytes, " bytes holds no block of ",
-                     KvPool::BytesPerBlock(config, options.block_size), " bytes"));
-  }
   ASSIGN_OR_RETURN(
       std::unique_ptr<LlamaModel> model,
       LlamaModel::Create(std::move(weights), options.max_num_batched_tokens, options.max_num_seqs));
-  LOG(INFO) << "KV pool: " << num_blocks << " blocks of " << options.block_size << " tokens ("
-            << KvPool::BytesPerBlock(config, options.block_size) * num_blocks / (1 << 20)
-            << " MiB)";
+  // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool.
+  const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size);
+  int64_t kv_bytes = options.kv_cache_bytes;
+  std::string how = "--kv-cache-mb";
+  if (options.num_blocks <= 0 && kv_bytes <= 0) {
+    const int64_t available = MemAvailableBytes();
+    kv_bytes = AutoKvCacheBytes(available, options.kv_cache_memory_fraction,
+                                block_bytes / options.block_size,
+                                static_cast<int64_t>(options.max_num_seqs) * config.max_seq_len);
+    how = absl::StrCat("auto: ", static_cast<int>(options.kv_cache_memory_fraction * 100), "% of ",
+                       available >> 20, " MiB available after the weights, at most ",
+                       options.max_num_seqs, " sequences of ", config.max_seq_len, " tokens");
+  }
+  const int num_blocks = options.num_blocks > 0
+                             ? options.num_blocks
+                             : KvPool::BlocksForBytes(config, options.block_size, kv_bytes);
+  if (num_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache of ", kv_bytes, " bytes holds no block of ", block_bytes, " bytes (", how, ")"));
+  }
+  const int64_t tokens = static_cast<int64_t>(num_blocks) * options.block_size;
+  LOG(INFO) << "KV pool: " << num_blocks << " blocks of " << options.block_size
+            << " tokens = " << tokens << " tokens, " << tokens / config.max_seq_len
+            << " sequences of " << config.max_seq_len << " ("
+            << block_bytes * num_blocks / (1 << 20) << " MiB; "
+            << (options.num_blocks > 0 ? "--num-kv-blocks" : how) << ")";
   return std::unique_ptr<WorkerEngine>(new WorkerEngine(std::move(model), options, num_blocks));
+}
+
+int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes_per_token,
+                         int64_t max_tokens) {
+  const auto by_memory = static_cast<int64_t>(static_cast<double>(available_bytes) * fraction);
+  return std::min(by_memory, bytes_per_token * max_tokens);
+}
+
+absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag) {
+  if (flag == "auto") return 0;
+  int64_t mb = 0;
+  if (!absl::SimpleAtoi(flag, &mb) || mb <= 0 || mb > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-mb=", flag, ": expected auto or a positive number of MiB"));
+  }
+  return mb << 20;
+}
+
+int64_t MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    long long kib = 0;  // "MemAvailable:   21000000 kB"
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return kib << 10;
+  }
+  return 0;
 }
 
 WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options,

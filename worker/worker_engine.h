@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,12 +23,25 @@ namespace pagoda {
 
 struct WorkerOptions {
   int block_size = 16;
-  int64_t kv_cache_bytes = 256LL << 20;  // KV pool size; rounded down to whole blocks
-  int num_blocks = 0;                    // > 0 overrides kv_cache_bytes (tests)
-  int max_num_batched_tokens = 2048;     // the largest step, in tokens
-  int max_num_seqs = 256;                // the most sequences in one step
-  int threads = 0;                       // OpenMP threads; 0 = the runtime's default
+  // KV pool size, rounded down to whole blocks. 0 = auto, as vLLM sizes its pool: the share
+  // kv_cache_memory_fraction of the memory available (MemAvailable) once the weights are
+  // loaded, capped at what max_num_seqs sequences of the model's whole context need.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_memory_fraction = 0.5;  // of MemAvailable; leaves room for the OS and router
+  int num_blocks = 0;                     // > 0 overrides kv_cache_bytes (tests)
+  int max_num_batched_tokens = 2048;      // the largest step, in tokens
+  int max_num_seqs = 256;                 // the most sequences in one step
+  int threads = 0;                        // OpenMP threads; 0 = the runtime's default
 };
+
+// The auto KV size (WorkerOptions::kv_cache_bytes = 0): `fraction` of `available_bytes`,
+// at most `max_tokens` tokens of `bytes_per_token`.
+int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes_per_token,
+                         int64_t max_tokens);
+// --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes.
+absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag);
+// MemAvailable of /proc/meminfo in bytes; 0 where unknown.
+int64_t MemAvailableBytes();
 
 class WorkerEngine {
  public:

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -27,7 +28,10 @@
 ABSL_FLAG(std::string, router, "127.0.0.1:50052", "the router's worker port, host:port");
 ABSL_FLAG(std::string, model, "",
           "a llama2.c checkpoint (.bin) or a Hugging Face model directory; the router's");
-ABSL_FLAG(int, kv_cache_mb, 256, "KV cache size in MiB");
+ABSL_FLAG(std::string, kv_cache_mb, "auto",
+          "KV cache size in MiB, or auto: --kv-cache-memory-fraction of the memory available "
+          "after the weights load, at most --max-num-seqs sequences of the model's context");
+ABSL_FLAG(double, kv_cache_memory_fraction, 0.5, "the share of available memory auto takes");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "the largest step, in tokens");
@@ -52,8 +56,8 @@ pagoda::ProgramUsage Usage() {
           {
               {"Router and model", {"router", "model", "name"}},
               {"KV cache and steps",
-               {"kv_cache_mb", "num_kv_blocks", "block_size", "max_num_batched_tokens",
-                "max_num_seqs", "threads"}},
+               {"kv_cache_mb", "kv_cache_memory_fraction", "num_kv_blocks", "block_size",
+                "max_num_batched_tokens", "max_num_seqs", "threads"}},
               {"Health and shutdown", {"health_port", "drain_timeout_s"}},
               {"Security", {"worker_token", "tls_ca", "tls_cert", "tls_key"}},
           }};
@@ -101,9 +105,21 @@ class StopSignals {
   pagoda::WorkerService* service_ = nullptr;  // guarded by mu_
 };
 
+// A worker shares its cores with the router, clients and other workers. OpenMP threads that
+// spin at a barrier while the thread they wait for has lost its core stall every step
+// (docs/BENCHMARKS.md §7: a decode step of 32 sequences 7x slower under load), so workers wait
+// passively unless told otherwise. libgomp reads the variable when it loads, before main:
+// set it and start again.
+void WaitPassivelyAtBarriers(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  WaitPassivelyAtBarriers(argv);
   StopSignals stop_signals;
   pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;
@@ -150,7 +166,15 @@ int main(int argc, char** argv) {
   }
   weights->config.weights_digest = *digest;  // the router asks for the same weights
   pagoda::WorkerOptions options;
-  options.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
+  absl::StatusOr<int64_t> kv_bytes = pagoda::ParseKvCacheMb(absl::GetFlag(FLAGS_kv_cache_mb));
+  const double fraction = absl::GetFlag(FLAGS_kv_cache_memory_fraction);
+  if (!kv_bytes.ok() || !(fraction > 0 && fraction <= 1)) {
+    std::cerr << "error: --kv-cache-mb must be auto or a positive number of MiB, and "
+                 "--kv-cache-memory-fraction in (0, 1]\n";
+    return 2;
+  }
+  options.kv_cache_bytes = *kv_bytes;
+  options.kv_cache_memory_fraction = fraction;
   options.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   options.block_size = absl::GetFlag(FLAGS_block_size);
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/kernels/isa.h"
 
 namespace pagoda {
 namespace {
@@ -57,17 +58,21 @@ struct Case {
   int group;  // query heads per KV head
   int block_size;
   std::vector<std::pair<int, int>> seqs;  // (start_pos, num_rows)
+  int head_dim = 16;
 };
 
-class PagedAttentionTest : public ::testing::TestWithParam<Case> {};
+class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Case, const Kernels*>> {};
 
 TEST_P(PagedAttentionTest, MatchesContiguousReference) {
-  const Case& c = GetParam();
+  const Case& c = std::get<0>(GetParam());
+  const Kernels& kernels = *std::get<1>(GetParam());
   omp_set_num_threads(3);  // more threads than work in some cases: exercises the split
   std::mt19937 rng(1234 + c.group * 7 + c.block_size);
   std::normal_distribution<float> normal;
-  AttentionShape shape{
-      .num_heads = 2 * c.group, .num_kv_heads = 2, .head_dim = 16, .block_size = c.block_size};
+  AttentionShape shape{.num_heads = 2 * c.group,
+                       .num_kv_heads = 2,
+                       .head_dim = c.head_dim,
+                       .block_size = c.block_size};
   const int q_stride = shape.num_heads * shape.head_dim + 8;  // padded, like the fused QKV rows
   int num_blocks = 0;
   std::vector<TestSequence> seqs;
@@ -116,7 +121,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   for (float& x : q) x = normal(rng);
   const int out_width = shape.num_heads * shape.head_dim;
   std::vector<float> out(static_cast<size_t>(total_rows) * out_width, NAN);
-  PagedAttention(shape, attention, q.data(), q_stride, k_pool.data(), v_pool.data(), out.data());
+  PagedAttention(kernels, shape, attention, q.data(), q_stride, k_pool.data(), v_pool.data(),
+                 out.data());
 
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<float> ref(static_cast<size_t>(seqs[i].num_rows) * out_width);
@@ -130,18 +136,24 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
-                         ::testing::Values(
-                             // Decodes only, MHA, positions crossing block boundaries.
-                             Case{1, 16, {{0, 1}, {15, 1}, {16, 1}, {47, 1}, {100, 1}}},
-                             // Mixed prefill chunks and decodes, GQA 2.
-                             Case{2, 16, {{0, 37}, {5, 1}, {16, 16}, {31, 2}, {64, 20}}},
-                             // GQA 4, small blocks, chunks that start mid-block.
-                             Case{4, 4, {{3, 9}, {0, 1}, {13, 1}, {7, 30}}},
-                             // GQA 4, chunk longer than the 16-row tile, large block.
-                             Case{4, 32, {{0, 70}, {50, 3}, {200, 1}}},
-                             // Block size 1: every token its own block.
-                             Case{2, 1, {{0, 5}, {9, 2}}}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedAttentionTest,
+    ::testing::Combine(::testing::Values(
+                           // Decodes only, MHA, positions crossing block boundaries.
+                           Case{1, 16, {{0, 1}, {15, 1}, {16, 1}, {47, 1}, {100, 1}}},
+                           // Mixed prefill chunks and decodes, GQA 2.
+                           Case{2, 16, {{0, 37}, {5, 1}, {16, 16}, {31, 2}, {64, 20}}},
+                           // GQA 4, small blocks, chunks that start mid-block.
+                           Case{4, 4, {{3, 9}, {0, 1}, {13, 1}, {7, 30}}},
+                           // GQA 4, chunk longer than the 16-row tile, large block.
+                           Case{4, 32, {{0, 70}, {50, 3}, {200, 1}}},
+                           // Block size 1: every token its own block.
+                           Case{2, 1, {{0, 5}, {9, 2}}},
+                           // Head size 64 (the real models'), a long context.
+                           Case{2, 16, {{0, 20}, {300, 1}, {40, 3}}, 64},
+                           // Head size 8 (stories260K): narrower than a vector.
+                           Case{1, 16, {{0, 9}, {20, 1}}, 8}),
+                       ::testing::ValuesIn(SupportedKernels())));
 
 }  // namespace
 }  // namespace pagoda

@@ -1,0 +1,61 @@
+#include "worker/kernels/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+
+#include "glog/logging.h"
+
+namespace pagoda {
+namespace {
+
+bool CpuHasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+bool CpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+const Kernels* Choose() {
+  const bool avx512 = CpuHasAvx512();
+  const Kernels* chosen = avx512 ? &avx512::GetKernels() : &avx2::GetKernels();
+  const char* env = std::getenv("PAGODA_ISA");
+  const std::string_view wanted = env ? env : "";
+  if (wanted == "avx2") {
+    chosen = &avx2::GetKernels();
+  } else if (wanted == "avx512" && !avx512) {
+    LOG(WARNING) << "PAGODA_ISA=avx512 but this CPU lacks AVX-512; using avx2";
+  } else if (!wanted.empty() && wanted != "avx512") {
+    LOG(WARNING) << "PAGODA_ISA=" << wanted << " is not avx2 or avx512; ignored";
+  }
+  // The build's baseline (-march=x86-64-v3) already requires AVX2 + FMA.
+  CHECK(CpuHasAvx2()) << "this CPU lacks AVX2 + FMA";
+  LOG(INFO) << "kernels: " << chosen->name << " (CPU has AVX-512: " << (avx512 ? "yes" : "no")
+            << (env ? std::string(", PAGODA_ISA=") + env : std::string()) << ")";
+  return chosen;
+}
+
+std::atomic<const Kernels*>& Active() {
+  static std::atomic<const Kernels*> active{Choose()};
+  return active;
+}
+
+}  // namespace
+
+const Kernels& ActiveKernels() { return *Active().load(std::memory_order_acquire); }
+
+std::vector<const Kernels*> SupportedKernels() {
+  std::vector<const Kernels*> out = {&avx2::GetKernels()};
+  if (CpuHasAvx512()) out.push_back(&avx512::GetKernels());
+  return out;
+}
+
+const Kernels* SetActiveKernelsForTesting(const Kernels* kernels) {
+  return Active().exchange(kernels, std::memory_order_acq_rel);
+}
+
+}  // namespace pagoda

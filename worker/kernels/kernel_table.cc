@@ -1,0 +1,67 @@
+// The element-wise kernels of one ISA, and the table that names all of its kernels.
+#include "worker/kernels/kernels.h"
+#include "worker/kernels/vec.h"
+
+namespace pagoda {
+namespace PAGODA_ISA {
+
+void PackRows(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
+void Gemm(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
+          int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+void Attention(const AttentionTile& tile);
+
+namespace {
+
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+  V acc0 = Zero(), acc1 = Zero();
+  int i = 0;
+  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
+    const V a = Load(x + i), b = Load(x + i + kWidth);
+    acc0 = Fma(a, a, acc0);
+    acc1 = Fma(b, b, acc1);
+  }
+  float ss = ReduceAdd(Add(acc0, acc1));
+  for (; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / __builtin_sqrtf(ss / n + eps);
+  const V s = Set1(scale);
+  i = 0;
+  for (; i + kWidth <= n; i += kWidth) Store(out + i, Mul(Load(w + i), Mul(s, Load(x + i))));
+  for (; i < n; ++i) out[i] = w[i] * (scale * x[i]);
+}
+
+void SwiGlu(const float* gate, const float* up, int n, float* h) {
+  int i = 0;
+  const V one = Set1(1.0f);
+  for (; i + kWidth <= n; i += kWidth) {
+    const V g = Load(gate + i);
+    const V silu = Div(g, Add(one, Exp(Sub(Zero(), g))));
+    Store(h + i, Mul(silu, Load(up + i)));
+  }
+  for (; i < n; ++i) h[i] = gate[i] / (1.0f + __builtin_expf(-gate[i])) * up[i];
+}
+
+constexpr Kernels kKernels = {
+#if defined(__AVX512F__)
+    .name = "avx512",
+#else
+    .name = "avx2",
+#endif
+    .panel_width = 2 * kWidth,
+#if defined(__AVX512F__)
+    .row_tile = 12,
+#else
+    .row_tile = 6,
+#endif
+    .pack_rows = &PackRows,
+    .gemm = &Gemm,
+    .rms_norm = &RmsNorm,
+    .swiglu = &SwiGlu,
+    .attention = &Attention,
+};
+
+}  // namespace
+
+const Kernels& GetKernels() { return kKernels; }
+
+}  // namespace PAGODA_ISA
+}  // namespace pagoda
