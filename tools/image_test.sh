@@ -116,7 +116,8 @@ fail() {
   exit 1
 }
 run pagoda-router /usr/local/bin/pagoda-router --port=$port --worker-port=$((port + 1)) \
-  --metrics-port=$((port + 2)) --model=/models/stories260K.bin --tokenizer=/models/tok512.bin
+  --metrics-port=$((port + 2)) --http-port=$((port + 10)) --model=/models/stories260K.bin \
+  --tokenizer=/models/tok512.bin
 for i in 0 1; do
   run pagoda-worker-$i /usr/local/bin/pagoda-worker --router=127.0.0.1:$((port + 1)) \
     --model=/models/stories260K.bin --threads=1 --kv-cache-mb=64 \
