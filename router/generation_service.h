@@ -14,8 +14,6 @@
 
 namespace pagoda {
 
-inline constexpr int kMaxStopStrings = 16;
-inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxRequestIdBytes = 256;
 
 // The methods take and give raw bytes, so a request that is not a valid message is refused

@@ -15,6 +15,7 @@
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "router/cluster.h"
+#include "router/request_output.h"
 
 namespace pagoda {
 

@@ -18,6 +18,10 @@
 
 namespace pagoda {
 
+// Stop strings per request at most, and their length: both front ends hold them per sequence.
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxStopStringBytes = 256;
+
 // A call whose client is not reading stops being scheduled once this many of its tokens wait
 // to be sent, and runs again when fewer than a quarter do: the router's memory per stream is
 // bounded, and the steps go to clients that read.
