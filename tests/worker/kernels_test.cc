@@ -37,8 +37,9 @@ TEST_P(KernelsTest, LinearEqualsAFloat64Reference) {
   struct Shape {
     int in, out;
   };
-  // Widths below, at and past one panel (16 or 32), a k that is not a multiple of 16.
-  const Shape shapes[] = {{1, 1}, {17, 15}, {64, 16}, {100, 33}, {48, 70}, {33, 130}};
+  // Widths below, at and past one panel (16 or 32), a k that is not a multiple of 16, and
+  // one longer than the GEMM's k block (256) that is not a multiple of it.
+  const Shape shapes[] = {{1, 1}, {17, 15}, {64, 16}, {100, 33}, {48, 70}, {33, 130}, {300, 40}};
   const int row_counts[] = {1, 2, 3, 5, 6, 7, 11, 12, 13, 25, 64};
   for (const Shape& s : shapes) {
     for (const bool with_bias : {false, true}) {

@@ -24,26 +24,56 @@ constexpr int kPanel = 2 * kWidth;
 constexpr int kKBlock = PAGODA_GEMM_KBLOCK;
 #if defined(__AVX512F__)
 constexpr int kRowTile = 12;
+constexpr int kAccumulators = 24;  // of 32 vector registers
 #else
 constexpr int kRowTile = 6;
+constexpr int kAccumulators = 12;  // of 16
 #endif
 
 // Rows [0, M) of a row tile of x (packed: a[kk][r] = x[r][kk], kRowTile floats per kk)
-// against one panel; `cols` valid output columns (≤ kPanel).
+// against one panel; `cols` valid output columns (≤ kPanel). With few rows, two FMAs per k
+// would wait on each other's latency (4 cycles) and leave the loads idle, so S interleaved
+// steps of k keep S independent chains per accumulator, summed at the end.
 template <int M>
 void Tile(const float* __restrict a, const float* __restrict panel, int k, const float* bias,
           bool accumulate, float* __restrict y, int ldy, int cols) {
-  V c0[M], c1[M];
+  constexpr int S = 4 * M <= kAccumulators ? 2 * (8 * M <= kAccumulators ? 2 : 1) : 1;
+  V c0[S][M], c1[S][M];
 #pragma GCC unroll 16
-  for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
-  for (int kk = 0; kk < k; ++kk) {
+  for (int s = 0; s < S; ++s) {
+#pragma GCC unroll 16
+    for (int r = 0; r < M; ++r) c0[s][r] = c1[s][r] = Zero();
+  }
+  int kk = 0;
+  for (; kk + S <= k; kk += S) {
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      const V b0 = Load(panel + (kk + s) * kPanel);
+      const V b1 = Load(panel + (kk + s) * kPanel + kWidth);
+#pragma GCC unroll 16
+      for (int r = 0; r < M; ++r) {
+        const V ar = Set1(a[(kk + s) * kRowTile + r]);
+        c0[s][r] = Fma(ar, b0, c0[s][r]);
+        c1[s][r] = Fma(ar, b1, c1[s][r]);
+      }
+    }
+  }
+  for (; kk < k; ++kk) {
     const V b0 = Load(panel + kk * kPanel);
     const V b1 = Load(panel + kk * kPanel + kWidth);
 #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
       const V ar = Set1(a[kk * kRowTile + r]);
-      c0[r] = Fma(ar, b0, c0[r]);
-      c1[r] = Fma(ar, b1, c1[r]);
+      c0[0][r] = Fma(ar, b0, c0[0][r]);
+      c1[0][r] = Fma(ar, b1, c1[0][r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int s = 1; s < S; ++s) {
+#pragma GCC unroll 16
+    for (int r = 0; r < M; ++r) {
+      c0[0][r] = Add(c0[0][r], c0[s][r]);
+      c1[0][r] = Add(c1[0][r], c1[s][r]);
     }
   }
   if (cols == kPanel) {
@@ -51,7 +81,7 @@ void Tile(const float* __restrict a, const float* __restrict panel, int k, const
 #pragma GCC unroll 16
     for (int r = 0; r < M; ++r) {
       float* dst = y + r * ldy;
-      V v0 = Add(c0[r], bias0), v1 = Add(c1[r], bias1);
+      V v0 = Add(c0[0][r], bias0), v1 = Add(c1[0][r], bias1);
       if (accumulate) {
         v0 = Add(v0, Load(dst));
         v1 = Add(v1, Load(dst + kWidth));
@@ -64,8 +94,8 @@ void Tile(const float* __restrict a, const float* __restrict panel, int k, const
   // The last panel of a matrix whose n is not a multiple of kPanel.
   alignas(64) float row[kPanel];
   for (int r = 0; r < M; ++r) {
-    Store(row, c0[r]);
-    Store(row + kWidth, c1[r]);
+    Store(row, c0[0][r]);
+    Store(row + kWidth, c1[0][r]);
     float* dst = y + r * ldy;
     for (int j = 0; j < cols; ++j) {
       const float v = row[j] + (bias ? bias[j] : 0.0f);
@@ -109,9 +139,11 @@ void Gemm(const float* packed_x, int rows, const float* packed, const PackedShap
     const float* panel_bias = bias ? bias + col : nullptr;
     // Blocks of kKBlock along k keep a tile's rows of x (12 x 256 floats) in L1 and the
     // panel's block (256 x 32) in L2 while every row tile passes over it. The first block
-    // adds the bias (and y, if accumulating); later ones add to what it stored.
-    for (int k0 = 0; k0 < shape.k; k0 += kKBlock) {
-      const int kc = MinInt(kKBlock, shape.k - k0);
+    // adds the bias (and y, if accumulating); later ones add to what it stored. One row tile
+    // has nothing to share, so it takes k whole.
+    const int k_block = rows <= kRowTile ? shape.k : kKBlock;
+    for (int k0 = 0; k0 < shape.k; k0 += k_block) {
+      const int kc = MinInt(k_block, shape.k - k0);
       for (int r = 0; r < rows; r += kRowTile) {
         const int m = MinInt(kRowTile, rows - r);
         kTiles[m](packed_x + static_cast<size_t>(r) * shape.k + k0 * kRowTile, panel + k0 * kPanel,
