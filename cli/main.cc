@@ -50,6 +50,10 @@ ABSL_FLAG(int, n, 1, "samples per prompt");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text tokens");
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "how the matrices are stored: f32, bf16 (half the bytes; f32 arithmetic) or int8 "
+          "(Q8_0's blocks of 32); auto: bf16 for bf16/f16 checkpoints, int8 for quantized GGUF, "
+          "else f32");
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: half the memory available after the weights load, at "
           "most --max-num-seqs sequences of the model's context");
@@ -127,7 +131,7 @@ pagoda::ProgramUsage Usage() {
                 "presence_penalty", "frequency_penalty", "seed", "n", "ignore_eos"},
                {"run", "generate"}},
               {"Engine (run)",
-               {"max_model_len", "kv_cache_mb", "num_kv_blocks", "block_size",
+               {"max_model_len", "weight_dtype", "kv_cache_mb", "num_kv_blocks", "block_size",
                 "max_num_batched_tokens", "max_num_seqs", "threads"},
                {"run"}},
               {"Router client (generate, bench)",
@@ -221,6 +225,13 @@ int Run() {
   o.worker.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   o.worker.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   o.worker.threads = absl::GetFlag(FLAGS_threads);
+  absl::StatusOr<std::optional<pagoda::WeightDtype>> weight_dtype =
+      pagoda::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
+  if (!weight_dtype.ok()) {
+    std::cerr << "error: " << weight_dtype.status().message() << "\n";
+    return 2;
+  }
+  o.worker.weight_dtype = *weight_dtype;
   o.engine.max_num_batched_tokens = o.worker.max_num_batched_tokens;
   o.engine.max_num_seqs = o.worker.max_num_seqs;
   o.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);

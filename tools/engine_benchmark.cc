@@ -6,6 +6,7 @@
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
 // checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
+// Weights: $PAGODA_BENCH_WEIGHTS = f32 (default) | bf16 | int8, as the worker's --weight-dtype.
 // Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
 // per step, both measured at start (tools/roofline.h) for the ISA in use, or taken from
@@ -57,7 +58,7 @@ struct Bench {
     const double classifier = static_cast<double>(c.dim) * c.vocab_size;
     Work w;
     w.flops = 2 * (rows * layer_weights * c.num_layers + logits * classifier);
-    w.bytes = 4 * (layer_weights * c.num_layers + classifier);
+    w.bytes = weight_bytes * (layer_weights * c.num_layers + classifier);
     for (int r = 0; r < rows; ++r) {
       const double ctx = ctx_first + static_cast<double>(r) * ctx_step;
       w.flops += 4 * ctx * q * c.num_layers;       // q·k and p·v
@@ -70,6 +71,9 @@ struct Bench {
     return std::max(w.flops / (peak_gflops * 1e9), w.bytes / (read_gbs * 1e9));
   }
   double peak_gflops = 0, read_gbs = 0;
+  // Bytes per weight as stored (f32 4, bf16 2, int8 34/32). The FMA peak stays f32's: int8's
+  // integer dot products can beat it (VNNI multiplies 4 bytes per 32-bit lane).
+  double weight_bytes = 4;
 };
 
 void MeasureRoof(Bench& b) {
@@ -112,6 +116,15 @@ Bench& GetBench() {
     }
     b->config = weights.config;
     WorkerOptions wo;
+    const char* dtype = std::getenv("PAGODA_BENCH_WEIGHTS");
+    if (dtype && *dtype) {
+      absl::StatusOr<std::optional<WeightDtype>> d = ParseWeightDtype(dtype);
+      CHECK(d.ok() && d->has_value()) << "PAGODA_BENCH_WEIGHTS=" << dtype << ": f32, bf16 or int8";
+      wo.weight_dtype = *d;
+      b->weight_bytes = **d == WeightDtype::kF32    ? 4.0
+                        : **d == WeightDtype::kBf16 ? 2.0
+                                                    : 34.0 / 32;
+    }
     wo.kv_cache_bytes = 1LL << 30;
     wo.max_num_batched_tokens = 2048;
     auto worker = WorkerEngine::Create(std::move(weights), wo);

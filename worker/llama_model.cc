@@ -29,7 +29,8 @@ LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows)
       kernels_(ActiveKernels()) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, int max_tokens,
-                                                               int max_logit_rows) {
+                                                               int max_logit_rows,
+                                                               WeightDtype dtype) {
   const ModelConfig& c = w.config;
   if (max_tokens <= 0 || max_logit_rows <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -57,20 +58,31 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
     std::vector<float> qkv = Concat(l.wq, l.wk, l.wv);
     std::vector<float> qkv_bias;
     if (!l.bq.empty()) qkv_bias = Concat(l.bq, l.bk, l.bv);
-    layer.qkv = std::make_unique<Linear>(qkv.data(), dim, qkv_dim, qkv_bias, false);
-    layer.o = std::make_unique<Linear>(l.wo.data(), q_dim, dim, no_bias, true);
+    layer.qkv = std::make_unique<Linear>(qkv.data(), dim, qkv_dim, qkv_bias, false, dtype);
+    layer.o = std::make_unique<Linear>(l.wo.data(), q_dim, dim, no_bias, true, dtype);
     std::vector<float> none;
     std::vector<float> gate_up = Concat(l.w_gate, l.w_up, none);
-    layer.gate_up = std::make_unique<Linear>(gate_up.data(), dim, 2 * hidden, no_bias, false);
-    layer.down = std::make_unique<Linear>(l.w_down.data(), hidden, dim, no_bias, true);
+    layer.gate_up =
+        std::make_unique<Linear>(gate_up.data(), dim, 2 * hidden, no_bias, false, dtype);
+    layer.down = std::make_unique<Linear>(l.w_down.data(), hidden, dim, no_bias, true, dtype);
+    model->weight_bytes_ += layer.qkv->weight_bytes() + layer.o->weight_bytes() +
+                            layer.gate_up->weight_bytes() + layer.down->weight_bytes() +
+                            4 * (qkv_bias.size() + 2 * dim + 2 * norm_size);
     l = LayerWeights();
     model->layers_.push_back(std::move(layer));
   }
   model->final_norm_ = std::move(w.final_norm);
   const std::vector<float>& cls = c.tied_embeddings ? w.token_embedding : w.classifier;
-  model->classifier_ = std::make_unique<Linear>(cls.data(), dim, c.vocab_size, no_bias, false);
+  model->classifier_ =
+      std::make_unique<Linear>(cls.data(), dim, c.vocab_size, no_bias, false, dtype);
   std::vector<float>().swap(w.classifier);
-  model->token_embedding_ = std::move(w.token_embedding);
+  if (!c.tied_embeddings) {
+    model->token_embedding_ = std::make_unique<Linear>(w.token_embedding.data(), dim, c.vocab_size,
+                                                       no_bias, false, dtype);
+    model->weight_bytes_ += model->token_embedding_->weight_bytes();
+  }
+  std::vector<float>().swap(w.token_embedding);
+  model->weight_bytes_ += model->classifier_->weight_bytes() + 4 * dim;
 
   // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (Llama 3 scaling aside),
   // computed in float as llama2.c does.
@@ -141,10 +153,10 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
   const int qkv_dim = q_dim + 2 * kv_dim;
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, kv.block_size()};
 
+  const Linear& embedding = token_embedding_ ? *token_embedding_ : *classifier_;
+#pragma omp parallel for
   for (int r = 0; r < rows; ++r) {
-    std::memcpy(&x_[static_cast<size_t>(r) * dim],
-                &token_embedding_[static_cast<size_t>(batch.token_ids[r]) * dim],
-                dim * sizeof(float));
+    embedding.Row(batch.token_ids[r], &x_[static_cast<size_t>(r) * dim]);
   }
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];

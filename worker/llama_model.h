@@ -36,9 +36,11 @@ struct ForwardBatch {
 class LlamaModel {
  public:
   // Consumes `weights` (their memory is released as they are reordered).
-  // `max_tokens`: the largest T; `max_logit_rows`: the largest S.
+  // `max_tokens`: the largest T; `max_logit_rows`: the largest S. `dtype`: how every matrix
+  // is stored (the embedding, each layer's, the classifier); norms and biases stay f32.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(ModelWeights weights, int max_tokens,
-                                                            int max_logit_rows);
+                                                            int max_logit_rows,
+                                                            WeightDtype dtype = WeightDtype::kF32);
 
   // Runs the batch, writing K/V into `kv`, and returns logits (S, vocab_size): scratch that is
   // valid (and the caller's to modify, e.g. by the sampler) until the next call. REQUIRES: T <=
@@ -49,6 +51,9 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   int max_tokens() const { return max_tokens_; }
   int max_logit_rows() const { return max_logit_rows_; }
+  WeightDtype weight_dtype() const { return classifier_->dtype(); }
+  // Bytes of every matrix as stored, with norms and biases.
+  size_t weight_bytes() const { return weight_bytes_; }
 
  private:
   struct Layer {
@@ -68,12 +73,14 @@ class LlamaModel {
   // Constant after construction.
   ModelConfig config_;
   int max_tokens_, max_logit_rows_;
-  const Kernels& kernels_;              // the table the Linears were packed for
-  std::vector<float> token_embedding_;  // (vocab, dim)
+  const Kernels& kernels_;  // the table the Linears were packed for
+  // (vocab, dim), looked up by Row; null when tied to the classifier, which then serves both.
+  std::unique_ptr<Linear> token_embedding_;
   std::vector<Layer> layers_;
   std::vector<float> final_norm_;           // (dim)
   std::unique_ptr<Linear> classifier_;      // dim -> vocab
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, head_dim / 2)
+  size_t weight_bytes_ = 0;
 
   // Mutable run state, sized once.
   std::vector<float> x_;        // (max_tokens, dim) residual stream

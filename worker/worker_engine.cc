@@ -24,9 +24,14 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights 
   }
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig config = weights.config;
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<LlamaModel> model,
-      LlamaModel::Create(std::move(weights), options.max_num_batched_tokens, options.max_num_seqs));
+  const WeightDtype dtype =
+      options.weight_dtype.value_or(AutoWeightDtype(weights.stored_precision));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                   LlamaModel::Create(std::move(weights), options.max_num_batched_tokens,
+                                      options.max_num_seqs, dtype));
+  LOG(INFO) << "weights: " << WeightDtypeName(dtype)
+            << (options.weight_dtype ? "" : " (--weight-dtype=auto)") << ", "
+            << model->weight_bytes() / (1 << 20) << " MiB";
   // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool.
   const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size);
   int64_t kv_bytes = options.kv_cache_bytes;
@@ -54,6 +59,28 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights 
             << block_bytes * num_blocks / (1 << 20) << " MiB; "
             << (options.num_blocks > 0 ? "--num-kv-blocks" : how) << ")";
   return std::unique_ptr<WorkerEngine>(new WorkerEngine(std::move(model), options, num_blocks));
+}
+
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag) {
+  if (flag == "auto") return std::nullopt;
+  for (const WeightDtype d : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8}) {
+    if (flag == WeightDtypeName(d)) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--weight-dtype=", flag, ": expected auto, f32, bf16 or int8"));
+}
+
+WeightDtype AutoWeightDtype(StoredPrecision stored) {
+  switch (stored) {
+    case StoredPrecision::kF32:
+      return WeightDtype::kF32;
+    case StoredPrecision::kF16:
+    case StoredPrecision::kBf16:
+      return WeightDtype::kBf16;
+    case StoredPrecision::kQuantized:
+      return WeightDtype::kInt8;
+  }
+  return WeightDtype::kF32;
 }
 
 int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes_per_token,

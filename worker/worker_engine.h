@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,17 @@ struct WorkerOptions {
   int max_num_batched_tokens = 2048;      // the largest step, in tokens
   int max_num_seqs = 256;                 // the most sequences in one step
   int threads = 0;                        // OpenMP threads; 0 = the runtime's default
+  // How the matrices are stored; unset = auto: AutoWeightDtype of the checkpoint's precision.
+  std::optional<WeightDtype> weight_dtype;
 };
+
+// --weight-dtype: "auto" (nullopt), "f32", "bf16" or "int8"; INVALID_ARGUMENT naming the flag
+// otherwise.
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag);
+// What auto stores a checkpoint's matrices as: bf16 for bf16 and f16 ones (bf16 keeps f16's
+// range, and a bf16 checkpoint exactly), int8 for quantized GGUF files (Q8_0 exactly, finer
+// than the 4- and 6-bit types), f32 for f32 ones.
+WeightDtype AutoWeightDtype(StoredPrecision stored);
 
 // The auto KV size (WorkerOptions::kv_cache_bytes = 0): `fraction` of `available_bytes`,
 // at most `max_tokens` tokens of `bytes_per_token`.

@@ -34,6 +34,10 @@ ABSL_FLAG(std::string, kv_cache_mb, "auto",
 ABSL_FLAG(double, kv_cache_memory_fraction, 0.5, "the share of available memory auto takes");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "how the matrices are stored: f32, bf16 (half the bytes; f32 arithmetic) or int8 "
+          "(Q8_0's blocks of 32); auto: bf16 for bf16/f16 checkpoints, int8 for quantized GGUF, "
+          "else f32");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "the largest step, in tokens");
 ABSL_FLAG(int, max_num_seqs, 256, "the most sequences in one step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
@@ -54,7 +58,7 @@ pagoda::ProgramUsage Usage() {
           "pagoda-worker --router=HOST:PORT --model=M [--kv-cache-mb=MB] [--threads=T] [flags]\n"
           "Holds the weights and a shard of the KV pool; runs the steps the router sends.\n",
           {
-              {"Router and model", {"router", "model", "name"}},
+              {"Router and model", {"router", "model", "name", "weight_dtype"}},
               {"KV cache and steps",
                {"kv_cache_mb", "kv_cache_memory_fraction", "num_kv_blocks", "block_size",
                 "max_num_batched_tokens", "max_num_seqs", "threads"}},
@@ -129,6 +133,12 @@ int main(int argc, char** argv) {
     std::cerr << "error: --model is required\n";
     return 2;
   }
+  absl::StatusOr<std::optional<pagoda::WeightDtype>> weight_dtype =
+      pagoda::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
+  if (!weight_dtype.ok()) {
+    std::cerr << "error: " << weight_dtype.status().message() << "\n";
+    return 2;
+  }
   absl::StatusOr<pagoda::TlsPem> tls = pagoda::ReadTlsPem(
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
   if (!tls.ok()) {
@@ -180,6 +190,7 @@ int main(int argc, char** argv) {
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.weight_dtype = *weight_dtype;
   auto engine = pagoda::WorkerEngine::Create(*std::move(weights), options);
   if (!engine.ok()) {
     std::cerr << "error: " << engine.status().message() << "\n";

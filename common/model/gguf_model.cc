@@ -116,6 +116,19 @@ absl::StatusOr<ModelWeights> LoadGgufModel(const std::string& path) {
       GgufTensorNames(),
       [&f](const std::string& name, std::vector<int64_t> shape) { return f->Read(name, shape); },
       &w));
+  switch (f->tensors().at("blk.0.attn_q.weight").type) {  // read above, so present
+    case GgmlType::kF32:
+      w.stored_precision = StoredPrecision::kF32;
+      break;
+    case GgmlType::kF16:
+      w.stored_precision = StoredPrecision::kF16;
+      break;
+    case GgmlType::kBF16:
+      w.stored_precision = StoredPrecision::kBf16;
+      break;
+    default:
+      w.stored_precision = StoredPrecision::kQuantized;
+  }
   return w;
 }
 

@@ -202,6 +202,17 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
       HfTensorNames(),
       [&st](const std::string& name, std::vector<int64_t> shape) { return st.Read(name, shape); },
       &w));
+  switch (st.dtype("model.layers.0.self_attn.q_proj.weight")) {  // read above, so present
+    case TensorDtype::kF32:
+      w.stored_precision = StoredPrecision::kF32;
+      break;
+    case TensorDtype::kF16:
+      w.stored_precision = StoredPrecision::kF16;
+      break;
+    case TensorDtype::kBF16:
+      w.stored_precision = StoredPrecision::kBf16;
+      break;
+  }
   return w;
 }
 

@@ -23,8 +23,13 @@ struct LayerWeights {
   std::vector<float> w_up;            // (hidden_dim, dim)   llama2.c's w3
 };
 
+// How a checkpoint stores its matrices (the first layer's q projection), before they are
+// widened to the float32 of ModelWeights: what the worker's --weight-dtype=auto follows.
+enum class StoredPrecision { kF32, kF16, kBf16, kQuantized };
+
 struct ModelWeights {
   ModelConfig config;
+  StoredPrecision stored_precision = StoredPrecision::kF32;
   std::vector<float> token_embedding;  // (vocab_size, dim)
   std::vector<LayerWeights> layers;    // (num_layers)
   std::vector<float> final_norm;       // (dim)

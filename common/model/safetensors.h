@@ -54,6 +54,10 @@ class SafetensorsModel {
   static absl::StatusOr<SafetensorsModel> Open(const std::string& dir);
 
   bool Has(const std::string& name) const { return where_.contains(name); }
+  // The tensor's dtype in its file; REQUIRES: Has(name).
+  TensorDtype dtype(const std::string& name) const {
+    return where_.at(name)->tensors().at(name).dtype;
+  }
   // NOT_FOUND naming the tensor when no file has it.
   absl::StatusOr<std::vector<float>> Read(const std::string& name,
                                           std::span<const int64_t> shape) const;

@@ -20,9 +20,27 @@ bool CpuHasAvx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+// The AVX-512 table, with AVX2's int8 GEMM where the CPU lacks VNNI (AVX-512 before Cascade
+// Lake and Zen 4): the int8 kernel of the AVX-512 table is built with VNNI instructions.
+const Kernels* Avx512Kernels() {
+  if (__builtin_cpu_supports("avx512vnni")) return &avx512::GetKernels();
+  static const Kernels patched = [] {
+    Kernels k = avx512::GetKernels();
+    const Kernels& a = avx2::GetKernels();
+    k.name = "avx512_int8_avx2";  // a test name too
+    k.int8_panel_width = a.int8_panel_width;
+    k.int8_row_tile = a.int8_row_tile;
+    k.int8_weights_offset = a.int8_weights_offset;
+    k.quantize_rows = a.quantize_rows;
+    k.gemm_int8 = a.gemm_int8;
+    return k;
+  }();
+  return &patched;
+}
+
 const Kernels* Choose() {
   const bool avx512 = CpuHasAvx512();
-  const Kernels* chosen = avx512 ? &avx512::GetKernels() : &avx2::GetKernels();
+  const Kernels* chosen = avx512 ? Avx512Kernels() : &avx2::GetKernels();
   const char* env = std::getenv("PAGODA_ISA");
   const std::string_view wanted = env ? env : "";
   if (wanted == "avx2") {
@@ -50,7 +68,7 @@ const Kernels& ActiveKernels() { return *Active().load(std::memory_order_acquire
 
 std::vector<const Kernels*> SupportedKernels() {
   std::vector<const Kernels*> out = {&avx2::GetKernels()};
-  if (CpuHasAvx512()) out.push_back(&avx512::GetKernels());
+  if (CpuHasAvx512()) out.push_back(Avx512Kernels());
   return out;
 }
 

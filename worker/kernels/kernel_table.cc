@@ -6,8 +6,14 @@ namespace pagoda {
 namespace PAGODA_ISA {
 
 void PackRows(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
-void Gemm(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
-          int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+void GemmF32(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
+             int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+void GemmBf16(const float* packed_x, int rows, const uint16_t* packed, const PackedShape& shape,
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin, int tile_end,
+                  uint8_t* packed);
+void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
 void Attention(const AttentionTile& tile);
 
 namespace {
@@ -53,7 +59,18 @@ constexpr Kernels kKernels = {
     .row_tile = 6,
 #endif
     .pack_rows = &PackRows,
-    .gemm = &Gemm,
+    .gemm_f32 = &GemmF32,
+    .gemm_bf16 = &GemmBf16,
+    .int8_panel_width = 2 * kWidth,
+#if defined(__AVX512F__)
+    .int8_row_tile = 6,
+    .int8_weights_offset = true,
+#else
+    .int8_row_tile = 2,
+    .int8_weights_offset = false,
+#endif
+    .quantize_rows = &QuantizeRows,
+    .gemm_int8 = &GemmInt8,
     .rms_norm = &RmsNorm,
     .swiglu = &SwiGlu,
     .attention = &Attention,

@@ -5,22 +5,51 @@
 #define PAGODA_WORKER_KERNELS_KERNELS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace pagoda {
 
-// A weight matrix W (n, k) packed for the GEMM kernel: panels of `panel_width` output columns,
-// each (k_padded, panel_width) row-major, zero beyond k and n:
-//   packed[p][kk][j] = W[p·panel_width + j][kk]
-// This is oneDNN's BA16a{panel_width}b layout of the (k, n) matrix Wᵀ, so a oneDNN matmul can
-// read the same buffer.
+// How Linear stores a weight matrix (worker/linear.h).
+enum class WeightDtype { kF32, kBf16, kInt8 };
+
+// A weight matrix W (n, k) packed for the GEMM kernels: panels of `panel_width` output columns,
+// zero beyond k and n. Element (kk, j) of panel p is W[p·panel_width + j][kk], stored as
+//   f32:  packed[p][kk][j]                          (oneDNN's BA16a{panel_width}b layout of Wᵀ)
+//   bf16: packed[p][kk][pos(j)], pos(j) = 2j for j < w, 2(j − w) + 1 otherwise (w = width/2):
+//         one vector load holds both halves of the row, split by a shift and a mask
+//   int8: blocks of 32 along k, each [kk/4][j][kk%4] bytes (an int32 lane holds 4 k of one
+//         column, as VNNI's dot product takes them) and then f16 scales [j], one per column and
+//         block (Q8_0's precision: w ≈ q · scale). q is stored + 128 as unsigned bytes when the
+//         kernel multiplies unsigned weights by signed activations (Kernels::int8_weights_offset).
 struct PackedShape {
   int k = 0, n = 0;
   int panel_width = 0;  // output columns per panel
-  int k_padded = 0;     // k rounded up to 16
+  int k_padded = 0;     // k rounded up to 32
+  WeightDtype dtype = WeightDtype::kF32;
+  static constexpr int kInt8Block = 32;
   int num_panels() const { return (n + panel_width - 1) / panel_width; }
-  size_t panel_floats() const { return static_cast<size_t>(k_padded) * panel_width; }
-  size_t num_floats() const { return panel_floats() * num_panels(); }
+  int num_int8_blocks() const { return k_padded / kInt8Block; }
+  size_t panel_bytes() const {
+    const size_t elements = static_cast<size_t>(k_padded) * panel_width;
+    switch (dtype) {
+      case WeightDtype::kF32:
+        return elements * 4;
+      case WeightDtype::kBf16:
+        return elements * 2;
+      case WeightDtype::kInt8:
+        return elements + static_cast<size_t>(num_int8_blocks()) * panel_width * 2;
+    }
+    return 0;
+  }
+  size_t num_bytes() const { return panel_bytes() * num_panels(); }
 };
+
+// Bytes of one row tile of activations quantized for the int8 GEMM, per block of 32 along k:
+// int32 words [kk/4][r] (4 signed bytes of row r), then float scales [r], then int32 [r] of
+// −128 · Σ q (what unsigned weights stored + 128 add).
+inline size_t Int8TileBytes(int row_tile, int k_padded) {
+  return static_cast<size_t>(k_padded / PackedShape::kInt8Block) * 40 * row_tile;
+}
 
 // One step of paged attention for a tile (paged_attention.cc describes the work split).
 struct AttentionTile {
@@ -41,14 +70,28 @@ struct Kernels {
   const char* name;  // "avx2", "avx512"
   int panel_width;   // of PackedShape, for this ISA's GEMM tile
   int row_tile;      // rows of x per GEMM register tile
-  // Packs row tiles [tile_begin, tile_end) of x (rows, k) for gemm: tile t at
-  // packed + t·row_tile·k, as packed[kk][r] = x[t·row_tile + r][kk].
+  // Packs row tiles [tile_begin, tile_end) of x (rows, k) for the f32 and bf16 GEMMs: tile t
+  // at packed + t·row_tile·k, as packed[kk][r] = x[t·row_tile + r][kk].
   // `packed` holds row_tiles(rows)·row_tile·k floats.
   void (*pack_rows)(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
   // y (rows, n) = x (rows, k) · Wᵀ [+ bias] [+ y] for output panels [panel_begin, panel_end),
-  // x packed by pack_rows.
-  void (*gemm)(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
-               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+  // x packed by pack_rows, W packed as f32 or bf16.
+  void (*gemm_f32)(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
+                   int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+  void (*gemm_bf16)(const float* packed_x, int rows, const uint16_t* packed,
+                    const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
+                    bool accumulate, float* y);
+  // The int8 GEMM: x quantized per row and block of 32 (Int8TileBytes) by quantize_rows, in
+  // tiles of int8_row_tile rows; W packed as int8 in panels of int8_panel_width, + 128 when
+  // int8_weights_offset.
+  int int8_panel_width;
+  int int8_row_tile;
+  bool int8_weights_offset;
+  void (*quantize_rows)(const float* x, int rows, int k, int k_padded, int tile_begin, int tile_end,
+                        uint8_t* packed);
+  void (*gemm_int8)(const uint8_t* packed_x, int rows, const uint8_t* packed,
+                    const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
+                    bool accumulate, float* y);
   int row_tiles(int rows) const { return (rows + row_tile - 1) / row_tile; }
   // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
   void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);

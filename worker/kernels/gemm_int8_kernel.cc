@@ -1,0 +1,183 @@
+// The int8 GEMM of Linear for one ISA: weights in blocks of 32 along k with one f16 scale per
+// column and block (Q8_0's precision), activations quantized the same way per row as each step
+// starts (QuantizeRows), integer dot products within a block, and f32 across blocks:
+//
+//   y[r][j] = Σ_b  xs[r][b] · ws[b][j] · Σ_{kk in b} xq[r][kk] · wq[j][kk]
+//
+// AVX-512 uses VNNI's vpdpbusd (4 unsigned × signed byte products into each int32 lane, one
+// instruction per 4 k x 16 columns): the weights are stored + 128 as unsigned bytes and each
+// row's block starts from −128 · Σ xq to take the offset back out. AVX2 has no such
+// instruction; it multiplies |xq| by sign(xq)·wq with vpmaddubsw (pairs to int16, at most
+// 2·127·127, so nothing saturates) and vpmaddwd (pairs to int32).
+// Registers: AVX-512 6 rows x 32 columns (12 int32 and 12 f32 accumulators); AVX2 2 x 16.
+#include <cstdint>
+#include <cstring>
+
+#include "worker/kernels/gemm_tile.h"
+#include "worker/kernels/kernels.h"
+#include "worker/kernels/vec.h"
+
+#if defined(__AVX512F__)
+#pragma GCC target("avx512vnni")  // isa.cc runs this table's int8 kernel only where VNNI is
+#endif
+
+namespace pagoda {
+namespace PAGODA_ISA {
+namespace {
+
+constexpr int kBlock = PackedShape::kInt8Block;
+#if defined(__AVX512F__)
+constexpr int kRowTile = 6;
+using I = __m512i;
+#else
+constexpr int kRowTile = 2;
+using I = __m256i;
+#endif
+constexpr int kGroups = kBlock / 4;                        // int32 lanes of 4 k per block
+constexpr int kBlockBytes = kBlock * kPanel + 2 * kPanel;  // the bytes, then f16 scales
+
+int32_t Word(const uint8_t* p) {
+  int32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+template <int M>
+void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_blocks,
+          const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
+  V c0[M], c1[M];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
+  for (int b = 0; b < num_blocks; ++b) {
+    const uint8_t* w = panel + static_cast<size_t>(b) * kBlockBytes;
+    const uint8_t* x = a + static_cast<size_t>(b) * 40 * kRowTile;
+    const float* x_scale = reinterpret_cast<const float*>(x + 32 * kRowTile);
+    I i0[M], i1[M];
+#if defined(__AVX512F__)
+    const uint8_t* x_offset = x + 36 * kRowTile;
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) i0[r] = i1[r] = _mm512_set1_epi32(Word(x_offset + 4 * r));
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      const I w0 = _mm512_loadu_si512(w + g * 4 * kPanel);
+      const I w1 = _mm512_loadu_si512(w + g * 4 * kPanel + 64);
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const I xr = _mm512_set1_epi32(Word(x + (g * kRowTile + r) * 4));
+        i0[r] = _mm512_dpbusd_epi32(i0[r], w0, xr);
+        i1[r] = _mm512_dpbusd_epi32(i1[r], w1, xr);
+      }
+    }
+    const V s0 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kBlock * kPanel)));
+    const V s1 = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kBlock * kPanel + 32)));
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      const V xs = Set1(x_scale[r]);
+      c0[r] = Fma(_mm512_cvtepi32_ps(i0[r]), Mul(s0, xs), c0[r]);
+      c1[r] = Fma(_mm512_cvtepi32_ps(i1[r]), Mul(s1, xs), c1[r]);
+    }
+#else
+    const I ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) i0[r] = i1[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      const I w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + g * 4 * kPanel));
+      const I w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + g * 4 * kPanel + 32));
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const I xr = _mm256_set1_epi32(Word(x + (g * kRowTile + r) * 4));
+        const I ax = _mm256_abs_epi8(xr);
+        i0[r] = _mm256_add_epi32(
+            i0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, xr)), ones));
+        i1[r] = _mm256_add_epi32(
+            i1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, xr)), ones));
+      }
+    }
+    const V s0 =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kBlock * kPanel)));
+    const V s1 = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kBlock * kPanel + 16)));
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      const V xs = Set1(x_scale[r]);
+      c0[r] = Fma(_mm256_cvtepi32_ps(i0[r]), Mul(s0, xs), c0[r]);
+      c1[r] = Fma(_mm256_cvtepi32_ps(i1[r]), Mul(s1, xs), c1[r]);
+    }
+#endif
+  }
+  StoreTile<M>(c0, c1, bias, accumulate, y, ldy, cols);
+}
+
+using TileFn = void (*)(const uint8_t*, const uint8_t*, int, const float*, bool, float*, int, int);
+
+template <int... M>
+struct TileTable {
+  static constexpr TileFn kFns[] = {nullptr, &Tile<M>...};
+};
+
+#if defined(__AVX512F__)
+constexpr const TileFn* kTiles = TileTable<1, 2, 3, 4, 5, 6>::kFns;
+#else
+constexpr const TileFn* kTiles = TileTable<1, 2>::kFns;
+#endif
+
+}  // namespace
+
+void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin, int tile_end,
+                  uint8_t* packed) {
+  const int num_blocks = k_padded / kBlock;
+  for (int t = tile_begin; t < tile_end; ++t) {
+    uint8_t* tile = packed + static_cast<size_t>(t) * num_blocks * 40 * kRowTile;
+    for (int b = 0; b < num_blocks; ++b) {
+      uint8_t* q = tile + static_cast<size_t>(b) * 40 * kRowTile;
+      float* scale = reinterpret_cast<float*>(q + 32 * kRowTile);
+      int32_t* offset = reinterpret_cast<int32_t*>(q + 36 * kRowTile);
+      const int k0 = b * kBlock, n = MinInt(kBlock, k - k0);
+      for (int r = 0; r < kRowTile; ++r) {
+        const int row = t * kRowTile + r;
+        float amax = 0.0f;
+        const float* src = x + static_cast<size_t>(row) * k + k0;
+        if (row < rows) {
+          for (int i = 0; i < n; ++i) amax = MaxFloat(amax, __builtin_fabsf(src[i]));
+        }
+        const float d = amax / 127.0f, inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int32_t sum = 0;
+        for (int i = 0; i < kBlock; ++i) {
+          int v = 0;
+          if (row < rows && i < n) {
+            v = static_cast<int>(__builtin_nearbyintf(src[i] * inverse));
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+          }
+          q[((i / 4) * kRowTile + r) * 4 + i % 4] = static_cast<uint8_t>(static_cast<int8_t>(v));
+          sum += v;
+        }
+        scale[r] = d;
+        offset[r] = -128 * sum;
+      }
+    }
+  }
+}
+
+void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y) {
+  const int num_blocks = shape.num_int8_blocks();
+  const size_t tile_bytes = Int8TileBytes(kRowTile, shape.k_padded);
+  for (int p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* panel = packed + p * shape.panel_bytes();
+    const int col = p * kPanel;
+    const int cols = MinInt(kPanel, shape.n - col);
+    const float* panel_bias = bias ? bias + col : nullptr;
+    // The panel (k/32 x 1088 bytes, 190 KB for k = 5632) stays in L2 across the row tiles.
+    for (int r = 0; r < rows; r += kRowTile) {
+      const int m = MinInt(kRowTile, rows - r);
+      kTiles[m](packed_x + (r / kRowTile) * tile_bytes, panel, num_blocks, panel_bias, accumulate,
+                y + static_cast<size_t>(r) * shape.n + col, shape.n, cols);
+    }
+  }
+}
+
+}  // namespace PAGODA_ISA
+}  // namespace pagoda
