@@ -377,6 +377,19 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
                                 : amax / 127 * 0.57f;  // half a step + f16 scale
     ASSERT_LE(std::fabs(a[i] - b[i]), tolerance) << v.name << " value " << i;
   }
+  EXPECT_EQ(loaded->stored_precision, v.type == GgmlType::kF32    ? StoredPrecision::kF32
+                                      : v.type == GgmlType::kF16  ? StoredPrecision::kF16
+                                      : v.type == GgmlType::kBF16 ? StoredPrecision::kBf16
+                                                                  : StoredPrecision::kQuantized);
+  if (v.type == GgmlType::kQ8_0) {
+    // --weight-dtype=auto stores Q8_0 as int8, and its layout holds Q8_0's values exactly.
+    const Linear wq(b.data(), c.dim, c.q_dim(), {}, false, WeightDtype::kInt8);
+    std::vector<float> row(c.dim);
+    for (int o = 0; o < c.q_dim(); ++o) {
+      wq.Row(o, row.data());
+      for (int i = 0; i < c.dim; ++i) ASSERT_EQ(row[i], b[o * c.dim + i]) << o << ", " << i;
+    }
+  }
   const std::vector<int> tokens = {1, 7, 99, 250, 31, 4, 400, 12, 77, 5, 300, 61, 2, 90, 18};
   const std::vector<double> want = testing::ReferenceLogits(*loaded, tokens);
   EXPECT_EQ(loaded->config.rope_freq_factors.empty(), v.rope_scaling == 0);
