@@ -9,6 +9,11 @@
 namespace pagoda {
 namespace {
 
+// Element-wise work (embedding rows, norms, RoPE, SwiGLU) of fewer rows runs on the calling
+// thread: waking the team for a decode's row costs more than the row (a futex wake per thread
+// with the passive waits served workers use), and a step has nine such loops per layer.
+constexpr int kParallelRows = 16;
+
 // Rows of `a` then rows of `b`: fuses two (rows, in) matrices into one.
 std::vector<float> Concat(std::vector<float>& a, std::vector<float>& b, std::vector<float>& c) {
   std::vector<float> out;
@@ -114,7 +119,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
 void LlamaModel::NormQk(const Layer& layer, float* qkv, int rows) const {
   const int hd = config_.head_dim;
   const int qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
-#pragma omp parallel for
+#pragma omp parallel for if (rows >= kParallelRows)
   for (int r = 0; r < rows; ++r) {
     for (int h = 0; h < config_.num_heads + config_.num_kv_heads; ++h) {
       float* v = qkv + static_cast<size_t>(r) * qkv_dim + h * hd;
@@ -129,7 +134,7 @@ void LlamaModel::ApplyRope(float* qkv, std::span<const int> positions, int rows)
   const int qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
   const int rotated_heads = config_.num_heads + config_.num_kv_heads;  // q heads then k heads
   const bool interleaved = config_.rope_style == RopeStyle::kInterleaved;
-#pragma omp parallel for
+#pragma omp parallel for if (rows >= kParallelRows)
   for (int r = 0; r < rows; ++r) {
     const float* cos = &rope_cos_[static_cast<size_t>(positions[r]) * half];
     const float* sin = &rope_sin_[static_cast<size_t>(positions[r]) * half];
@@ -154,13 +159,13 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, kv.block_size()};
 
   const Linear& embedding = token_embedding_ ? *token_embedding_ : *classifier_;
-#pragma omp parallel for
+#pragma omp parallel for if (rows >= kParallelRows)
   for (int r = 0; r < rows; ++r) {
     embedding.Row(batch.token_ids[r], &x_[static_cast<size_t>(r) * dim]);
   }
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
-#pragma omp parallel for
+#pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.attn_norm.data(), dim,
                         c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
@@ -175,13 +180,13 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
     PagedAttention(kernels_, shape, batch.seqs, qkv_.data(), qkv_dim, kv.k(l), kv.v(l),
                    att_.data());
     layer.o->Run(att_.data(), rows, x_.data());
-#pragma omp parallel for
+#pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.ffn_norm.data(), dim,
                         c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
     layer.gate_up->Run(xb_.data(), rows, gate_up_.data());
-#pragma omp parallel for
+#pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       const float* gate = &gate_up_[static_cast<size_t>(r) * 2 * hidden];
       const float* up = gate + hidden;
