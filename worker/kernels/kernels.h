@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "worker/kv_dtype.h"
+
 namespace pagoda {
 
 // A weight matrix W (n, k) packed for the GEMM kernel: panels of `panel_width` output columns,
@@ -31,10 +33,11 @@ struct AttentionTile {
   const int* block_table;
   const float* q;  // row r of the sequence at q + r·q_stride
   int q_stride;
-  const float* k_pool;
-  const float* v_pool;
+  const void* k_pool;  // [num_blocks, num_kv_heads, block_size, head_dim] of kv_dtype
+  const void* v_pool;
   float* out;      // row r at out + r·num_heads·head_dim
   float* scratch;  // AttentionScratchFloats(...) floats
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 struct Kernels {
