@@ -29,9 +29,11 @@ struct WorkerOptions {
   int64_t kv_cache_bytes = 0;
   double kv_cache_memory_fraction = 0.5;  // of MemAvailable; leaves room for the OS and router
   int num_blocks = 0;                     // > 0 overrides kv_cache_bytes (tests)
-  int max_num_batched_tokens = 2048;      // the largest step, in tokens
-  int max_num_seqs = 256;                 // the most sequences in one step
-  int threads = 0;                        // OpenMP threads; 0 = the runtime's default
+  // K/V element type; a 16-bit one fits twice the blocks in kv_cache_bytes.
+  KvDtype kv_cache_dtype = KvDtype::kF32;
+  int max_num_batched_tokens = 2048;  // the largest step, in tokens
+  int max_num_seqs = 256;             // the most sequences in one step
+  int threads = 0;                    // OpenMP threads; 0 = the runtime's default
 };
 
 // The auto KV size (WorkerOptions::kv_cache_bytes = 0): `fraction` of `available_bytes`,
@@ -40,6 +42,9 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
                          int64_t max_tokens);
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes.
 absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag);
+// --kv-cache-dtype: f32, bf16, f16, or auto. Auto follows the weights, which are f32 today, so
+// it is f32 (16-bit weights will make it bf16).
+absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag);
 // MemAvailable of /proc/meminfo in bytes; 0 where unknown.
 int64_t MemAvailableBytes();
 
