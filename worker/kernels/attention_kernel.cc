@@ -86,7 +86,8 @@ float Scores(const float* q, const typename T::Elem* k, int n, int hd, float sca
 }
 
 // scores[j] = e^(scores[j] - m) for j < n; returns their sum.
-float ExpShifted(float* scores, int n, float m) {
+// Inlined into each element type's loop, as it was when there was one.
+[[gnu::always_inline]] inline float ExpShifted(float* scores, int n, float m) {
   int j = 0;
   V acc = Zero();
   for (; j + kWidth <= n; j += kWidth) {
