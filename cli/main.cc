@@ -57,6 +57,8 @@ ABSL_FLAG(std::string, weight_dtype, "auto",
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: half the memory available after the weights load, at "
           "most --max-num-seqs sequences of the model's context");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "K/V element type: f32, bf16 or f16 (twice the tokens in --kv-cache-mb), or auto: f32");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
@@ -131,8 +133,8 @@ pagoda::ProgramUsage Usage() {
                 "presence_penalty", "frequency_penalty", "seed", "n", "ignore_eos"},
                {"run", "generate"}},
               {"Engine (run)",
-               {"max_model_len", "weight_dtype", "kv_cache_mb", "num_kv_blocks", "block_size",
-                "max_num_batched_tokens", "max_num_seqs", "threads"},
+               {"max_model_len", "weight_dtype", "kv_cache_mb", "kv_cache_dtype", "num_kv_blocks",
+                "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"},
                {"run"}},
               {"Router client (generate, bench)",
                {"server", "api_key", "timeout"},
@@ -220,6 +222,13 @@ int Run() {
     return 2;
   }
   o.worker.kv_cache_bytes = *kv_bytes;
+  absl::StatusOr<pagoda::KvDtype> kv_dtype =
+      pagoda::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
+  if (!kv_dtype.ok()) {
+    std::cerr << "error: " << kv_dtype.status().message() << "\n";
+    return 2;
+  }
+  o.worker.kv_cache_dtype = *kv_dtype;
   o.worker.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   o.worker.block_size = absl::GetFlag(FLAGS_block_size);
   o.worker.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);

@@ -124,6 +124,7 @@ void ToProto(const WorkerInfo& in, v1::Hello* out) {
   out->set_block_size(in.block_size);
   out->set_max_num_batched_tokens(in.max_num_batched_tokens);
   out->set_max_num_seqs(in.max_num_seqs);
+  out->set_kv_cache_dtype(in.kv_cache_dtype);
 }
 
 WorkerInfo FromProto(const v1::Hello& in) {
@@ -133,6 +134,7 @@ WorkerInfo FromProto(const v1::Hello& in) {
   out.block_size = in.block_size();
   out.max_num_batched_tokens = in.max_num_batched_tokens();
   out.max_num_seqs = in.max_num_seqs();
+  out.kv_cache_dtype = in.kv_cache_dtype();
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -68,6 +69,13 @@ absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limi
   if (static_cast<int64_t>(info.num_blocks) * info.block_size > INT32_MAX) {
     return absl::InvalidArgumentError("Hello: num_blocks x block_size exceeds 2^31 slots");
   }
+  // Only logged, but it comes off the wire: short and plain.
+  if (info.kv_cache_dtype.size() > 16 ||
+      !std::all_of(info.kv_cache_dtype.begin(), info.kv_cache_dtype.end(),
+                   [](char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); })) {
+    return absl::InvalidArgumentError(
+        "Hello.kv_cache_dtype: at most 16 letters and digits, like \"bf16\"");
+  }
   return absl::OkStatus();
 }
 
@@ -133,7 +141,8 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   workers_.push_back(std::move(w));
   raw->thread = std::thread([this, raw] { Loop(raw); });
   LOG(INFO) << "worker " << raw->id << " joined: " << info.num_blocks << " blocks of "
-            << info.block_size;
+            << info.block_size << " tokens, "
+            << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV";
   // Requests that waited for a worker go to the newcomer.
   std::deque<Work> parked;
   parked.swap(parked_);

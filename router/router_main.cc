@@ -58,6 +58,8 @@ ABSL_FLAG(std::string, worker_kv_cache_mb, "auto",
           "--kv-cache-mb of spawned workers; auto: they share half the memory available");
 ABSL_FLAG(std::string, worker_weight_dtype, "auto",
           "--weight-dtype of spawned workers: auto, f32, bf16 or int8");
+ABSL_FLAG(std::string, worker_kv_cache_dtype, "auto",
+          "--kv-cache-dtype of spawned workers: auto, f32, bf16 or f16");
 ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
@@ -104,7 +106,8 @@ pagoda::ProgramUsage Usage() {
           {"Model", {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template"}},
           {"Network", {"host", "port", "http_port", "worker_port", "metrics_port"}},
           {"Local workers",
-           {"spawn_workers", "worker_kv_cache_mb", "worker_threads", "worker_weight_dtype"}},
+           {"spawn_workers", "worker_kv_cache_mb", "worker_kv_cache_dtype", "worker_threads",
+            "worker_weight_dtype"}},
           {"Scheduling",
            {"placement", "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
             "enable_prefix_caching"}},
@@ -344,6 +347,13 @@ int main(int argc, char** argv) {
     std::cerr << "error: --worker-weight-dtype=" << d << ": expected auto, f32, bf16 or int8\n";
     return 2;
   }
+  // Checked here too, so a typo stops the router rather than every worker it spawns.
+  if (const std::string dtype = absl::GetFlag(FLAGS_worker_kv_cache_dtype);
+      dtype != "auto" && dtype != "f32" && dtype != "bf16" && dtype != "f16") {
+    std::cerr << "error: --worker-kv-cache-dtype=" << dtype
+              << ": expected auto, f32, bf16 or f16\n";
+    return 2;
+  }
   if (!tls->cert.empty() && absl::GetFlag(FLAGS_spawn_workers) > 0) {
     std::cerr << "error: --spawn-workers dials 127.0.0.1 in plaintext; TLS is for remote workers\n";
     return 2;
@@ -427,6 +437,7 @@ int main(int argc, char** argv) {
         {absl::StrCat("--router=127.0.0.1:", absl::GetFlag(FLAGS_worker_port)), "--model=" + model,
          absl::StrCat("--kv_cache_mb=", absl::GetFlag(FLAGS_worker_kv_cache_mb)),
          absl::StrCat("--kv_cache_memory_fraction=", 0.5 / num_spawned),
+         absl::StrCat("--kv_cache_dtype=", absl::GetFlag(FLAGS_worker_kv_cache_dtype)),
          absl::StrCat("--threads=", worker_threads),
          "--weight_dtype=" + absl::GetFlag(FLAGS_worker_weight_dtype),
          absl::StrCat("--max_num_batched_tokens=", absl::GetFlag(FLAGS_max_num_batched_tokens)),

@@ -7,12 +7,14 @@
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
 // checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
 // Weights: $PAGODA_BENCH_WEIGHTS = f32 (default) | bf16 | int8, as the worker's --weight-dtype.
+// KV cache element type: $PAGODA_BENCH_KV = f32 (default), bf16 or f16 (in the context).
 // Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
 // per step, both measured at start (tools/roofline.h) for the ISA in use, or taken from
 // $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS.
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,11 +31,25 @@
 namespace pagoda {
 namespace {
 
+// $PAGODA_BENCH_KV, read before any benchmark runs: a bad value stops the program at once, and
+// the context printed at start names it.
+const KvDtype kBenchKv = [] {
+  const char* kv = std::getenv("PAGODA_BENCH_KV");
+  absl::StatusOr<KvDtype> dtype = ParseKvCacheDtype(kv ? kv : "f32");
+  if (!dtype.ok()) {
+    std::cerr << "PAGODA_BENCH_KV: " << dtype.status().message() << "\n";
+    std::exit(2);
+  }
+  benchmark::AddCustomContext("kv_cache_dtype", KvDtypeName(*dtype));
+  return *dtype;
+}();
+
 struct Bench {
   ModelConfig config;
   std::unique_ptr<InProcessExecutor> executor;
   std::unique_ptr<Engine> engine;
   std::mt19937 rng{1};
+  int kv_elem_bytes = 4;  // of the KV cache's dtype
 
   std::vector<int> RandomPrompt(int n) {
     std::uniform_int_distribution<int> id(3, config.vocab_size - 1);
@@ -61,8 +77,8 @@ struct Bench {
     w.bytes = weight_bytes * (layer_weights * c.num_layers + classifier);
     for (int r = 0; r < rows; ++r) {
       const double ctx = ctx_first + static_cast<double>(r) * ctx_step;
-      w.flops += 4 * ctx * q * c.num_layers;       // q·k and p·v
-      w.bytes += 4 * 2 * ctx * kv * c.num_layers;  // K and V read
+      w.flops += 4 * ctx * q * c.num_layers;                   // q·k and p·v
+      w.bytes += kv_elem_bytes * 2 * ctx * kv * c.num_layers;  // K and V read
     }
     return w;
   }
@@ -125,6 +141,8 @@ Bench& GetBench() {
                         : **d == WeightDtype::kBf16 ? 2.0
                                                     : 34.0 / 32;
     }
+    wo.kv_cache_dtype = kBenchKv;
+    b->kv_elem_bytes = KvDtypeBytes(kBenchKv);
     wo.kv_cache_bytes = 1LL << 30;
     wo.max_num_batched_tokens = 2048;
     auto worker = WorkerEngine::Create(std::move(weights), wo);

@@ -177,8 +177,7 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
       const float* row = &qkv_[static_cast<size_t>(r) * qkv_dim];
       kv.Write(l, batch.slots[r], row + q_dim, row + q_dim + kv_dim);
     }
-    PagedAttention(kernels_, shape, batch.seqs, qkv_.data(), qkv_dim, kv.k(l), kv.v(l),
-                   att_.data());
+    PagedAttention(kernels_, shape, batch.seqs, qkv_.data(), qkv_dim, kv.layer(l), att_.data());
     layer.o->Run(att_.data(), rows, x_.data());
 #pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {

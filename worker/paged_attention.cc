@@ -23,7 +23,7 @@ struct WorkItem {
 
 void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
                     std::span<const AttentionSequence> seqs, const float* q, int q_stride,
-                    const float* k_pool, const float* v_pool, float* out) {
+                    const KvLayerView& kv, float* out) {
   // Reused across calls: grows to the largest step once, then never allocates.
   static thread_local std::vector<WorkItem> items;
   items.clear();
@@ -69,10 +69,11 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
            .block_table = seq.block_table,
            .q = q + static_cast<size_t>(seq.first_row) * q_stride,
            .q_stride = q_stride,
-           .k_pool = k_pool,
-           .v_pool = v_pool,
+           .k_pool = kv.k,
+           .v_pool = kv.v,
            .out = out + static_cast<size_t>(seq.first_row) * shape.num_heads * shape.head_dim,
-           .scratch = scratch.data()});
+           .scratch = scratch.data(),
+           .kv_dtype = kv.dtype});
     }
   }
 }

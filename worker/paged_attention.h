@@ -34,12 +34,13 @@ struct AttentionSequence {
 };
 
 // q: (T, q_stride) with head h at columns [h*head_dim, (h+1)*head_dim).
-// k_pool, v_pool: [num_blocks, num_kv_heads, block_size, head_dim] of one layer.
+// kv: one layer's pool, [num_blocks, num_kv_heads, block_size, head_dim] of kv.dtype; 16-bit
+// rows are widened to f32 block by block as the kernel reads them.
 // out: (T, num_heads * head_dim). Rows not covered by `seqs` are left untouched.
 // Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`.
 void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
                     std::span<const AttentionSequence> seqs, const float* q, int q_stride,
-                    const float* k_pool, const float* v_pool, float* out);
+                    const KvLayerView& kv, float* out);
 
 }  // namespace pagoda
 

@@ -24,16 +24,17 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights 
   }
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig config = weights.config;
-  const WeightDtype dtype =
+  const WeightDtype weight_dtype =
       options.weight_dtype.value_or(AutoWeightDtype(weights.stored_precision));
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                    LlamaModel::Create(std::move(weights), options.max_num_batched_tokens,
-                                      options.max_num_seqs, dtype));
-  LOG(INFO) << "weights: " << WeightDtypeName(dtype)
+                                      options.max_num_seqs, weight_dtype));
+  LOG(INFO) << "weights: " << WeightDtypeName(weight_dtype)
             << (options.weight_dtype ? "" : " (--weight-dtype=auto)") << ", "
             << model->weight_bytes() / (1 << 20) << " MiB";
   // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool.
-  const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size);
+  const KvDtype dtype = options.kv_cache_dtype;
+  const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size, dtype);
   int64_t kv_bytes = options.kv_cache_bytes;
   std::string how = "--kv-cache-mb";
   if (options.num_blocks <= 0 && kv_bytes <= 0) {
@@ -47,15 +48,15 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights 
   }
   const int num_blocks = options.num_blocks > 0
                              ? options.num_blocks
-                             : KvPool::BlocksForBytes(config, options.block_size, kv_bytes);
+                             : KvPool::BlocksForBytes(config, options.block_size, kv_bytes, dtype);
   if (num_blocks <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache of ", kv_bytes, " bytes holds no block of ", block_bytes, " bytes (", how, ")"));
   }
   const int64_t tokens = static_cast<int64_t>(num_blocks) * options.block_size;
-  LOG(INFO) << "KV pool: " << num_blocks << " blocks of " << options.block_size
-            << " tokens = " << tokens << " tokens, " << tokens / config.max_seq_len
-            << " sequences of " << config.max_seq_len << " ("
+  LOG(INFO) << "KV pool: " << KvDtypeName(dtype) << ", " << num_blocks << " blocks of "
+            << options.block_size << " tokens = " << tokens << " tokens, "
+            << tokens / config.max_seq_len << " sequences of " << config.max_seq_len << " ("
             << block_bytes * num_blocks / (1 << 20) << " MiB; "
             << (options.num_blocks > 0 ? "--num-kv-blocks" : how) << ")";
   return std::unique_ptr<WorkerEngine>(new WorkerEngine(std::move(model), options, num_blocks));
@@ -89,6 +90,14 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
   return std::min(by_memory, bytes_per_token * max_tokens);
 }
 
+absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag) {
+  if (flag == "auto" || flag == "f32") return KvDtype::kF32;
+  if (flag == "bf16") return KvDtype::kBf16;
+  if (flag == "f16") return KvDtype::kF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--kv-cache-dtype=", flag, ": expected auto, f32, bf16 or f16"));
+}
+
 absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag) {
   if (flag == "auto") return 0;
   int64_t mb = 0;
@@ -112,13 +121,14 @@ int64_t MemAvailableBytes() {
 WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options,
                            int num_blocks)
     : model_(std::move(model)),
-      kv_(model_->config(), num_blocks, options.block_size),
+      kv_(model_->config(), num_blocks, options.block_size, options.kv_cache_dtype),
       sampler_(model_->config().vocab_size) {
   info_.model_fingerprint = model_->config().Fingerprint();
   info_.num_blocks = num_blocks;
   info_.block_size = options.block_size;
   info_.max_num_batched_tokens = options.max_num_batched_tokens;
   info_.max_num_seqs = options.max_num_seqs;
+  info_.kv_cache_dtype = KvDtypeName(options.kv_cache_dtype);
 }
 
 absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {

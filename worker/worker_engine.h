@@ -30,9 +30,11 @@ struct WorkerOptions {
   int64_t kv_cache_bytes = 0;
   double kv_cache_memory_fraction = 0.5;  // of MemAvailable; leaves room for the OS and router
   int num_blocks = 0;                     // > 0 overrides kv_cache_bytes (tests)
-  int max_num_batched_tokens = 2048;      // the largest step, in tokens
-  int max_num_seqs = 256;                 // the most sequences in one step
-  int threads = 0;                        // OpenMP threads; 0 = the runtime's default
+  // K/V element type; a 16-bit one fits twice the blocks in kv_cache_bytes.
+  KvDtype kv_cache_dtype = KvDtype::kF32;
+  int max_num_batched_tokens = 2048;  // the largest step, in tokens
+  int max_num_seqs = 256;             // the most sequences in one step
+  int threads = 0;                    // OpenMP threads; 0 = the runtime's default
   // How the matrices are stored; unset = auto: AutoWeightDtype of the checkpoint's precision.
   std::optional<WeightDtype> weight_dtype;
 };
@@ -51,6 +53,10 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
                          int64_t max_tokens);
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes.
 absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag);
+// --kv-cache-dtype: f32, bf16, f16, or auto, which is f32 whatever the weights: 16-bit K and V
+// change tokens (a bf16 checkpoint with auto gives its f32 widening's tokens exactly), so they
+// are asked for.
+absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag);
 // MemAvailable of /proc/meminfo in bytes; 0 where unknown.
 int64_t MemAvailableBytes();
 

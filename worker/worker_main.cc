@@ -31,6 +31,9 @@ ABSL_FLAG(std::string, model, "",
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: --kv-cache-memory-fraction of the memory available "
           "after the weights load, at most --max-num-seqs sequences of the model's context");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "K/V element type: f32, bf16 or f16 (half the bytes: twice the tokens in --kv-cache-mb; "
+          "attention still sums in f32), or auto: f32 (16-bit K/V change tokens: ask for them)");
 ABSL_FLAG(double, kv_cache_memory_fraction, 0.5, "the share of available memory auto takes");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
@@ -60,8 +63,8 @@ pagoda::ProgramUsage Usage() {
           {
               {"Router and model", {"router", "model", "name", "weight_dtype"}},
               {"KV cache and steps",
-               {"kv_cache_mb", "kv_cache_memory_fraction", "num_kv_blocks", "block_size",
-                "max_num_batched_tokens", "max_num_seqs", "threads"}},
+               {"kv_cache_mb", "kv_cache_dtype", "kv_cache_memory_fraction", "num_kv_blocks",
+                "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"}},
               {"Health and shutdown", {"health_port", "drain_timeout_s"}},
               {"Security", {"worker_token", "tls_ca", "tls_cert", "tls_key"}},
           }};
@@ -139,6 +142,12 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << weight_dtype.status().message() << "\n";
     return 2;
   }
+  absl::StatusOr<pagoda::KvDtype> kv_dtype =
+      pagoda::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
+  if (!kv_dtype.ok()) {
+    std::cerr << "error: " << kv_dtype.status().message() << "\n";
+    return 2;
+  }
   absl::StatusOr<pagoda::TlsPem> tls = pagoda::ReadTlsPem(
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
   if (!tls.ok()) {
@@ -176,6 +185,7 @@ int main(int argc, char** argv) {
   }
   weights->config.weights_digest = *digest;  // the router asks for the same weights
   pagoda::WorkerOptions options;
+  options.kv_cache_dtype = *kv_dtype;
   absl::StatusOr<int64_t> kv_bytes = pagoda::ParseKvCacheMb(absl::GetFlag(FLAGS_kv_cache_mb));
   const double fraction = absl::GetFlag(FLAGS_kv_cache_memory_fraction);
   if (!kv_bytes.ok() || !(fraction > 0 && fraction <= 1)) {

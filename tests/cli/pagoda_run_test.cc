@@ -94,6 +94,29 @@ TEST(PagodaRunTest, AllGoldenPromptsInOneBatchInInputOrder) {
   for (size_t i = 0; i < cases.size(); ++i) ExpectGolden(lines[i], cases[i]);
 }
 
+// 16-bit KV changes few greedy choices (tests/worker/kv_dtype_accuracy_test.cc measures how
+// few), so this checks that the batch runs, not its tokens.
+TEST(PagodaRunTest, SixteenBitKvRunsTheBatchAndABadDtypeIsRefused) {
+  const auto cases = testing::LoadGoldenCases();
+  std::string prompts;
+  for (const auto& c : cases) prompts += c.prompt + "\n";
+  const std::string file = testing::TempDir() + "/prompts.txt";
+  testing::WriteFile(file, prompts);
+  const CommandResult r =
+      RunCommand(RunArgs({"--prompts-file=" + file, "--kv-cache-dtype=bf16",
+                          "--max-num-batched-tokens=32", "--num-kv-blocks=40"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = ParseLines(r.out);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(lines[i].prompt_ids, cases[i].prompt_ids);
+    EXPECT_FALSE(lines[i].output_ids.empty()) << cases[i].prompt;
+  }
+  const CommandResult bad = RunCommand(RunArgs({"--prompt=x", "--kv-cache-dtype=int4"}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--kv-cache-dtype=int4: expected auto, f32, bf16 or f16"));
+}
+
 TEST(PagodaRunTest, TextModeStreamsWhatRunCPrints) {
   const auto c = testing::LoadGoldenCases()[2];  // ends with BOS: the whole story
   std::vector<std::string> args = RunArgs({"--prompt=" + c.prompt});

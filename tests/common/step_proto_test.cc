@@ -67,13 +67,14 @@ TEST(StepProtoTest, ResultAndHelloSurviveTheWire) {
   ASSERT_EQ(back.sampled[0].top_logprobs.size(), 2u);
   EXPECT_EQ(back.sampled[0].top_logprobs[1].token_id, 3);
 
-  WorkerInfo info{"fp", 100, 16, 2048, 256};
+  WorkerInfo info{"fp", 100, 16, 2048, 256, "bf16"};
   v1::Hello hello;
   ToProto(info, &hello);
   const WorkerInfo info_back = FromProto(hello);
   EXPECT_EQ(info_back.model_fingerprint, "fp");
   EXPECT_EQ(info_back.num_blocks, 100);
   EXPECT_EQ(info_back.max_num_seqs, 256);
+  EXPECT_EQ(info_back.kv_cache_dtype, "bf16");
 }
 
 }  // namespace

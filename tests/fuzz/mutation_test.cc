@@ -127,7 +127,8 @@ WorkerInfo ValidInfo() {
           .num_blocks = 64,
           .block_size = 16,
           .max_num_batched_tokens = 256,
-          .max_num_seqs = 16};
+          .max_num_seqs = 16,
+          .kv_cache_dtype = "f32"};
 }
 
 TEST(MutationTest, HellosAreRefusedOrMakeAWorkingScheduler) {

@@ -75,6 +75,8 @@ TEST_F(BoundaryTest, AHelloOutOfRangeIsRefusedNamingTheFieldAndTheRouterServesOn
          h.set_num_blocks(1 << 21);
          h.set_block_size(1024);
        }},
+      {"kv_cache_dtype", [](v1::Hello& h) { h.set_kv_cache_dtype("bf16\n[forged log line]"); }},
+      {"kv_cache_dtype", [](v1::Hello& h) { h.set_kv_cache_dtype(std::string(100, 'f')); }},
   };
   for (const Case& c : cases) {
     v1::Hello hello = testing::ValidHello(fingerprint);

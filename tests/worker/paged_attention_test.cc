@@ -4,15 +4,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "common/model/safetensors.h"
 #include "gtest/gtest.h"
 #include "worker/kernels/isa.h"
+#include "worker/kv_dtype.h"
 
 namespace pagoda {
 namespace {
+
+// x as the pool stores it.
+float Rounded(float x, KvDtype dtype) {
+  if (dtype == KvDtype::kF32) return x;
+  uint16_t h;
+  ConvertFromFloat(&x, 1, dtype, &h);
+  return dtype == KvDtype::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+}
 
 // A sequence's K/V kept contiguously for the reference, and scattered over the pool.
 struct TestSequence {
@@ -61,11 +72,14 @@ struct Case {
   int head_dim = 16;
 };
 
-class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<Case, const Kernels*>> {};
+class PagedAttentionTest
+    : public ::testing::TestWithParam<std::tuple<Case, const Kernels*, KvDtype>> {};
 
 TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   const Case& c = std::get<0>(GetParam());
   const Kernels& kernels = *std::get<1>(GetParam());
+  const KvDtype dtype = std::get<2>(GetParam());
+  const int elem_bytes = KvDtypeBytes(dtype);
   omp_set_num_threads(3);  // more threads than work in some cases: exercises the split
   std::mt19937 rng(1234 + c.group * 7 + c.block_size);
   std::normal_distribution<float> normal;
@@ -83,8 +97,9 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
     const int ctx = start + rows;
     s.k.resize(static_cast<size_t>(ctx) * shape.num_kv_heads * shape.head_dim);
     s.v.resize(s.k.size());
-    for (float& x : s.k) x = normal(rng);
-    for (float& x : s.v) x = normal(rng);
+    // The reference sees what the pool holds: values already rounded to its dtype.
+    for (float& x : s.k) x = Rounded(normal(rng), dtype);
+    for (float& x : s.v) x = Rounded(normal(rng), dtype);
     const int blocks = (ctx + c.block_size - 1) / c.block_size;
     for (int b = 0; b < blocks; ++b) s.block_table.push_back(num_blocks++);
     seqs.push_back(std::move(s));
@@ -96,7 +111,11 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   const int pool_blocks = num_blocks + 5;
   const size_t block_floats =
       static_cast<size_t>(shape.num_kv_heads) * c.block_size * shape.head_dim;
-  std::vector<float> k_pool(pool_blocks * block_floats, NAN), v_pool(k_pool.size(), NAN);
+  // NaN everywhere no sequence wrote: reading one would poison the output.
+  const std::vector<float> nans(pool_blocks * block_floats, NAN);
+  std::vector<std::byte> k_pool(nans.size() * elem_bytes), v_pool(k_pool.size());
+  ConvertFromFloat(nans.data(), static_cast<int>(nans.size()), dtype, k_pool.data());
+  ConvertFromFloat(nans.data(), static_cast<int>(nans.size()), dtype, v_pool.data());
   for (TestSequence& s : seqs) {
     for (int& b : s.block_table) b = perm[b];
     for (int t = 0; t < s.start_pos + s.num_rows; ++t) {
@@ -106,8 +125,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
                 c.block_size * shape.head_dim +
             (t % c.block_size) * shape.head_dim;
         const size_t src = (static_cast<size_t>(t) * shape.num_kv_heads + h) * shape.head_dim;
-        std::copy_n(&s.k[src], shape.head_dim, &k_pool[dst]);
-        std::copy_n(&s.v[src], shape.head_dim, &v_pool[dst]);
+        ConvertFromFloat(&s.k[src], shape.head_dim, dtype, &k_pool[dst * elem_bytes]);
+        ConvertFromFloat(&s.v[src], shape.head_dim, dtype, &v_pool[dst * elem_bytes]);
       }
     }
   }
@@ -121,8 +140,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   for (float& x : q) x = normal(rng);
   const int out_width = shape.num_heads * shape.head_dim;
   std::vector<float> out(static_cast<size_t>(total_rows) * out_width, NAN);
-  PagedAttention(kernels, shape, attention, q.data(), q_stride, k_pool.data(), v_pool.data(),
-                 out.data());
+  PagedAttention(kernels, shape, attention, q.data(), q_stride,
+                 {k_pool.data(), v_pool.data(), dtype}, out.data());
 
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<float> ref(static_cast<size_t>(seqs[i].num_rows) * out_width);
@@ -132,7 +151,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
       max_err = std::max(max_err, std::abs(ref[j] - out[attention[i].first_row * out_width + j]));
     }
     EXPECT_LT(max_err, 1e-4) << "sequence " << i << " start " << seqs[i].start_pos << " rows "
-                             << seqs[i].num_rows;
+                             << seqs[i].num_rows << " " << kernels.name << " "
+                             << KvDtypeName(dtype);
   }
 }
 
@@ -152,8 +172,13 @@ INSTANTIATE_TEST_SUITE_P(
                            // Head size 64 (the real models'), a long context.
                            Case{2, 16, {{0, 20}, {300, 1}, {40, 3}}, 64},
                            // Head size 8 (stories260K): narrower than a vector.
-                           Case{1, 16, {{0, 9}, {20, 1}}, 8}),
-                       ::testing::ValuesIn(SupportedKernels())));
+                           Case{1, 16, {{0, 9}, {20, 1}}, 8},
+                           // Head sizes no vector width divides, or only AVX2's: the
+                           // element-wise tails, in partial blocks.
+                           Case{2, 16, {{0, 19}, {33, 1}, {5, 4}}, 20},
+                           Case{1, 8, {{0, 11}, {17, 1}}, 24}),
+                       ::testing::ValuesIn(SupportedKernels()),
+                       ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16)));
 
 }  // namespace
 }  // namespace pagoda

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "router/engine.h"
 #include "tests/test_util.h"
+#include "tests/worker/teacher_forcing.h"
 #include "worker/in_process_executor.h"
 #include "worker/kernels/isa.h"
 #include "worker/llama_model.h"
@@ -38,41 +39,15 @@ void RoundToBf16(std::vector<float>& v) {
   for (float& x : v) x = Bf16ToFloat(FloatToBf16(x));
 }
 
-// The logits after every token of `ids` but the last, fed through the KV pool in chunks of
-// kChunk (each chunk attends to the cached ones before it).
-std::vector<std::vector<float>> TeacherForcedLogits(LlamaModel& model,
-                                                    const std::vector<int>& ids) {
+// The logits after every id of a golden case's prompt and continuation, fed as served.
+std::vector<std::vector<float>> TeacherForced(LlamaModel& model, const testing::GoldenCase& g) {
+  std::vector<int> ids = g.prompt_ids;
+  ids.insert(ids.end(), g.greedy_ids.begin(), g.greedy_ids.end());
   const ModelConfig& c = model.config();
-  const int num_blocks = (c.max_seq_len + kChunk - 1) / kChunk;
-  KvPool kv(c, num_blocks, kChunk);
-  std::vector<int> block_table(num_blocks);
-  for (int b = 0; b < num_blocks; ++b) block_table[b] = b;
-  std::vector<std::vector<float>> out;
-  const int n = static_cast<int>(ids.size()) - 1;
-  for (int start = 0; start < n; start += kChunk) {
-    const int rows = std::min(kChunk, n - start);
-    std::vector<int> tokens(ids.begin() + start, ids.begin() + start + rows), positions(rows),
-        logit_rows(rows);
-    std::vector<int64_t> slots(rows);
-    for (int r = 0; r < rows; ++r) positions[r] = static_cast<int>(slots[r] = start + r);
-    for (int r = 0; r < rows; ++r) logit_rows[r] = r;
-    const AttentionSequence seqs[] = {{0, rows, start, block_table.data()}};
-    const float* logits = model.Forward({tokens, positions, slots, seqs, logit_rows}, kv);
-    for (int r = 0; r < rows; ++r) {
-      out.emplace_back(logits + static_cast<size_t>(r) * c.vocab_size,
-                       logits + static_cast<size_t>(r + 1) * c.vocab_size);
-    }
-  }
-  return out;
-}
-
-std::vector<double> Softmax(const std::vector<float>& logits) {
-  const float max = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> p(logits.size());
-  double sum = 0;
-  for (size_t i = 0; i < p.size(); ++i) sum += (p[i] = std::exp(double{logits[i]} - max));
-  for (double& x : p) x /= sum;
-  return p;
+  ids.resize(std::min<size_t>(ids.size(), c.max_seq_len));
+  KvPool kv(c, (c.max_seq_len + kChunk - 1) / kChunk, kChunk);
+  return testing::TeacherForcedLogits(model, kv, ids, static_cast<int>(g.prompt_ids.size()),
+                                      kChunk);
 }
 
 class WeightDtypeTest : public ::testing::TestWithParam<const Kernels*> {
@@ -100,9 +75,7 @@ TEST_P(WeightDtypeTest, Bf16EqualsF32OnBf16RoundedWeights) {
   EXPECT_LT(bf16->weight_bytes(), f32->weight_bytes() * 0.55);
   double worst_relative = 0, worst_element = 0;
   for (const testing::GoldenCase& g : testing::LoadGoldenCases()) {
-    std::vector<int> ids = g.prompt_ids;
-    ids.insert(ids.end(), g.greedy_ids.begin(), g.greedy_ids.end());
-    const auto want = TeacherForcedLogits(*f32, ids), got = TeacherForcedLogits(*bf16, ids);
+    const auto want = TeacherForced(*f32, g), got = TeacherForced(*bf16, g);
     for (size_t pos = 0; pos < want.size(); ++pos) {
       double diff = 0, norm = 0, scale = 0, worst = 0;
       for (size_t i = 0; i < want[pos].size(); ++i) {
@@ -126,26 +99,13 @@ TEST_P(WeightDtypeTest, Bf16EqualsF32OnBf16RoundedWeights) {
 TEST_P(WeightDtypeTest, Int8AgreesWithF32TeacherForced) {
   auto f32 = Model(Stories260K(), WeightDtype::kF32);
   auto int8 = Model(Stories260K(), WeightDtype::kInt8);
-  double kl_sum = 0;
-  int agree = 0, positions = 0;
+  testing::Agreement a;
   for (const testing::GoldenCase& g : testing::LoadGoldenCases()) {
-    std::vector<int> ids = g.prompt_ids;
-    ids.insert(ids.end(), g.greedy_ids.begin(), g.greedy_ids.end());
-    const auto want = TeacherForcedLogits(*f32, ids), got = TeacherForcedLogits(*int8, ids);
-    for (size_t pos = 0; pos < want.size(); ++pos) {
-      const std::vector<double> p = Softmax(want[pos]), q = Softmax(got[pos]);
-      double kl = 0;
-      for (size_t i = 0; i < p.size(); ++i) {
-        if (p[i] > 0) kl += p[i] * std::log(p[i] / std::max(q[i], 1e-300));
-      }
-      kl_sum += kl;
-      agree += std::max_element(p.begin(), p.end()) - p.begin() ==
-               std::max_element(q.begin(), q.end()) - q.begin();
-      ++positions;
-    }
+    const auto want = TeacherForced(*f32, g), got = TeacherForced(*int8, g);
+    for (size_t pos = 0; pos < want.size(); ++pos) a.Add(want[pos], got[pos]);
   }
-  const double agreement = static_cast<double>(agree) / positions, mean_kl = kl_sum / positions;
-  std::cout << GetParam()->name << " int8 weights vs f32, " << positions
+  const double agreement = a.top1(), mean_kl = a.mean_kl();
+  std::cout << GetParam()->name << " int8 weights vs f32, " << a.positions()
             << " teacher-forced positions: top-1 agreement " << agreement << ", mean KL " << mean_kl
             << "\n";
   RecordProperty("top1_agreement", std::to_string(agreement));

@@ -1,5 +1,8 @@
 // Paged attention over one tile (rows of one sequence x a range of its KV heads) for one ISA:
-// the online-softmax merge that worker/paged_attention.h describes, block by block.
+// the online-softmax merge that worker/paged_attention.h describes, block by block. K and V may
+// be stored in 16 bits: each row is widened to f32 as it is loaded, and all arithmetic is f32.
+#include <cstdint>
+
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
@@ -9,21 +12,63 @@ namespace {
 
 constexpr float kNegInf = -__builtin_inff();
 
+// How a K/V element type loads as f32: kWidth elements at a time (LoadRow) or one (LoadOne).
+struct F32 {
+  using Elem = float;
+  static V LoadRow(const float* p) { return Load(p); }
+  static float LoadOne(const float* p) { return *p; }
+};
+
+// bf16 is the top half of an f32: zero-extend to 32 bits and shift left by 16.
+struct Bf16 {
+  using Elem = uint16_t;
+#if defined(__AVX512F__)
+  static V LoadRow(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+#else
+  static V LoadRow(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+#endif
+  static float LoadOne(const uint16_t* p) {
+    return __builtin_bit_cast(float, static_cast<uint32_t>(*p) << 16);
+  }
+};
+
+// IEEE half: vcvtph2ps (F16C, in both x86-64-v3 and v4).
+struct F16 {
+  using Elem = uint16_t;
+#if defined(__AVX512F__)
+  static V LoadRow(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+#else
+  static V LoadRow(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+#endif
+  static float LoadOne(const uint16_t* p) { return _cvtsh_ss(*p); }
+};
+
 // scores[j] = q · k_j · scale for the first n keys of a block (k: (n, hd)); returns the max.
-float Scores(const float* q, const float* k, int n, int hd, float scale, float* scores) {
+template <typename T>
+float Scores(const float* q, const typename T::Elem* k, int n, int hd, float scale, float* scores) {
   float max = kNegInf;
   int j = 0;
   if (hd % kWidth == 0) {
     // Four keys at a time: four independent FMA chains, q loaded once for all four.
     for (; j + 4 <= n; j += 4) {
-      const float* k0 = k + j * hd;
+      const typename T::Elem* k0 = k + j * hd;
       V a0 = Zero(), a1 = a0, a2 = a0, a3 = a0;
       for (int d = 0; d < hd; d += kWidth) {
         const V qd = Load(q + d);
-        a0 = Fma(qd, Load(k0 + d), a0);
-        a1 = Fma(qd, Load(k0 + hd + d), a1);
-        a2 = Fma(qd, Load(k0 + 2 * hd + d), a2);
-        a3 = Fma(qd, Load(k0 + 3 * hd + d), a3);
+        a0 = Fma(qd, T::LoadRow(k0 + d), a0);
+        a1 = Fma(qd, T::LoadRow(k0 + hd + d), a1);
+        a2 = Fma(qd, T::LoadRow(k0 + 2 * hd + d), a2);
+        a3 = Fma(qd, T::LoadRow(k0 + 3 * hd + d), a3);
       }
       _mm_storeu_ps(scores + j, _mm_mul_ps(Reduce4(a0, a1, a2, a3), _mm_set1_ps(scale)));
       max = MaxFloat(max, MaxFloat(MaxFloat(scores[j], scores[j + 1]),
@@ -31,9 +76,9 @@ float Scores(const float* q, const float* k, int n, int hd, float scale, float* 
     }
   }
   for (; j < n; ++j) {
-    const float* kj = k + j * hd;
+    const typename T::Elem* kj = k + j * hd;
     float sum = 0.0f;
-    for (int d = 0; d < hd; ++d) sum += q[d] * kj[d];
+    for (int d = 0; d < hd; ++d) sum += q[d] * T::LoadOne(kj + d);
     scores[j] = sum * scale;
     max = MaxFloat(max, scores[j]);
   }
@@ -41,7 +86,8 @@ float Scores(const float* q, const float* k, int n, int hd, float scale, float* 
 }
 
 // scores[j] = e^(scores[j] - m) for j < n; returns their sum.
-float ExpShifted(float* scores, int n, float m) {
+// Inlined into each element type's loop, as it was when there was one.
+[[gnu::always_inline]] inline float ExpShifted(float* scores, int n, float m) {
   int j = 0;
   V acc = Zero();
   for (; j + kWidth <= n; j += kWidth) {
@@ -55,11 +101,13 @@ float ExpShifted(float* scores, int n, float m) {
 }
 
 // o = o · correction + Σ_j p_j v_j over the first n values of a block (v: (n, hd)).
-void AccumulateValues(const float* p, const float* v, int n, int hd, float correction, float* o) {
+template <typename T>
+void AccumulateValues(const float* p, const typename T::Elem* v, int n, int hd, float correction,
+                      float* o) {
   if (hd % kWidth != 0) {
     for (int d = 0; d < hd; ++d) o[d] *= correction;
     for (int j = 0; j < n; ++j) {
-      for (int d = 0; d < hd; ++d) o[d] += p[j] * v[j * hd + d];
+      for (int d = 0; d < hd; ++d) o[d] += p[j] * T::LoadOne(v + j * hd + d);
     }
     return;
   }
@@ -71,11 +119,11 @@ void AccumulateValues(const float* p, const float* v, int n, int hd, float corre
     V a2 = Mul(Load(o + d + 2 * kWidth), c), a3 = Mul(Load(o + d + 3 * kWidth), c);
     for (int j = 0; j < n; ++j) {
       const V pj = Set1(p[j]);
-      const float* vj = v + j * hd + d;
-      a0 = Fma(pj, Load(vj), a0);
-      a1 = Fma(pj, Load(vj + kWidth), a1);
-      a2 = Fma(pj, Load(vj + 2 * kWidth), a2);
-      a3 = Fma(pj, Load(vj + 3 * kWidth), a3);
+      const typename T::Elem* vj = v + j * hd + d;
+      a0 = Fma(pj, T::LoadRow(vj), a0);
+      a1 = Fma(pj, T::LoadRow(vj + kWidth), a1);
+      a2 = Fma(pj, T::LoadRow(vj + 2 * kWidth), a2);
+      a3 = Fma(pj, T::LoadRow(vj + 3 * kWidth), a3);
     }
     Store(o + d, a0);
     Store(o + d + kWidth, a1);
@@ -84,14 +132,16 @@ void AccumulateValues(const float* p, const float* v, int n, int hd, float corre
   }
   for (; d < hd; d += kWidth) {
     V acc = Mul(Load(o + d), c);
-    for (int j = 0; j < n; ++j) acc = Fma(Set1(p[j]), Load(v + j * hd + d), acc);
+    for (int j = 0; j < n; ++j) acc = Fma(Set1(p[j]), T::LoadRow(v + j * hd + d), acc);
     Store(o + d, acc);
   }
 }
 
-}  // namespace
-
-void Attention(const AttentionTile& t) {
+template <typename T>
+void AttentionOf(const AttentionTile& t) {
+  using Elem = typename T::Elem;
+  const Elem* k_pool = static_cast<const Elem*>(t.k_pool);
+  const Elem* v_pool = static_cast<const Elem*>(t.v_pool);
   const int hd = t.head_dim, bs = t.block_size;
   const int group = t.num_heads / t.num_kv_heads;
   const int rows = t.row_end - t.row_begin;
@@ -110,13 +160,13 @@ void Attention(const AttentionTile& t) {
   const int num_blocks = last_pos / bs + 1;
   const long head_stride = static_cast<long>(bs) * hd;
   const long block_stride = t.num_kv_heads * head_stride;
-  const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(float);
+  const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
   for (int b = 0; b < num_blocks; ++b) {
     if (b + 1 < num_blocks) {
       // Blocks are scattered: fetch the next one's run while this one is computed.
       const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
-      const char* nk = reinterpret_cast<const char*>(t.k_pool + next);
-      const char* nv = reinterpret_cast<const char*>(t.v_pool + next);
+      const char* nk = reinterpret_cast<const char*>(k_pool + next);
+      const char* nv = reinterpret_cast<const char*>(v_pool + next);
       for (long off = 0; off < run_bytes; off += 64) {
         _mm_prefetch(nk + off, _MM_HINT_T0);
         _mm_prefetch(nv + off, _MM_HINT_T0);
@@ -125,8 +175,8 @@ void Attention(const AttentionTile& t) {
     const int base = b * bs;
     for (int h = t.head_begin; h < t.head_end; ++h) {
       const long at = t.block_table[b] * block_stride + h * head_stride;
-      const float* kb = t.k_pool + at;  // (bs, hd)
-      const float* vb = t.v_pool + at;  // (bs, hd)
+      const Elem* kb = k_pool + at;  // (bs, hd)
+      const Elem* vb = v_pool + at;  // (bs, hd)
       for (int r = t.row_begin; r < t.row_end; ++r) {
         const int n = MinInt(bs, t.start_pos + r - base + 1);  // causal limit in this block
         if (n <= 0) continue;
@@ -134,11 +184,11 @@ void Attention(const AttentionTile& t) {
         for (int g = 0; g < group; ++g) {
           const int qh = h * group + g;
           const int s = (r - t.row_begin) * heads + (qh - t.head_begin * group);
-          const float block_max = Scores(q_row + qh * hd, kb, n, hd, scale, scores);
+          const float block_max = Scores<T>(q_row + qh * hd, kb, n, hd, scale, scores);
           const float m_new = MaxFloat(m[s], block_max);
           const float correction = __builtin_expf(m[s] - m_new);  // 0 on the first block
           l[s] = l[s] * correction + ExpShifted(scores, n, m_new);
-          AccumulateValues(scores, vb, n, hd, correction, acc + static_cast<long>(s) * hd);
+          AccumulateValues<T>(scores, vb, n, hd, correction, acc + static_cast<long>(s) * hd);
           m[s] = m_new;
         }
       }
@@ -153,6 +203,19 @@ void Attention(const AttentionTile& t) {
       const float* o = acc + static_cast<long>(s) * hd;
       for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
     }
+  }
+}
+
+}  // namespace
+
+void Attention(const AttentionTile& t) {
+  switch (t.kv_dtype) {
+    case KvDtype::kF32:
+      return AttentionOf<F32>(t);
+    case KvDtype::kBf16:
+      return AttentionOf<Bf16>(t);
+    case KvDtype::kF16:
+      return AttentionOf<F16>(t);
   }
 }
 

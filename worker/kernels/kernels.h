@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "worker/kv_dtype.h"
+
 namespace pagoda {
 
 // How Linear stores a weight matrix (worker/linear.h).
@@ -60,10 +62,11 @@ struct AttentionTile {
   const int* block_table;
   const float* q;  // row r of the sequence at q + r·q_stride
   int q_stride;
-  const float* k_pool;
-  const float* v_pool;
+  const void* k_pool;  // [num_blocks, num_kv_heads, block_size, head_dim] of kv_dtype
+  const void* v_pool;
   float* out;      // row r at out + r·num_heads·head_dim
   float* scratch;  // AttentionScratchFloats(...) floats
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 struct Kernels {

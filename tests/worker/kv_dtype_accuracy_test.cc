@@ -1,0 +1,94 @@
+// What a 16-bit KV cache costs in accuracy, on the trained stories260K: run.c's golden
+// continuations are teacher-forced through the model once per KV dtype, fed as a served
+// sequence is (the prompt in prefill chunks, then one token per step, so every position reads
+// its context back from the pool), and each position's next-token distribution is compared
+// with the f32 cache's: mean KL(p_f32 ‖ p_16) and how often the argmax agrees.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/llama2c_checkpoint.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tests/worker/teacher_forcing.h"
+#include "worker/kernels/isa.h"
+#include "worker/llama_model.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int kBlockSize = 16;
+constexpr int kPrefillChunk = 32;  // as a step budget splits a long prompt
+
+class KvDtypeAccuracyTest : public ::testing::TestWithParam<const Kernels*> {
+ protected:
+  // One thread: thousands of tiny steps, where OpenMP barriers on a busy machine cost far more
+  // than the work (a 2-thread run took minutes under a parallel build; 1 thread, a second).
+  void SetUp() override {
+    previous_ = SetActiveKernelsForTesting(GetParam());
+    previous_threads_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+  void TearDown() override {
+    SetActiveKernelsForTesting(previous_);
+    omp_set_num_threads(previous_threads_);
+  }
+  const Kernels* previous_ = nullptr;
+  int previous_threads_ = 1;
+};
+
+TEST_P(KvDtypeAccuracyTest, SixteenBitKvAgreesWithF32OnTheGoldenContinuations) {
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  ASSERT_FALSE(golden.empty());
+  absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto model = LlamaModel::Create(*std::move(w), kPrefillChunk, kPrefillChunk);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& config = (*model)->config();
+  const int num_blocks = config.max_seq_len / kBlockSize + 1;
+
+  constexpr KvDtype kDtypes[] = {KvDtype::kBf16, KvDtype::kF16};
+  testing::Agreement agreement[2];
+  for (const testing::GoldenCase& c : golden) {
+    std::vector<int> ids = c.prompt_ids;
+    ids.insert(ids.end(), c.greedy_ids.begin(), c.greedy_ids.end());
+    ids.resize(std::min<size_t>(ids.size(), config.max_seq_len));
+    const int prompt_len = static_cast<int>(c.prompt_ids.size());
+    KvPool f32_kv(config, num_blocks, kBlockSize, KvDtype::kF32);
+    const auto reference =
+        testing::TeacherForcedLogits(**model, f32_kv, ids, prompt_len, kPrefillChunk);
+    ASSERT_EQ(reference.size(), ids.size());
+    // The harness itself: with f32 KV each argmax is run.c's greedy choice.
+    for (size_t p = c.prompt_ids.size() - 1; p + 1 < ids.size(); ++p) {
+      ASSERT_EQ(testing::Argmax(reference[p]), ids[p + 1]) << c.prompt << " position " << p;
+    }
+    for (int d = 0; d < 2; ++d) {
+      KvPool half_kv(config, num_blocks, kBlockSize, kDtypes[d]);
+      const auto half =
+          testing::TeacherForcedLogits(**model, half_kv, ids, prompt_len, kPrefillChunk);
+      for (size_t p = 0; p < ids.size(); ++p) agreement[d].Add(reference[p], half[p]);
+    }
+  }
+  for (int d = 0; d < 2; ++d) {
+    const double mean_kl = agreement[d].mean_kl(), top1 = agreement[d].top1();
+    const std::string name = KvDtypeName(kDtypes[d]);
+    RecordProperty("mean_kl_" + name, absl::StrCat(mean_kl));
+    RecordProperty("top1_agreement_" + name, absl::StrCat(top1));
+    std::printf("[%s] %s KV vs f32 KV, %d positions: mean KL %.3g nats, top-1 agreement %.2f%%\n",
+                GetParam()->name, name.c_str(), agreement[d].positions(), mean_kl, 100 * top1);
+    EXPECT_GE(top1, 0.97) << name;
+    EXPECT_LT(mean_kl, 0.01) << name;  // loose: a broken conversion is orders of magnitude off
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KvDtypeAccuracyTest, ::testing::ValuesIn(SupportedKernels()),
+                         [](const ::testing::TestParamInfo<const Kernels*>& info) {
+                           return std::string(info.param->name);
+                         });
+
+}  // namespace
+}  // namespace pagoda

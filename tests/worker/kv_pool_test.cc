@@ -1,0 +1,104 @@
+#include "worker/kv_pool.h"
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/model/safetensors.h"
+#include "gtest/gtest.h"
+
+namespace pagoda {
+namespace {
+
+ModelConfig SmallConfig() {
+  ModelConfig c;
+  c.num_layers = 3;
+  c.num_kv_heads = 2;
+  c.head_dim = 12;
+  return c;
+}
+
+TEST(KvPoolTest, SixteenBitBlocksTakeHalfTheBytesSoTwiceAsManyFit) {
+  const ModelConfig c = SmallConfig();
+  const int64_t f32 = KvPool::BytesPerBlock(c, 16, KvDtype::kF32);
+  EXPECT_EQ(f32, 2LL * 3 * 2 * 16 * 12 * 4);
+  EXPECT_EQ(KvPool::BytesPerBlock(c, 16, KvDtype::kBf16), f32 / 2);
+  EXPECT_EQ(KvPool::BytesPerBlock(c, 16, KvDtype::kF16), f32 / 2);
+  const int64_t bytes = 100 * f32 + 7;
+  EXPECT_EQ(KvPool::BlocksForBytes(c, 16, bytes, KvDtype::kF32), 100);
+  EXPECT_EQ(KvPool::BlocksForBytes(c, 16, bytes, KvDtype::kBf16), 200);
+  EXPECT_EQ(KvPool::BlocksForBytes(c, 16, bytes, KvDtype::kF16), 200);
+}
+
+// The element at (block, head, offset, d) of a layer's K or V, widened to f32.
+float ElementAt(const void* pool, KvDtype dtype, const ModelConfig& c, int block_size, int block,
+                int head, int offset, int d) {
+  const size_t i =
+      ((static_cast<size_t>(block) * c.num_kv_heads + head) * block_size + offset) * c.head_dim + d;
+  switch (dtype) {
+    case KvDtype::kF32:
+      return static_cast<const float*>(pool)[i];
+    case KvDtype::kBf16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(pool)[i]);
+    case KvDtype::kF16:
+      return HalfToFloat(static_cast<const uint16_t*>(pool)[i]);
+  }
+  return 0;
+}
+
+float Rounded(float x, KvDtype dtype) {
+  if (dtype == KvDtype::kF32) return x;
+  uint16_t h;
+  ConvertFromFloat(&x, 1, dtype, &h);
+  return dtype == KvDtype::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+}
+
+class KvPoolDtypeTest : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(KvPoolDtypeTest, WriteRoundsIntoTheSlotAndCopyBlockCopiesEveryLayer) {
+  const KvDtype dtype = GetParam();
+  const ModelConfig c = SmallConfig();
+  const int bs = 4;
+  KvPool pool(c, 5, bs, dtype);
+  EXPECT_EQ(pool.dtype(), dtype);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  const int row = c.num_kv_heads * c.head_dim;
+  // Layer l, slot 2·bs + 3 (block 2, offset 3): K and V rows of its own.
+  std::vector<std::vector<float>> k(c.num_layers, std::vector<float>(row));
+  std::vector<std::vector<float>> v = k;
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (float& x : k[l]) x = normal(rng);
+    for (float& x : v[l]) x = normal(rng);
+    pool.Write(l, 2 * bs + 3, k[l].data(), v[l].data());
+  }
+  pool.CopyBlock(2, 4);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const KvLayerView view = pool.layer(l);
+    EXPECT_EQ(view.dtype, dtype);
+    for (int block : {2, 4}) {
+      for (int h = 0; h < c.num_kv_heads; ++h) {
+        for (int d = 0; d < c.head_dim; ++d) {
+          const float want_k = Rounded(k[l][h * c.head_dim + d], dtype);
+          const float want_v = Rounded(v[l][h * c.head_dim + d], dtype);
+          ASSERT_EQ(ElementAt(view.k, dtype, c, bs, block, h, 3, d), want_k)
+              << "layer " << l << " block " << block << " head " << h << " d " << d;
+          ASSERT_EQ(ElementAt(view.v, dtype, c, bs, block, h, 3, d), want_v);
+          // The neighbouring slot is untouched (zero).
+          ASSERT_EQ(ElementAt(view.k, dtype, c, bs, block, h, 2, d), 0.0f);
+        }
+      }
+    }
+    // Blocks that were neither written nor copied stay zero.
+    EXPECT_EQ(ElementAt(view.k, dtype, c, bs, 3, 1, 3, 0), 0.0f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, KvPoolDtypeTest,
+                         ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16),
+                         [](const ::testing::TestParamInfo<KvDtype>& info) {
+                           return std::string(KvDtypeName(info.param));
+                         });
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,36 @@
+// The element type of the KV pool. Kernel sources include this header (through
+// worker/kernels/kernels.h), so it holds only types and declarations: no inline function that
+// an AVX-512 object could emit. The scalar f32 ↔ bf16/f16 conversions are the model loader's
+// (common/model/safetensors.h).
+#ifndef PAGODA_WORKER_KV_DTYPE_H_
+#define PAGODA_WORKER_KV_DTYPE_H_
+
+#include <cstdint>
+
+namespace pagoda {
+
+// K and V are stored in this type and always accumulated in f32.
+enum class KvDtype : int32_t {
+  kF32 = 0,
+  kBf16 = 1,  // f32's range, 8 significant bits: no overflow, coarser values
+  kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
+};
+
+int KvDtypeBytes(KvDtype dtype);         // 4 or 2
+const char* KvDtypeName(KvDtype dtype);  // "f32", "bf16", "f16"
+
+// One layer of the pool: K and V, each [num_blocks, num_kv_heads, block_size, head_dim] of
+// `dtype`. Not owned.
+struct KvLayerView {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  KvDtype dtype = KvDtype::kF32;
+};
+
+// Converts n floats into `dtype` elements at dst (n·KvDtypeBytes(dtype) bytes), rounding to
+// nearest even; a NaN stays a NaN. Vectorized: it runs for every K/V row a step writes.
+void ConvertFromFloat(const float* src, int n, KvDtype dtype, void* dst);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_WORKER_KV_DTYPE_H_
