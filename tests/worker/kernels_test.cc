@@ -1,7 +1,8 @@
-// Every kernel table this CPU can run, against float64 references: Linear (packing + GEMM) at
-// row counts on both sides of each ISA's register tile, RMSNorm and SwiGLU. Paged attention
-// has its own test, which runs each table too.
-#include <omp.h>
+// Every kernel table this CPU can run, against float64 references: RMSNorm and SwiGLU. Linear
+// (packing + GEMM, every precision) and paged attention have their own tests, which run each
+// table too.
+
+#include "worker/kernels/kernels.h"
 
 #include <cmath>
 #include <random>
@@ -10,7 +11,6 @@
 
 #include "gtest/gtest.h"
 #include "worker/kernels/isa.h"
-#include "worker/linear.h"
 
 namespace pagoda {
 namespace {
@@ -31,46 +31,6 @@ class KernelsTest : public ::testing::TestWithParam<const Kernels*> {
   std::normal_distribution<float> normal_;
   const Kernels* previous_ = nullptr;
 };
-
-TEST_P(KernelsTest, LinearEqualsAFloat64Reference) {
-  omp_set_num_threads(3);  // uneven splits of the panels
-  struct Shape {
-    int in, out;
-  };
-  // Widths below, at and past one panel (16 or 32), a k that is not a multiple of 16, and
-  // one longer than the GEMM's k block (256) that is not a multiple of it.
-  const Shape shapes[] = {{1, 1}, {17, 15}, {64, 16}, {100, 33}, {48, 70}, {33, 130}, {300, 40}};
-  const int row_counts[] = {1, 2, 3, 5, 6, 7, 11, 12, 13, 25, 64};
-  for (const Shape& s : shapes) {
-    for (const bool with_bias : {false, true}) {
-      for (const bool accumulate : {false, true}) {
-        const std::vector<float> w = Random(static_cast<size_t>(s.out) * s.in);
-        const std::vector<float> bias = with_bias ? Random(s.out) : std::vector<float>();
-        const Linear linear(w.data(), s.in, s.out, bias, accumulate);
-        for (const int rows : row_counts) {
-          const std::vector<float> x = Random(static_cast<size_t>(rows) * s.in);
-          const std::vector<float> y0 = Random(static_cast<size_t>(rows) * s.out);
-          std::vector<float> y = y0;
-          linear.Run(x.data(), rows, y.data());
-          for (int r = 0; r < rows; ++r) {
-            for (int o = 0; o < s.out; ++o) {
-              double want = with_bias ? bias[o] : 0.0, magnitude = std::abs(want);
-              for (int i = 0; i < s.in; ++i) {
-                const double p = static_cast<double>(x[r * s.in + i]) * w[o * s.in + i];
-                want += p;
-                magnitude += std::abs(p);
-              }
-              if (accumulate) want += y0[r * s.out + o];
-              ASSERT_NEAR(y[r * s.out + o], want, 1e-6 * (magnitude + 1.0))
-                  << s.in << " -> " << s.out << ", " << rows << " rows, row " << r << " col " << o
-                  << (with_bias ? ", bias" : "") << (accumulate ? ", accumulating" : "");
-            }
-          }
-        }
-      }
-    }
-  }
-}
 
 TEST_P(KernelsTest, RmsNormEqualsAFloat64Reference) {
   for (const int n : {1, 7, 8, 16, 33, 100, 768}) {

@@ -1,5 +1,6 @@
-// Linear in bf16 and int8, under every kernel table this CPU can run, against float64
-// references: bf16 equals f32 arithmetic on the bf16-rounded weights; int8 equals the product
+// Linear (packing + GEMM) in f32, bf16 and int8, under every kernel table this CPU can run,
+// at row counts on both sides of each register tile, against float64 references: f32 and bf16
+// equal f32 arithmetic on the (bf16-rounded) weights; int8 equals the product
 // of the dequantized weights (Row) and activations quantized as Q8_0 rounds them, computed
 // here independently; Row() is the stored matrix, within each precision's rounding.
 #include "worker/linear.h"
@@ -74,7 +75,9 @@ TEST_P(LinearTest, RowIsTheStoredMatrix) {
         amax = std::max(amax, std::fabs(w[o * in + i]));
       for (int i = k0; i < std::min(in, k0 + 32); ++i) {
         const float want = w[o * in + i];
-        if (dtype() == WeightDtype::kBf16) {
+        if (dtype() == WeightDtype::kF32) {
+          ASSERT_EQ(row[i], want) << o << ", " << i;
+        } else if (dtype() == WeightDtype::kBf16) {
           ASSERT_EQ(row[i], RoundToBf16(want)) << o << ", " << i;
         } else {
           // Half a step of the block's scale, and the scale's own f16 rounding.
@@ -92,7 +95,7 @@ TEST_P(LinearTest, EqualsAFloat64ReferenceOfWhatItStores) {
   };
   // Widths below, at and past one panel, k not a multiple of 32 or of the f32 k block (256).
   const Shape shapes[] = {{1, 1}, {17, 15}, {64, 16}, {100, 33}, {48, 70}, {300, 130}};
-  const int row_counts[] = {1, 2, 3, 5, 6, 7, 12, 13, 25, 64};
+  const int row_counts[] = {1, 2, 3, 5, 6, 7, 11, 12, 13, 25, 64};
   for (const Shape& s : shapes) {
     for (const bool with_bias : {false, true}) {
       for (const bool accumulate : {false, true}) {
@@ -117,7 +120,7 @@ TEST_P(LinearTest, EqualsAFloat64ReferenceOfWhatItStores) {
                 magnitude += std::abs(p);
               }
               if (accumulate) want += y0[r * s.out + o];
-              ASSERT_NEAR(y[r * s.out + o], want, 1e-5 * (magnitude + 1.0))
+              ASSERT_NEAR(y[r * s.out + o], want, 1e-6 * (magnitude + 1.0))
                   << s.in << " -> " << s.out << ", " << rows << " rows, row " << r << " col " << o
                   << (with_bias ? ", bias" : "") << (accumulate ? ", accumulating" : "");
             }
@@ -133,8 +136,10 @@ TEST_P(LinearTest, WeightBytesAreThePrecisionsOwn) {
   const std::vector<float> w(static_cast<size_t>(out) * in, 0.5f);
   const Linear linear(w.data(), in, out, {}, false, dtype());
   const double per_weight = static_cast<double>(linear.weight_bytes()) / (in * out);
-  // bf16: 2 bytes; int8: Q8_0's 34 bytes per 32.
-  EXPECT_DOUBLE_EQ(per_weight, dtype() == WeightDtype::kBf16 ? 2.0 : 34.0 / 32);
+  // f32: 4 bytes; bf16: 2; int8: Q8_0's 34 bytes per 32.
+  EXPECT_DOUBLE_EQ(per_weight, dtype() == WeightDtype::kF32    ? 4.0
+                               : dtype() == WeightDtype::kBf16 ? 2.0
+                                                               : 34.0 / 32);
 }
 
 // A Q8_0 block's values (q · d, d an f16) come back exactly: the layout holds what GGUF's Q8_0
@@ -162,6 +167,7 @@ TEST_P(LinearTest, Q8ZeroValuesRoundTripExactly) {
 std::vector<Param> Params() {
   std::vector<Param> out;
   for (const Kernels* k : SupportedKernels()) {
+    out.emplace_back(k, WeightDtype::kF32);
     out.emplace_back(k, WeightDtype::kBf16);
     out.emplace_back(k, WeightDtype::kInt8);
   }
