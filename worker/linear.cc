@@ -14,14 +14,13 @@ namespace pagoda {
 namespace {
 
 // The f16 scale of one block of up to 32 weights, rounded as Q8_0 stores it, and the weights.
-void QuantizeBlock(const float* w, int n, int stride, uint16_t* scale, int8_t* q) {
+void QuantizeBlock(const float* w, int n, uint16_t* scale, int8_t* q) {
   float amax = 0.0f;
-  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(w[i * stride]));
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(w[i]));
   *scale = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
   const float d = _cvtsh_ss(*scale), inverse = d > 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < n; ++i) {
-    q[i] =
-        static_cast<int8_t>(std::clamp(std::nearbyint(w[i * stride] * inverse), -127.0f, 127.0f));
+    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(w[i] * inverse), -127.0f, 127.0f));
   }
 }
 
@@ -90,7 +89,7 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
           if (n <= 0) break;
           for (int j = 0; j < cols; ++j) {
             int8_t q[kB];
-            QuantizeBlock(rows + static_cast<size_t>(j) * in + k0, n, 1, &scales[j], q);
+            QuantizeBlock(rows + static_cast<size_t>(j) * in + k0, n, &scales[j], q);
             for (int i = 0; i < n; ++i) {
               const int v = q[i] + (kernels_.int8_weights_offset ? 128 : 0);
               block[(i / 4) * 4 * pw + j * 4 + i % 4] = static_cast<uint8_t>(v);
