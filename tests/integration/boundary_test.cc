@@ -416,13 +416,13 @@ TEST_F(TlsTest, OnlyAWorkerWithACertificateTheCaSignedJoins) {
 TEST(ApiKeyTest, EveryCallNeedsTheKeyButHealthDoesNot) {
   const std::string dir = testing::TempDir();
   const int port = FreePort();
-  const pid_t router = Spawn(
-      {testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port),
-       absl::StrCat("--worker-port=", FreePort()), "--host=127.0.0.1",
-       "--model=" + testing::Stories260KModel(), "--tokenizer=" + testing::Stories260KTokenizer(),
-       "--max-model-len=257", "--spawn-workers=1", "--worker-kv-cache-mb=8", "--api-key=sesame",
-       "--http-port=0"},
-      dir + "/router.log");
+  const pid_t router =
+      Spawn({testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port),
+             absl::StrCat("--worker-port=", FreePort()), "--host=127.0.0.1",
+             "--model=" + testing::Stories260KModel(),
+             "--tokenizer=" + testing::Stories260KTokenizer(), "--max-model-len=257",
+             "--spawn-workers=1", "--worker-kv-cache-mb=8", "--api-key=sesame", "--http-port=0"},
+            dir + "/router.log");
   const std::string address = absl::StrCat("127.0.0.1:", port);
   ASSERT_TRUE(testing::WaitForHealth(address, "", testing::kServing)) << dir;
   auto stub =
