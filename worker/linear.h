@@ -39,6 +39,7 @@ class Linear {
   int out() const { return shape_.n; }
   WeightDtype dtype() const { return shape_.dtype; }
   size_t weight_bytes() const { return shape_.num_bytes(); }
+  size_t bias_bytes() const { return sizeof(float) * bias_.size(); }
   // Multiply-adds of one row: in · out.
   double flops_per_row() const { return 2.0 * shape_.k * shape_.n; }
 

@@ -1,7 +1,6 @@
 #include "worker/llama_model.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "worker/kernels/isa.h"
@@ -70,9 +69,6 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
     layer.gate_up =
         std::make_unique<Linear>(gate_up.data(), dim, 2 * hidden, no_bias, false, dtype);
     layer.down = std::make_unique<Linear>(l.w_down.data(), hidden, dim, no_bias, true, dtype);
-    model->weight_bytes_ += layer.qkv->weight_bytes() + layer.o->weight_bytes() +
-                            layer.gate_up->weight_bytes() + layer.down->weight_bytes() +
-                            4 * (qkv_bias.size() + 2 * dim + 2 * norm_size);
     l = LayerWeights();
     model->layers_.push_back(std::move(layer));
   }
@@ -84,10 +80,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
   if (!c.tied_embeddings) {
     model->token_embedding_ = std::make_unique<Linear>(w.token_embedding.data(), dim, c.vocab_size,
                                                        no_bias, false, dtype);
-    model->weight_bytes_ += model->token_embedding_->weight_bytes();
   }
   std::vector<float>().swap(w.token_embedding);
-  model->weight_bytes_ += model->classifier_->weight_bytes() + 4 * dim;
 
   // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (Llama 3 scaling aside),
   // computed in float as llama2.c does.
@@ -114,6 +108,18 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
   model->final_x_.resize(static_cast<size_t>(max_logit_rows) * dim);
   model->logits_.resize(static_cast<size_t>(max_logit_rows) * c.vocab_size);
   return model;
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t bytes = classifier_->weight_bytes() + sizeof(float) * final_norm_.size();
+  if (token_embedding_) bytes += token_embedding_->weight_bytes();
+  for (const Layer& l : layers_) {
+    bytes += l.qkv->weight_bytes() + l.o->weight_bytes() + l.gate_up->weight_bytes() +
+             l.down->weight_bytes() + l.qkv->bias_bytes() +
+             sizeof(float) *
+                 (l.attn_norm.size() + l.ffn_norm.size() + l.q_norm.size() + l.k_norm.size());
+  }
+  return bytes;
 }
 
 void LlamaModel::NormQk(const Layer& layer, float* qkv, int rows) const {

@@ -53,7 +53,7 @@ class LlamaModel {
   int max_logit_rows() const { return max_logit_rows_; }
   WeightDtype weight_dtype() const { return classifier_->dtype(); }
   // Bytes of every matrix as stored, with norms and biases.
-  size_t weight_bytes() const { return weight_bytes_; }
+  size_t weight_bytes() const;
 
  private:
   struct Layer {
@@ -80,7 +80,6 @@ class LlamaModel {
   std::vector<float> final_norm_;           // (dim)
   std::unique_ptr<Linear> classifier_;      // dim -> vocab
   std::vector<float> rope_cos_, rope_sin_;  // (max_seq_len, head_dim / 2)
-  size_t weight_bytes_ = 0;
 
   // Mutable run state, sized once.
   std::vector<float> x_;        // (max_tokens, dim) residual stream
