@@ -36,10 +36,14 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
   std::vector<std::thread> clients;
   for (int i = 0; i < 16; ++i) {
     clients.emplace_back([&, i] {
-      outputs[i] = Generate(Greedy(golden_[i % golden_.size()].prompt), i == 0 ? 20 : -1,
-                            [&](grpc::ClientContext&) {
-                              during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
-                            });
+      // To the end of the context: the load outlasts the snapshot by ~200 steps, where the
+      // golden continuations ending at EOS let a fast engine finish everything before client
+      // 0 had read its 20th token.
+      v1::GenerateRequest request = Greedy(golden_[i % golden_.size()].prompt);
+      request.set_ignore_eos(true);
+      outputs[i] = Generate(request, i == 0 ? 20 : -1, [&](grpc::ClientContext&) {
+        during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+      });
     });
   }
   for (auto& t : clients) t.join();
