@@ -1,4 +1,5 @@
 // What operators see: Prometheus /metrics during and after a load, and `pagoda bench`.
+#include <atomic>
 #include <cmath>
 #include <thread>
 
@@ -31,22 +32,34 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
   StartWorker();
   StartWorker();
   WaitForWorkers(2);
+  // A poller reads /metrics until a snapshot shows the load in flight, so the test does not
+  // depend on which of the clients, the engine or the poller the scheduler runs first.
+  auto in_flight = [](const std::string& text) {
+    return Metric(text, "pagoda_num_requests_running") >= 1 &&
+           Metric(text, "pagoda_kv_cache_usage{worker=\"0\"}") +
+                   Metric(text, "pagoda_kv_cache_usage{worker=\"1\"}") >
+               0;
+  };
+  std::atomic<int> finished{0};
   std::string during;
+  std::thread poller([&] {
+    do {
+      during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+    } while (!in_flight(during) && finished.load() < 16);
+  });
   std::vector<testing::StreamOutput> outputs(16);
   std::vector<std::thread> clients;
   for (int i = 0; i < 16; ++i) {
     clients.emplace_back([&, i] {
-      // To the end of the context: the load outlasts the snapshot by ~200 steps, where the
-      // golden continuations ending at EOS let a fast engine finish everything before client
-      // 0 had read its 20th token.
+      // To the end of the context, so the load lasts ~500 steps.
       v1::GenerateRequest request = Greedy(golden_[i % golden_.size()].prompt);
       request.set_ignore_eos(true);
-      outputs[i] = Generate(request, i == 0 ? 20 : -1, [&](grpc::ClientContext&) {
-        during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
-      });
+      outputs[i] = Generate(request);
+      ++finished;
     });
   }
   for (auto& t : clients) t.join();
+  poller.join();
   for (const char* name :
        {"pagoda_num_requests_running", "pagoda_num_requests_waiting", "pagoda_kv_cache_usage",
         "pagoda_prefix_cache_queries_total", "pagoda_prefix_cache_hits_total",
