@@ -6,9 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "glog/logging.h"
@@ -28,14 +33,49 @@ std::string Stories260KModel() { return SharedPath("models/stories260K/stories26
 std::string Stories260KTokenizer() { return SharedPath("models/stories260K/tok512.bin"); }
 std::string BinaryPath(const std::string& name) { return std::string(PAGODA_BIN_DIR) + "/" + name; }
 
+namespace {
+
+std::string MakeTempDir(std::string name) {
+  std::replace(name.begin(), name.end(), '/', '_');  // parameterized tests' names hold '/'
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("pagoda_test_" + name + "_XXXXXX")).string();
+  CHECK(mkdtemp(dir.data()) != nullptr) << "mkdtemp " << dir << ": " << strerror(errno);
+  return dir;
+}
+
+std::mutex temp_dir_mu;
+std::string temp_dir;  // the running test's, or empty
+
+class RemoveTempDirAfterEachTest : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    std::lock_guard<std::mutex> lock(temp_dir_mu);
+    if (temp_dir.empty()) return;
+    if (info.result()->Passed()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(temp_dir, ignored);
+    } else {
+      std::cerr << "the test's files are kept in " << temp_dir << "\n";
+    }
+    temp_dir.clear();
+  }
+};
+
+const bool temp_dir_listener_added = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new RemoveTempDirAfterEachTest);
+  return true;
+}();
+
+}  // namespace
+
 std::string TempDir() {
+  std::lock_guard<std::mutex> lock(temp_dir_mu);
+  if (!temp_dir.empty()) return temp_dir;
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      ("pagoda_test_" + std::to_string(getpid()) + "_" +
-       (info ? std::string(info->test_suite_name()) + "." + info->name() : "x"));
-  std::filesystem::create_directories(dir);
-  return dir.string();
+  const std::string dir =
+      MakeTempDir(info ? std::string(info->test_suite_name()) + "." + info->name() : "suite");
+  if (info == nullptr) return dir;  // outside a test (SetUpTestSuite): its caller removes it
+  temp_dir = dir;
+  return temp_dir;
 }
 
 std::string ReadFile(const std::string& path) {
@@ -105,7 +145,7 @@ int StartProcess(const std::vector<std::string>& argv, const std::string& stdout
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv) {
-  const std::string dir = TempDir();
+  const std::string dir = MakeTempDir("command");
   const std::string out_path = dir + "/stdout", err_path = dir + "/stderr";
   int status = 0;
   waitpid(StartProcess(argv, out_path, err_path), &status, 0);
@@ -113,6 +153,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = ReadFile(out_path);
   r.err = ReadFile(err_path);
+  std::filesystem::remove_all(dir);
   return r;
 }
 

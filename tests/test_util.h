@@ -14,7 +14,9 @@ std::string Stories260KModel();      // stories260K.bin
 std::string Stories260KTokenizer();  // tok512.bin
 // The built binaries (build/bin).
 std::string BinaryPath(const std::string& name);
-// A fresh directory for the test's files.
+// A fresh directory for the running test's files, the same one on every call during a test
+// (made by mkdtemp, so no earlier run's files can be in it), removed when the test passes
+// and kept, with its path printed, when it fails.
 std::string TempDir();
 
 struct GoldenCase {

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <climits>
+#include <filesystem>
 
 #include "common/http_client.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -383,7 +384,10 @@ class TlsTest : public BoundaryTest {
            "-out", d + "/" + name + ".pem"});
     }
   }
-  static void TearDownTestSuite() { delete certs_; }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*certs_);
+    delete certs_;
+  }
   std::vector<std::string> ExtraRouterFlags() const override {
     return {"--tls-cert=" + *certs_ + "/router.pem", "--tls-key=" + *certs_ + "/router.key",
             "--tls-ca=" + *certs_ + "/ca.pem"};
