@@ -92,6 +92,29 @@ void Scheduler::Preempt(Sequence* seq) {
   VLOG(1) << "preempted sequence " << seq->id << " at " << seq->num_tokens() << " tokens";
 }
 
+uint64_t Scheduler::BlockHash(Sequence* seq, int i) {
+  const int bs = options_.block_size;
+  CHECK_LE((i + 1) * bs, seq->num_tokens());
+  for (int j = static_cast<int>(seq->block_hashes.size()); j <= i; ++j) {
+    seq->block_hashes.push_back(HashBlock(j == 0 ? 0 : seq->block_hashes[j - 1],
+                                          std::span<const int>(seq->tokens).subspan(j * bs, bs)));
+  }
+  return seq->block_hashes[i];
+}
+
+bool Scheduler::NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks) {
+  const int i = num_cached_blocks, end = (i + 1) * options_.block_size;
+  // FindCachedPrefix never covers a sequence's last token, so neither does waiting.
+  if (end > seq->target_tokens() - 1) return false;
+  for (Sequence* r : running_) {
+    if (r->paused_this_step || r->num_computed_tokens >= end || r->target_tokens() < end) {
+      continue;
+    }
+    if (BlockHash(r, i) == BlockHash(seq, i)) return true;
+  }
+  return false;
+}
+
 void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
   const size_t n = running_.size();
   for (size_t i = 0; i < n; ++i) {
@@ -194,20 +217,25 @@ StepCommand Scheduler::Schedule() {
     ++i;
   }
 
-  // Then waiting ones, unless this step had to preempt (no room to admit).
-  while (!preempted && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size()) < options_.max_num_seqs &&
-         static_cast<int>(last_step_.size()) < options_.max_num_seqs) {
-    // The oldest waiting sequence whose client is reading.
-    auto next = std::find_if(waiting_.begin(), waiting_.end(),
-                             [](const Sequence* s) { return !s->paused_this_step; });
-    if (next == waiting_.end()) break;
-    Sequence* seq = *next;
+  // Then waiting ones, oldest first, unless this step had to preempt (no room to admit).
+  for (auto it = waiting_.begin(); !preempted && it != waiting_.end() && budget > 0 &&
+                                   static_cast<int>(running_.size()) < options_.max_num_seqs &&
+                                   static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
+    Sequence* seq = *it;
+    if (seq->paused_this_step) {  // its client is not reading
+      ++it;
+      continue;
+    }
     const int target = seq->target_tokens();
     const PrefixHit hit =
         options_.enable_prefix_caching
             ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target))
             : PrefixHit();
+    if (options_.enable_prefix_caching &&
+        NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
+      ++it;
+      continue;
+    }
     const int cached = std::min(hit.num_tokens(options_.block_size), target);
     const int n = std::min(target - cached, budget);
     // max-len reservation: blocks for every token it may ever hold (the last sampled one is
@@ -228,7 +256,7 @@ StepCommand Scheduler::Schedule() {
     }
     seq->admitted_once = true;
     seq->num_computed_tokens = cached;
-    waiting_.erase(next);
+    it = waiting_.erase(it);
     running_.push_back(seq);
     if (n > 0) {
       Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);

@@ -3,7 +3,9 @@
 //
 //   Schedule():  forks due → running sequences first (a decode is 1 token, a prefill a chunk
 //                within the token budget; out of blocks → preempt the newest by recompute) →
-//                waiting sequences (prefix-cache lookup, then CanAllocate/Allocate)
+//                waiting sequences (prefix-cache lookup, then CanAllocate/Allocate); one
+//                whose next prompt block a running sequence is about to compute waits for it
+//                (32 requests with one system prompt compute it once, not 32 times)
 //   Postprocess(result): advance num_computed, cache full blocks, append sampled tokens,
 //                finish on a stop token or a length limit.
 //
@@ -91,6 +93,11 @@ class Scheduler {
  private:
   void ForkDueSequences(std::vector<SequenceUpdate>* forks);
   void Preempt(Sequence* seq);
+  // The chained hash of seq's block i. REQUIRES: the block is full.
+  uint64_t BlockHash(Sequence* seq, int i);
+  // Whether a running sequence that is not paused will compute the block after `seq`'s
+  // cached `num_cached_blocks`, so waiting for it turns that block into a cache hit.
+  bool NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks);
   void Finish(Sequence* seq, FinishReason reason);
   // Adds seq's work (new-sequence record, block delta, tokens) to the command.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);

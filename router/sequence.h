@@ -43,6 +43,9 @@ struct Sequence {
   std::chrono::steady_clock::time_point added_at;  // Scheduler::Add
   double queue_seconds = -1;                       // Add to first admission, once known
 
+  // Chained hashes of its leading full blocks (HashBlock), extended as the scheduler asks.
+  std::vector<uint64_t> block_hashes;
+
   // What the worker knows about it.
   bool on_worker = false;     // the worker holds its state (NewSequence sent)
   int num_synced_blocks = 0;  // leading block-table entries the worker has

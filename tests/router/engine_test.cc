@@ -272,6 +272,77 @@ TEST_F(EngineTest, ARepeatedPrefixIsServedFromTheCache) {
   EXPECT_GT(engine_->scheduler().kv().num_prefix_hit_tokens(), 0);
 }
 
+// Requests that arrive together with one long system prompt: the first computes it, the
+// others wait for its blocks instead of each computing its own copy, and get them from the
+// cache (vLLM would compute it in every request admitted before the first one's step ended).
+TEST_F(EngineTest, RequestsArrivingTogetherComputeASharedPrefixOnce) {
+  Start(/*num_blocks=*/512);
+  const auto suffixes = ManyPrompts();
+  std::vector<int> system = {1};
+  for (int i = 0; system.size() < 70; ++i) {
+    system.insert(system.end(), suffixes[i].begin() + 1, suffixes[i].end());
+  }
+  system.resize(70);  // four full blocks, then six tokens that each prompt's block 4 holds
+  std::vector<std::vector<int>> prompts, alone;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(system);
+    prompts.back().insert(prompts.back().end(), suffixes[8 + i].begin() + 1, suffixes[8 + i].end());
+  }
+  for (const auto& p : prompts) {
+    Start(512);  // a fresh cache for each: nothing shared
+    const int64_t id = Add(p, Greedy(), 1, 24);
+    alone.push_back(RunAll()[id].outputs[0]);
+  }
+  Start(512);
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts) ids.push_back(Add(p, Greedy(), 1, 24));
+  auto together = RunAll();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[ids[i]].outputs[0], alone[i]) << "prompt " << i;
+    EXPECT_EQ(together[ids[i]].num_cached_tokens, i == 0 ? 0 : 64) << "prompt " << i;
+  }
+  EXPECT_EQ(engine_->scheduler().kv().num_prefix_hit_tokens(), 7 * 64);
+}
+
+// A waiting request does not wait on a prefix nobody is computing: distinct prompts are all
+// admitted in the first step, and so is the second of two alike when the first one's client
+// stopped reading (a paused sequence is not scheduled, so it would never fill the blocks).
+TEST_F(EngineTest, NoRequestWaitsOnAPrefixNobodyIsComputing) {
+  Start(/*num_blocks=*/512);
+  const auto prompts = ManyPrompts();
+  for (int i = 0; i < 4; ++i) Add(prompts[i]);
+  ASSERT_TRUE(engine_->Step().ok());
+  EXPECT_EQ(engine_->scheduler().num_running(), 4);
+  EXPECT_EQ(engine_->scheduler().num_waiting(), 0);
+  RunAll();
+
+  // A budget of 32 tokens a step: the first computes its 80-token prompt in three steps.
+  Start(/*num_blocks=*/512, /*max_model_len=*/257, /*max_num_batched_tokens=*/32);
+  std::vector<int> prompt;
+  for (int i = 0; prompt.size() < 80; ++i) {
+    prompt.insert(prompt.end(), prompts[i].begin() + (i > 0), prompts[i].end());
+  }
+  prompt.resize(80);
+  auto paused = std::make_shared<std::atomic<bool>>(false);
+  GenerationRequest first;
+  first.prompt_ids = prompt;
+  first.sampling = Greedy();
+  first.max_tokens = 4;
+  first.paused = paused;
+  ASSERT_TRUE(engine_->AddRequest(first).ok());
+  const int64_t second = Add(prompt, Greedy(), 1, 4);
+  std::map<int64_t, Result> results;
+  ASSERT_TRUE(StepInto(results));  // the first computes tokens 0-31 (the whole budget)
+  paused->store(true);
+  ASSERT_TRUE(StepInto(results));
+  EXPECT_EQ(engine_->scheduler().num_running(), 2) << "the first is paused: nothing to wait for";
+  EXPECT_EQ(engine_->scheduler().num_waiting(), 0);
+  paused->store(false);
+  results = RunAll(results);
+  EXPECT_EQ(results[second].outputs[0].size(), 4u);
+  EXPECT_EQ(results[second].num_cached_tokens, 32);
+}
+
 TEST_F(EngineTest, ForksShareThePromptAndCopyOnWriteKeepsThemCorrect) {
   // Greedy forks must each equal the golden output: any KV corruption from sharing the
   // partial prompt block (13 tokens: 12 shared, then each fork writes position 12) shows.
