@@ -1,7 +1,9 @@
 // Paged attention alone, in the decode shape of stories110M (12 heads of 64, block 16):
-//   BM_DecodeAttention/S/C/D   S sequences, one query each, C tokens of context, K/V stored as
-//                              D (0 = f32, 1 = bf16, 2 = f16; the label names it)
+//   BM_DecodeAttention/S/C/D/P S sequences, one query each, C tokens of context, K/V stored as
+//                              D (0 = f32, 1 = bf16, 2 = f16; the label names it), the first
+//                              P tokens' blocks shared by all (a common system prompt)
 // Reports the K/V bytes read per second (the kernel's roof is memory bandwidth).
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -35,6 +37,12 @@ void BM_DecodeAttention(benchmark::State& state) {
   std::vector<int> ids(num_blocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(1));  // scattered, as in a busy pool
+  // The first `shared` tokens' blocks are the same for every sequence (one system prompt, in
+  // the prefix cache): every table starts with sequence 0's.
+  const int shared_blocks = static_cast<int>(state.range(3)) / shape.block_size;
+  for (int s = 1; s < num_seqs; ++s) {
+    std::copy_n(ids.begin(), shared_blocks, ids.begin() + s * blocks_per_seq);
+  }
   std::vector<AttentionSequence> seqs;
   for (int s = 0; s < num_seqs; ++s) {
     seqs.push_back({s, 1, ctx - 1, &ids[s * blocks_per_seq]});
@@ -51,8 +59,9 @@ void BM_DecodeAttention(benchmark::State& state) {
 }
 
 BENCHMARK(BM_DecodeAttention)
-    ->ArgsProduct({{1}, {512}, {0, 1, 2}})
-    ->ArgsProduct({{32}, {133, 512}, {0, 1, 2}});
+    ->ArgsProduct({{1}, {512}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{32}, {133, 512}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{32}, {512}, {0, 1, 2}, {352}});
 
 }  // namespace
 }  // namespace pagoda

@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
+#include <utility>
 #include <vector>
 
 namespace pagoda {
@@ -11,69 +14,239 @@ namespace {
 // Query rows of one sequence handled together, sharing every K/V block load.
 constexpr int kTileRows = 16;
 
-// Rows [row_begin, row_end) of a sequence against KV heads [head_begin, head_end). A block's
-// heads are contiguous in the pool, so one item reads each block as one run.
+// Rows [row_begin, row_end) of a sequence (or of a group's gathered rows) against KV heads
+// [head_begin, head_end). A block's heads are contiguous in the pool, so one item reads each
+// block as one run.
 struct WorkItem {
-  int seq;
+  int seq;  // or group
   int head_begin, head_end;
   int row_begin, row_end;
 };
+
+// Sequences whose tables begin with the same `num_blocks` blocks, all below every member's
+// first query position: a system prompt in the prefix cache, or the n samples of one prompt.
+struct Group {
+  int num_blocks = 0;
+  const int* block_table = nullptr;  // a member's
+  int first_row = 0, num_rows = 0;   // in the gathered rows
+};
+
+// Leading blocks of `seq` that every one of its query rows sees whole.
+int FullBlocksBefore(const AttentionSequence& seq, int block_size) {
+  return seq.start_pos / block_size;
+}
+
+// Appends items covering `num_rows` rows of each of `num_units` units, heads split so that
+// every thread has some work.
+void AddItems(int num_units, const std::function<int(int)>& rows_of, int num_kv_heads,
+              std::vector<WorkItem>* items) {
+  int num_tiles = 0;
+  for (int u = 0; u < num_units; ++u) num_tiles += (rows_of(u) + kTileRows - 1) / kTileRows;
+  // Whole units per item when there is enough work; otherwise split the heads so every
+  // thread has some (a lone decode would else run on one core).
+  const int wanted = 4 * omp_get_max_threads();
+  const int splits = std::clamp((wanted + num_tiles - 1) / std::max(num_tiles, 1), 1, num_kv_heads);
+  for (int u = 0; u < num_units; ++u) {
+    for (int part = 0; part < splits; ++part) {
+      const int h0 = num_kv_heads * part / splits, h1 = num_kv_heads * (part + 1) / splits;
+      for (int r = 0; r < rows_of(u); r += kTileRows) {
+        items->push_back({u, h0, h1, r, std::min(r + kTileRows, rows_of(u))});
+      }
+    }
+  }
+}
 
 }  // namespace
 
 void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
                     std::span<const AttentionSequence> seqs, const float* q, int q_stride,
                     const KvLayerView& kv, float* out) {
-  // Reused across calls: grows to the largest step once, then never allocates.
-  static thread_local std::vector<WorkItem> items;
+  const int num_seqs = static_cast<int>(seqs.size());
+  const int bs = shape.block_size, hd = shape.head_dim, heads = shape.num_heads;
+  const int group_size = shape.num_heads / shape.num_kv_heads;
+  // Reused across calls: they grow to the largest step once, then never allocate. Named
+  // through references, so the OpenMP threads below see the calling thread's.
+  struct Buffers {
+    std::vector<WorkItem> shared_items, items;
+    std::vector<Group> groups;
+    std::vector<int> order, group_of, state_row;
+    std::vector<std::pair<int, int>> shared;  // (blocks shared with the lead, sequence)
+    std::vector<float> gathered_q, states;
+  };
+  static thread_local Buffers buffers;
+  std::vector<WorkItem>& shared_items = buffers.shared_items;
+  std::vector<WorkItem>& items = buffers.items;
+  std::vector<Group>& groups = buffers.groups;
+  std::vector<int>& order = buffers.order;
+  std::vector<int>& group_of = buffers.group_of;
+  std::vector<int>& state_row = buffers.state_row;
+  std::vector<std::pair<int, int>>& shared = buffers.shared;
+  std::vector<float>& gathered_q = buffers.gathered_q;
+  std::vector<float>& states = buffers.states;
+  shared_items.clear();
   items.clear();
-  int num_tiles = 0;
-  for (const AttentionSequence& seq : seqs) num_tiles += (seq.num_rows + kTileRows - 1) / kTileRows;
-  // Whole sequences per item when there is enough work; otherwise split the heads so every
-  // thread has some (a lone decode would else run on one core).
-  const int wanted = 4 * omp_get_max_threads();
-  const int splits =
-      std::clamp((wanted + num_tiles - 1) / std::max(num_tiles, 1), 1, shape.num_kv_heads);
-  for (int s = 0; s < static_cast<int>(seqs.size()); ++s) {
-    for (int part = 0; part < splits; ++part) {
-      const int h0 = shape.num_kv_heads * part / splits;
-      const int h1 = shape.num_kv_heads * (part + 1) / splits;
-      for (int r = 0; r < seqs[s].num_rows; r += kTileRows) {
-        items.push_back({s, h0, h1, r, std::min(r + kTileRows, seqs[s].num_rows)});
+  groups.clear();
+
+  // Group sequences by their first block; a group shares the leading blocks that most of its
+  // members have in common (members with fewer run alone).
+  order.resize(num_seqs);
+  std::iota(order.begin(), order.end(), 0);
+  auto first_block = [&](int s) {
+    return FullBlocksBefore(seqs[s], bs) > 0 ? seqs[s].block_table[0] : -1;
+  };
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::pair(first_block(a), a) < std::pair(first_block(b), b);
+  });
+  group_of.assign(num_seqs, -1);
+  state_row.assign(num_seqs, 0);
+  int num_state_rows = 0;
+  for (int i = 0; i < num_seqs;) {
+    int j = i + 1;
+    while (j < num_seqs && first_block(order[j]) == first_block(order[i])) ++j;
+    if (first_block(order[i]) >= 0 && j - i >= 2) {
+      // Blocks each member shares with the one that has the most below its rows, best first;
+      // keep the count that saves the most reads (blocks x members).
+      const AttentionSequence& lead =
+          seqs[*std::max_element(order.begin() + i, order.begin() + j, [&](int a, int b) {
+            return seqs[a].start_pos < seqs[b].start_pos;
+          })];
+      shared.clear();
+      for (int m = i; m < j; ++m) {
+        const AttentionSequence& seq = seqs[order[m]];
+        const int limit = std::min(FullBlocksBefore(seq, bs), FullBlocksBefore(lead, bs));
+        int k = 0;
+        while (k < limit && seq.block_table[k] == lead.block_table[k]) ++k;
+        shared.push_back({k, order[m]});
+      }
+      std::sort(shared.begin(), shared.end(), std::greater<>());
+      int best = 0, best_members = 0;
+      for (int m = 0; m < static_cast<int>(shared.size()); ++m) {
+        if (m >= 1 && shared[m].first * (m + 1) > best * best_members) {
+          best = shared[m].first;
+          best_members = m + 1;
+        }
+      }
+      if (best > 0) {
+        Group& g = groups.emplace_back();
+        g.num_blocks = best;
+        g.block_table = lead.block_table;
+        g.first_row = num_state_rows;
+        for (int m = 0; m < best_members; ++m) {
+          const int s = shared[m].second;
+          group_of[s] = static_cast<int>(groups.size()) - 1;
+          state_row[s] = num_state_rows;
+          num_state_rows += seqs[s].num_rows;
+        }
+        g.num_rows = num_state_rows - g.first_row;
       }
     }
+    i = j;
   }
-  const int n = static_cast<int>(items.size());
-  const WorkItem* work = items.data();
+
+  // The grouped sequences' query rows, gathered in group order, and room for their states.
+  const int row_floats = heads * hd;
+  gathered_q.resize(static_cast<size_t>(num_state_rows) * row_floats);
+  states.resize(static_cast<size_t>(num_state_rows) * heads * (hd + 2));
+  for (int s = 0; s < num_seqs; ++s) {
+    if (group_of[s] < 0) continue;
+    for (int r = 0; r < seqs[s].num_rows; ++r) {
+      std::copy_n(q + static_cast<size_t>(seqs[s].first_row + r) * q_stride, row_floats,
+                  gathered_q.data() + static_cast<size_t>(state_row[s] + r) * row_floats);
+    }
+  }
+  // states: m (rows × heads) | l (rows × heads) | o (rows × heads × hd), row-major
+  float* const state_m = states.data();
+  float* const state_l = state_m + static_cast<size_t>(num_state_rows) * heads;
+  float* const state_o = state_l + static_cast<size_t>(num_state_rows) * heads;
+
+  AddItems(
+      static_cast<int>(groups.size()), [&](int g) { return groups[g].num_rows; },
+      shape.num_kv_heads, &shared_items);
+  AddItems(
+      num_seqs, [&](int s) { return seqs[s].num_rows; }, shape.num_kv_heads, &items);
+
+  // Copies a tile's states between the kernel's scratch and `states` (to_scratch: resume).
+  auto move_states = [&](const WorkItem& item, int first_state_row, float* scratch,
+                         bool to_scratch) {
+    const int tile_heads = (item.head_end - item.head_begin) * group_size;
+    const int tile_states = (item.row_end - item.row_begin) * tile_heads;
+    for (int r = item.row_begin; r < item.row_end; ++r) {
+      for (int i = 0; i < tile_heads; ++i) {
+        const int s = (r - item.row_begin) * tile_heads + i;
+        const size_t g =
+            static_cast<size_t>(first_state_row + r) * heads + item.head_begin * group_size + i;
+        float* sm = scratch + s;
+        float* sl = scratch + tile_states + s;
+        float* so = scratch + 2 * tile_states + static_cast<size_t>(s) * hd;
+        if (to_scratch) {
+          *sm = state_m[g];
+          *sl = state_l[g];
+          std::copy_n(state_o + g * hd, hd, so);
+        } else {
+          state_m[g] = *sm;
+          state_l[g] = *sl;
+          std::copy_n(so, hd, state_o + g * hd);
+        }
+      }
+    }
+  };
+  auto tile = [&](const WorkItem& item, int start_pos, const int* block_table, const float* q_rows,
+                  int stride, float* out_rows, float* scratch) {
+    return AttentionTile{.num_heads = heads,
+                         .num_kv_heads = shape.num_kv_heads,
+                         .head_dim = hd,
+                         .block_size = bs,
+                         .start_pos = start_pos,
+                         .row_begin = item.row_begin,
+                         .row_end = item.row_end,
+                         .head_begin = item.head_begin,
+                         .head_end = item.head_end,
+                         .block_table = block_table,
+                         .q = q_rows,
+                         .q_stride = stride,
+                         .k_pool = kv.k,
+                         .v_pool = kv.v,
+                         .out = out_rows,
+                         .scratch = scratch,
+                         .kv_dtype = kv.dtype};
+  };
+
+  const int num_shared_items = static_cast<int>(shared_items.size());
+  const int num_items = static_cast<int>(items.size());
 #pragma omp parallel
   {
     static thread_local std::vector<float> scratch;
+    // The shared blocks, once per group: every row of every member sees them whole.
 #pragma omp for schedule(dynamic, 1)
-    for (int i = 0; i < n; ++i) {
-      const WorkItem& item = work[i];
+    for (int i = 0; i < num_shared_items; ++i) {
+      const WorkItem& item = shared_items[i];
+      const Group& g = groups[item.seq];
+      const int tile_heads = (item.head_end - item.head_begin) * group_size;
+      scratch.resize(AttentionScratchFloats(item.row_end - item.row_begin, tile_heads, hd, bs));
+      AttentionTile t = tile(item, g.num_blocks * bs, g.block_table,
+                             gathered_q.data() + static_cast<size_t>(g.first_row) * row_floats,
+                             row_floats, nullptr, scratch.data());
+      t.block_end = g.num_blocks;
+      t.finish = false;
+      kernels.attention(t);
+      move_states(item, g.first_row, scratch.data(), /*to_scratch=*/false);
+    }
+    // Then each sequence through its own blocks (all of them when it is in no group).
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < num_items; ++i) {
+      const WorkItem& item = items[i];
       const AttentionSequence& seq = seqs[item.seq];
-      const int query_heads =
-          (item.head_end - item.head_begin) * (shape.num_heads / shape.num_kv_heads);
-      scratch.resize(AttentionScratchFloats(item.row_end - item.row_begin, query_heads,
-                                            shape.head_dim, shape.block_size));
-      kernels.attention(
-          {.num_heads = shape.num_heads,
-           .num_kv_heads = shape.num_kv_heads,
-           .head_dim = shape.head_dim,
-           .block_size = shape.block_size,
-           .start_pos = seq.start_pos,
-           .row_begin = item.row_begin,
-           .row_end = item.row_end,
-           .head_begin = item.head_begin,
-           .head_end = item.head_end,
-           .block_table = seq.block_table,
-           .q = q + static_cast<size_t>(seq.first_row) * q_stride,
-           .q_stride = q_stride,
-           .k_pool = kv.k,
-           .v_pool = kv.v,
-           .out = out + static_cast<size_t>(seq.first_row) * shape.num_heads * shape.head_dim,
-           .scratch = scratch.data(),
-           .kv_dtype = kv.dtype});
+      const int tile_heads = (item.head_end - item.head_begin) * group_size;
+      scratch.resize(AttentionScratchFloats(item.row_end - item.row_begin, tile_heads, hd, bs));
+      AttentionTile t = tile(item, seq.start_pos, seq.block_table,
+                             q + static_cast<size_t>(seq.first_row) * q_stride, q_stride,
+                             out + static_cast<size_t>(seq.first_row) * heads * hd, scratch.data());
+      if (group_of[item.seq] >= 0) {
+        move_states(item, state_row[item.seq], scratch.data(), /*to_scratch=*/true);
+        t.block_begin = groups[group_of[item.seq]].num_blocks;
+        t.resume = true;
+      }
+      kernels.attention(t);
     }
   }
 }

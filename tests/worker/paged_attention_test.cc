@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -179,6 +180,92 @@ INSTANTIATE_TEST_SUITE_P(
                            Case{1, 8, {{0, 11}, {17, 1}}, 24}),
                        ::testing::ValuesIn(SupportedKernels()),
                        ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16)));
+
+// Sequences whose tables begin with the same blocks (a system prompt in the prefix cache, the
+// n samples of one prompt) read those blocks once for all of them. The result must be exactly,
+// bit for bit, what each sequence gets alone, and match the reference.
+class SharedPrefixTest : public ::testing::TestWithParam<std::tuple<const Kernels*, KvDtype>> {};
+
+TEST_P(SharedPrefixTest, SharedBlocksGiveExactlyWhatEachSequenceGetsAlone) {
+  const Kernels& kernels = *std::get<0>(GetParam());
+  const KvDtype dtype = std::get<1>(GetParam());
+  omp_set_num_threads(3);
+  const AttentionShape shape{.num_heads = 4, .num_kv_heads = 2, .head_dim = 64, .block_size = 16};
+  const int bs = shape.block_size, pool_blocks = 64;
+  const size_t block_floats = static_cast<size_t>(shape.num_kv_heads) * bs * shape.head_dim;
+  // The pool as floats (already rounded to its dtype) and as stored.
+  std::mt19937 rng(99);
+  std::normal_distribution<float> normal;
+  std::vector<float> k_floats(pool_blocks * block_floats), v_floats(k_floats.size());
+  for (float& x : k_floats) x = Rounded(normal(rng), dtype);
+  for (float& x : v_floats) x = Rounded(normal(rng), dtype);
+  const int elem_bytes = KvDtypeBytes(dtype);
+  std::vector<std::byte> k_pool(k_floats.size() * elem_bytes), v_pool(k_pool.size());
+  ConvertFromFloat(k_floats.data(), static_cast<int>(k_floats.size()), dtype, k_pool.data());
+  ConvertFromFloat(v_floats.data(), static_cast<int>(v_floats.size()), dtype, v_pool.data());
+
+  // Blocks 40, 41, 42 hold a 48-token prompt; 50 and 51 another one of 32 tokens.
+  struct Seq {
+    int start_pos, num_rows;
+    std::vector<int> table;
+  };
+  const std::vector<Seq> seqs = {
+      {60, 1, {40, 41, 42, 3}},     // decodes after the 3 shared blocks
+      {48, 1, {40, 41, 42, 4}},     // its first own token starts block 3
+      {50, 5, {40, 41, 42, 5}},     // a prefill chunk after them
+      {30, 1, {40, 6}},             // shares only the first block
+      {20, 12, {40, 7}},            // a chunk writing block 1: shares block 0 only
+      {70, 1, {8, 9, 10, 11, 12}},  // shares nothing
+      {33, 1, {50, 51, 13}},        // a second prompt, two samples of it
+      {40, 3, {50, 51, 14}},
+      {5, 1, {15}},  // one partial block
+  };
+  std::vector<AttentionSequence> attention;
+  int total_rows = 0;
+  for (const Seq& seq : seqs) {
+    attention.push_back({total_rows, seq.num_rows, seq.start_pos, seq.table.data()});
+    total_rows += seq.num_rows;
+  }
+  const int q_stride = shape.num_heads * shape.head_dim + 8;
+  std::vector<float> q(static_cast<size_t>(total_rows) * q_stride);
+  for (float& x : q) x = normal(rng);
+  const int out_width = shape.num_heads * shape.head_dim;
+  const KvLayerView kv{k_pool.data(), v_pool.data(), dtype};
+  std::vector<float> together(static_cast<size_t>(total_rows) * out_width, NAN);
+  PagedAttention(kernels, shape, attention, q.data(), q_stride, kv, together.data());
+
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    std::vector<float> alone(static_cast<size_t>(total_rows) * out_width, NAN);
+    PagedAttention(kernels, shape, std::span(&attention[i], 1), q.data(), q_stride, kv,
+                   alone.data());
+    const size_t at = static_cast<size_t>(attention[i].first_row) * out_width;
+    const size_t n = static_cast<size_t>(seqs[i].num_rows) * out_width;
+    EXPECT_EQ(std::memcmp(&together[at], &alone[at], n * sizeof(float)), 0)
+        << "sequence " << i << " " << kernels.name << " " << KvDtypeName(dtype);
+
+    TestSequence ref_seq;
+    ref_seq.start_pos = seqs[i].start_pos;
+    ref_seq.num_rows = seqs[i].num_rows;
+    for (int t = 0; t < seqs[i].start_pos + seqs[i].num_rows; ++t) {
+      for (int h = 0; h < shape.num_kv_heads; ++h) {
+        const size_t src = seqs[i].table[t / bs] * block_floats +
+                           (static_cast<size_t>(h) * bs + t % bs) * shape.head_dim;
+        ref_seq.k.insert(ref_seq.k.end(), &k_floats[src], &k_floats[src] + shape.head_dim);
+        ref_seq.v.insert(ref_seq.v.end(), &v_floats[src], &v_floats[src] + shape.head_dim);
+      }
+    }
+    std::vector<float> ref(n);
+    ReferenceAttention(shape, ref_seq, &q[attention[i].first_row * q_stride], q_stride, ref.data());
+    float max_err = 0;
+    for (size_t j = 0; j < n; ++j) max_err = std::max(max_err, std::abs(ref[j] - together[at + j]));
+    EXPECT_LT(max_err, 1e-4) << "sequence " << i << " " << kernels.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, SharedPrefixTest,
+                         ::testing::Combine(::testing::ValuesIn(SupportedKernels()),
+                                            ::testing::Values(KvDtype::kF32, KvDtype::kBf16,
+                                                              KvDtype::kF16)));
 
 }  // namespace
 }  // namespace pagoda

@@ -152,16 +152,18 @@ void AttentionOf(const AttentionTile& t) {
   float* l = m + states;
   float* acc = l + states;
   float* scores = acc + static_cast<long>(states) * hd;
-  for (int s = 0; s < states; ++s) m[s] = kNegInf;
-  for (long i = 0; i < states + static_cast<long>(states) * hd; ++i) l[i] = 0.0f;
+  if (!t.resume) {
+    for (int s = 0; s < states; ++s) m[s] = kNegInf;
+    for (long i = 0; i < states + static_cast<long>(states) * hd; ++i) l[i] = 0.0f;
+  }
 
   const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
   const int last_pos = t.start_pos + t.row_end - 1;
-  const int num_blocks = last_pos / bs + 1;
+  const int num_blocks = t.block_end >= 0 ? t.block_end : last_pos / bs + 1;
   const long head_stride = static_cast<long>(bs) * hd;
   const long block_stride = t.num_kv_heads * head_stride;
   const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
-  for (int b = 0; b < num_blocks; ++b) {
+  for (int b = t.block_begin; b < num_blocks; ++b) {
     if (b + 1 < num_blocks) {
       // Blocks are scattered: fetch the next one's run while this one is computed.
       const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
@@ -194,6 +196,7 @@ void AttentionOf(const AttentionTile& t) {
       }
     }
   }
+  if (!t.finish) return;
   const int out_stride = t.num_heads * hd;
   for (int r = t.row_begin; r < t.row_end; ++r) {
     for (int i = 0; i < heads; ++i) {

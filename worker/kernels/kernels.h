@@ -54,6 +54,12 @@ inline size_t Int8TileBytes(int row_tile, int k_padded) {
 }
 
 // One step of paged attention for a tile (paged_attention.cc describes the work split).
+//
+// The tile's running softmax lives in `scratch`: m (states floats), l (states), then the
+// unnormalised outputs (states × head_dim), where states = rows × query heads of the tile and
+// state s = (row − row_begin) · query heads + (query head − head_begin · group). A tile can stop
+// before normalising (`finish` false), leaving them there, and a later tile can go on from them
+// (`resume`): this is how blocks shared by several sequences are read once for all of them.
 struct AttentionTile {
   int num_heads, num_kv_heads, head_dim, block_size;
   int start_pos;             // the sequence's tokens already cached
@@ -67,6 +73,10 @@ struct AttentionTile {
   float* out;      // row r at out + r·num_heads·head_dim
   float* scratch;  // AttentionScratchFloats(...) floats
   KvDtype kv_dtype = KvDtype::kF32;
+  // Blocks [block_begin, block_end) of the table; block_end −1: through the last row's.
+  int block_begin = 0, block_end = -1;
+  bool resume = false;  // scratch holds the states of blocks before block_begin
+  bool finish = true;   // normalise into out (else leave the states in scratch)
 };
 
 struct Kernels {
