@@ -18,9 +18,12 @@ def main():
         sys.exit("usage: gguf_set_context_length.py FILE.gguf TOKENS")
     path, tokens = sys.argv[1], int(sys.argv[2])
     with open(path, "r+b") as f:
-        magic, version, _, n_kv = struct.unpack("<4sIQQ", f.read(24))
-        if magic != b"GGUF" or version < 2:
-            sys.exit(f"{path}: not a GGUF v2+ file")
+        header = f.read(24)
+        if len(header) < 24 or header[:4] != b"GGUF":
+            sys.exit(f"{path}: not a GGUF file")
+        _, version, _, n_kv = struct.unpack("<4sIQQ", header)
+        if version < 2:
+            sys.exit(f"{path}: GGUF v{version}; only v2 and later are read")
 
         def string():
             (n,) = struct.unpack("<Q", f.read(8))
@@ -53,4 +56,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except struct.error:
+        sys.exit(f"{sys.argv[1]}: truncated GGUF metadata")

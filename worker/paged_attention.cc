@@ -56,49 +56,33 @@ void AddItems(int num_units, const std::function<int(int)>& rows_of, int num_kv_
   }
 }
 
-}  // namespace
+// Reused across calls: they grow to the largest step once, then never allocate.
+struct Buffers {
+  std::vector<WorkItem> shared_items, items;
+  std::vector<Group> groups;
+  std::vector<int> order, group_of, state_row;  // group_of: -1 for none
+  std::vector<std::pair<int, int>> shared;      // (blocks shared with the lead, sequence)
+  std::vector<float> gathered_q, states;
+};
 
-void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
-                    std::span<const AttentionSequence> seqs, const float* q, int q_stride,
-                    const KvLayerView& kv, float* out) {
+// Finds the groups and gives each member its first row in the gathered rows; returns their
+// count. Sequences are grouped by their first block; a group shares the leading blocks that
+// most of its members have in common (members with fewer run alone).
+int GroupSharedPrefixes(std::span<const AttentionSequence> seqs, int bs, Buffers& b) {
   const int num_seqs = static_cast<int>(seqs.size());
-  const int bs = shape.block_size, hd = shape.head_dim, heads = shape.num_heads;
-  const int group_size = shape.num_heads / shape.num_kv_heads;
-  // Reused across calls: they grow to the largest step once, then never allocate. Named
-  // through references, so the OpenMP threads below see the calling thread's.
-  struct Buffers {
-    std::vector<WorkItem> shared_items, items;
-    std::vector<Group> groups;
-    std::vector<int> order, group_of, state_row;
-    std::vector<std::pair<int, int>> shared;  // (blocks shared with the lead, sequence)
-    std::vector<float> gathered_q, states;
-  };
-  static thread_local Buffers buffers;
-  std::vector<WorkItem>& shared_items = buffers.shared_items;
-  std::vector<WorkItem>& items = buffers.items;
-  std::vector<Group>& groups = buffers.groups;
-  std::vector<int>& order = buffers.order;
-  std::vector<int>& group_of = buffers.group_of;
-  std::vector<int>& state_row = buffers.state_row;
-  std::vector<std::pair<int, int>>& shared = buffers.shared;
-  std::vector<float>& gathered_q = buffers.gathered_q;
-  std::vector<float>& states = buffers.states;
-  shared_items.clear();
-  items.clear();
-  groups.clear();
-
-  // Group sequences by their first block; a group shares the leading blocks that most of its
-  // members have in common (members with fewer run alone).
+  std::vector<int>& order = b.order;
+  std::vector<std::pair<int, int>>& shared = b.shared;
+  b.groups.clear();
   order.resize(num_seqs);
   std::iota(order.begin(), order.end(), 0);
   auto first_block = [&](int s) {
     return FullBlocksBefore(seqs[s], bs) > 0 ? seqs[s].block_table[0] : -1;
   };
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return std::pair(first_block(a), a) < std::pair(first_block(b), b);
+  std::sort(order.begin(), order.end(), [&](int x, int y) {
+    return std::pair(first_block(x), x) < std::pair(first_block(y), y);
   });
-  group_of.assign(num_seqs, -1);
-  state_row.assign(num_seqs, 0);
+  b.group_of.assign(num_seqs, -1);
+  b.state_row.assign(num_seqs, 0);
   int num_state_rows = 0;
   for (int i = 0; i < num_seqs;) {
     int j = i + 1;
@@ -107,8 +91,8 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
       // Blocks each member shares with the one that has the most below its rows, best first;
       // keep the count that saves the most reads (blocks x members).
       const AttentionSequence& lead =
-          seqs[*std::max_element(order.begin() + i, order.begin() + j, [&](int a, int b) {
-            return seqs[a].start_pos < seqs[b].start_pos;
+          seqs[*std::max_element(order.begin() + i, order.begin() + j, [&](int x, int y) {
+            return seqs[x].start_pos < seqs[y].start_pos;
           })];
       shared.clear();
       for (int m = i; m < j; ++m) {
@@ -127,14 +111,14 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
         }
       }
       if (best > 0) {
-        Group& g = groups.emplace_back();
+        Group& g = b.groups.emplace_back();
         g.num_blocks = best;
         g.block_table = lead.block_table;
         g.first_row = num_state_rows;
         for (int m = 0; m < best_members; ++m) {
           const int s = shared[m].second;
-          group_of[s] = static_cast<int>(groups.size()) - 1;
-          state_row[s] = num_state_rows;
+          b.group_of[s] = static_cast<int>(b.groups.size()) - 1;
+          b.state_row[s] = num_state_rows;
           num_state_rows += seqs[s].num_rows;
         }
         g.num_rows = num_state_rows - g.first_row;
@@ -142,6 +126,30 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
     }
     i = j;
   }
+  return num_state_rows;
+}
+
+}  // namespace
+
+void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
+                    std::span<const AttentionSequence> seqs, const float* q, int q_stride,
+                    const KvLayerView& kv, float* out) {
+  const int num_seqs = static_cast<int>(seqs.size());
+  const int bs = shape.block_size, hd = shape.head_dim, heads = shape.num_heads;
+  const int group_size = shape.num_heads / shape.num_kv_heads;
+  // Named through references, so the OpenMP threads below see the calling thread's.
+  static thread_local Buffers buffers;
+  std::vector<WorkItem>& shared_items = buffers.shared_items;
+  std::vector<WorkItem>& items = buffers.items;
+  std::vector<Group>& groups = buffers.groups;
+  std::vector<int>& group_of = buffers.group_of;
+  std::vector<int>& state_row = buffers.state_row;
+  std::vector<float>& gathered_q = buffers.gathered_q;
+  std::vector<float>& states = buffers.states;
+  shared_items.clear();
+  items.clear();
+
+  const int num_state_rows = GroupSharedPrefixes(seqs, bs, buffers);
 
   // The grouped sequences' query rows, gathered in group order, and room for their states.
   const int row_floats = heads * hd;

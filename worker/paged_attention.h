@@ -10,6 +10,11 @@
 // load serves every query row of the chunk and every query head of the GQA group. Query row r
 // of a sequence sits at position start_pos + r and sees positions 0..start_pos + r (causal).
 // The K/V of this step's tokens must already be in the pool.
+//
+// Sequences whose tables begin with the same full blocks (a system prompt in the prefix cache,
+// the n samples of one prompt) read them once: their rows run over those blocks together, and
+// each sequence then goes on from its rows' (m, l, o) through its own blocks. Per row the
+// arithmetic and its order are the same, so the output is bitwise what each gets alone.
 #ifndef PAGODA_WORKER_PAGED_ATTENTION_H_
 #define PAGODA_WORKER_PAGED_ATTENTION_H_
 
