@@ -247,7 +247,7 @@ void Cluster::Resume(int64_t request_id) {
 
 void Cluster::Tick(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  std::erase_if(parked_, [&](const Work& work) {
+  std::erase_if(parked_, [&](const Work& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = requests_.find(work.request_id);
     if (it == requests_.end()) return true;
     if (it->second->give_up_at > now) return false;
@@ -326,8 +326,9 @@ void Cluster::ResubmitLocked(Worker* w) {
   for (auto& [id, r] : requests_) {
     for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
       if (r->worker[i] != w->id || r->finished[i]) continue;
-      const bool in_inbox = std::any_of(queued.begin(), queued.end(),
-                                        [&](const Work& work) { return work.request_id == id; });
+      const bool in_inbox = std::any_of(queued.begin(), queued.end(), [id = id](const Work& work) {
+        return work.request_id == id;
+      });
       if (in_inbox) continue;  // never started there: placed again below as it was
       if (moved++ == 0) LOG(WARNING) << "moving the sequences of worker " << w->id;
       Work work{id, r->request};

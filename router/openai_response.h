@@ -40,7 +40,7 @@ class OpenAiResponse {
     int text_offset = 0;  // completions' logprobs.text_offset of the next token
     std::string text;     // gathered (not streaming)
     nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();  // chat: content entries
-    nlohmann::ordered_json tokens = nlohmann::ordered_json::array();    // completions: the four lists
+    nlohmann::ordered_json tokens = nlohmann::ordered_json::array();  // completions: the four lists
     nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();

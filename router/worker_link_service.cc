@@ -30,8 +30,7 @@ class WorkerConnection final : public Executor {
     {
       absl::MutexLock lock(&mu_);
       // The handler writes the Hello reply first; a step must not race it onto the stream.
-      mu_.Await(absl::Condition(
-          +[](WorkerConnection* c) { return c->closed_ || c->ready_; }, this));
+      mu_.Await(absl::Condition(this, &WorkerConnection::ClosedOrReady));
       if (closed_) return absl::UnavailableError("worker connection closed");
       result_.reset();
       waiting_for_ = command.step_id;
@@ -41,9 +40,7 @@ class WorkerConnection final : public Executor {
         return absl::UnavailableError("worker stream broke");
       }
       const bool answered = mu_.AwaitWithTimeout(
-          absl::Condition(
-              +[](WorkerConnection* c) { return c->closed_ || c->result_.has_value(); }, this),
-          step_timeout_);
+          absl::Condition(this, &WorkerConnection::ClosedOrAnswered), step_timeout_);
       if (!answered) {
         // Hung (or hostile): end the call, so the handler sees the worker gone.
         closed_ = true;
@@ -89,6 +86,12 @@ class WorkerConnection final : public Executor {
   Stream* const stream_;                // Not owned; valid until Close().
   grpc::ServerContext* const context_;  // Not owned; valid until Close().
   const absl::Duration step_timeout_;
+  // Conditions of mu_.Await.
+  bool ClosedOrReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || ready_; }
+  bool ClosedOrAnswered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || result_.has_value();
+  }
+
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,17 +8,17 @@
 #   PAGODA_CI_CACHE   where the root tarball and downloaded .debs are kept (/var/cache/pagoda-ci)
 #   FRESH_TIMEOUT     give up after this long (default 45m; 26 min were seen on a loaded machine)
 # Only committed files are tested (a clone of HEAD). Needs root and debootstrap; without them
-# it prints SKIPPED with the reason and exits 0.
+# it prints SKIPPED with the reason and exits 77, which .ci/run reports as skipped, not passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 shared=$(cd "${PAGODA_SHARED:-../shared}" 2>/dev/null && pwd -P) ||
   { echo "fresh_machine_test: ../shared is missing" >&2; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
-  echo "fresh_machine_test: SKIPPED (needs root for debootstrap and chroot)"; exit 0
+  echo "fresh_machine_test: SKIPPED (needs root for debootstrap and chroot)"; exit 77
 fi
 if ! command -v debootstrap >/dev/null; then
-  echo "fresh_machine_test: SKIPPED (debootstrap is not installed; .ci/run installs it)"; exit 0
+  echo "fresh_machine_test: SKIPPED (debootstrap is not installed; .ci/run installs it)"; exit 77
 fi
 start=$SECONDS
 cache=${PAGODA_CI_CACHE:-/var/cache/pagoda-ci}

@@ -11,7 +11,7 @@
 #   KEEP_STORE=DIR  use (and keep) this store instead, e.g. to look at the image afterwards
 #   BUILD_TIMEOUT   give up on the build after this long (default 45m)
 # Needs root, buildah, podman, runc and python3-grpcio (.ci/run installs them); without them it
-# prints SKIPPED with the reason and exits 0.
+# prints SKIPPED with the reason and exits 77, which .ci/run reports as skipped, not passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -23,10 +23,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 for tool in debootstrap buildah podman runc; do
   command -v "$tool" >/dev/null ||
-    { echo "image_test: SKIPPED ($tool is not installed; .ci/run installs it)"; exit 0; }
+    { echo "image_test: SKIPPED ($tool is not installed; .ci/run installs it)"; exit 77; }
 done
 /usr/bin/python3 -c 'import grpc' 2>/dev/null ||
-  { echo "image_test: SKIPPED (python3-grpcio is not installed; .ci/run installs it)"; exit 0; }
+  { echo "image_test: SKIPPED (python3-grpcio is not installed; .ci/run installs it)"; exit 77; }
 start=$SECONDS
 tarball=$(tools/debian_root.sh)
 

@@ -2,18 +2,20 @@
 # Builds Pagoda and runs its whole test suite with ctest.
 #   tools/test.sh              Release build in build/
 #   SANITIZE=1 tools/test.sh   -fsanitize=address,undefined build in build-asan/
+# Both trees build with -Werror; the Release tree also runs the style checks (clang-format,
+# Clang's thread-safety analysis of router/ and common/) as tests.
 # Tests read the real models from ../shared (or $PAGODA_SHARED).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
+PAGODA_SETUP_STYLE=1 tools/setup.sh
 if [ "${SANITIZE:-0}" = 1 ]; then
   dir=${BUILD_DIR:-build-asan}
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_SANITIZE=ON
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_SANITIZE=ON -DPAGODA_WERROR=ON
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 else
   dir=${BUILD_DIR:-build}
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_WERROR=ON
 fi
 cmake --build "$dir" -j "$(nproc)"
 # Tests use both cores themselves (OpenMP); two at a time keeps the machine busy, not thrashing.

@@ -31,7 +31,7 @@ class ValueDict {
   const Value* Find(absl::string_view key) const;
   // Inserts, or replaces the value of an existing key in place (order unchanged).
   void Set(std::string key, Value value);
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // defined below Value: a pair with an incomplete Value cannot be sized
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
   void Clear();
 
@@ -122,6 +122,8 @@ bool Equals(const Value& a, const Value& b);
 
 // Python's float repr: "1.0", "1e+20", "1.5e-07".
 std::string FormatFloat(double f);
+
+inline size_t ValueDict::size() const { return entries_.size(); }
 
 }  // namespace pagoda::jinja
 

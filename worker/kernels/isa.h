@@ -1,7 +1,6 @@
 // Which kernel table runs: chosen once, at the first call, from CPUID (AVX-512 F/BW/DQ/VL
 // where the CPU and OS have them, else AVX2 + FMA), or from $PAGODA_ISA (avx2 | avx512) to
-// test both paths on one machine. oneDNN chooses its own code from ONEDNN_MAX_CPU_ISA; set
-// both (ONEDNN_MAX_CPU_ISA=AVX2 with PAGODA_ISA=avx2) to run a whole model as an AVX2 CPU would.
+// test both paths on one machine: PAGODA_ISA=avx2 runs a whole model as an AVX2 CPU would.
 // Thread-safe.
 #ifndef PAGODA_WORKER_KERNELS_ISA_H_
 #define PAGODA_WORKER_KERNELS_ISA_H_
