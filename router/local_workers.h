@@ -49,7 +49,8 @@ class LocalWorkers {
  public:
   // Starts options.num_workers workers (none: an empty set). INVALID_ARGUMENT as
   // CheckLocalWorkersOptions; INTERNAL when a process cannot be forked (those started are
-  // killed).
+  // killed). Call it on a thread that outlives them: the kernel kills them when the thread
+  // that forked them ends (PR_SET_PDEATHSIG), so they die with a router that was killed.
   static absl::StatusOr<std::unique_ptr<LocalWorkers>> Start(const LocalWorkersOptions& options,
                                                              const LocalWorkersRouter& router);
   ~LocalWorkers();  // kills the workers still running and waits for them
