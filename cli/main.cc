@@ -20,6 +20,7 @@
 #include "common/command_line.h"
 #include "common/secret.h"
 #include "glog/logging.h"
+#include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, model, "",
           "a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging Face model "

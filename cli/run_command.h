@@ -11,7 +11,7 @@
 
 #include "common/sampling_params.h"
 #include "router/engine.h"
-#include "worker/worker_engine.h"
+#include "worker/worker_options.h"
 
 namespace pagoda {
 

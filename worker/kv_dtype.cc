@@ -49,18 +49,6 @@ void ToF16(const float* src, int n, uint16_t* dst) {
 
 int KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 : 2; }
 
-const char* KvDtypeName(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32:
-      return "f32";
-    case KvDtype::kBf16:
-      return "bf16";
-    case KvDtype::kF16:
-      return "f16";
-  }
-  return "?";
-}
-
 void ConvertFromFloat(const float* src, int n, KvDtype dtype, void* dst) {
   switch (dtype) {
     case KvDtype::kF32:

@@ -1,4 +1,5 @@
-// The element type of the KV pool. Kernel sources include this header (through
+// The element type of the KV pool (KvDtype, named in common/dtype_names.h): its size and the
+// vectorized conversion into it. Kernel sources include this header (through
 // worker/kernels/kernels.h), so it holds only types and declarations: no inline function that
 // an AVX-512 object could emit. The scalar f32 ↔ bf16/f16 conversions are the model loader's
 // (common/model/safetensors.h).
@@ -7,17 +8,11 @@
 
 #include <cstdint>
 
+#include "common/dtype_names.h"
+
 namespace pagoda {
 
-// K and V are stored in this type and always accumulated in f32.
-enum class KvDtype : int32_t {
-  kF32 = 0,
-  kBf16 = 1,  // f32's range, 8 significant bits: no overflow, coarser values
-  kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
-};
-
-int KvDtypeBytes(KvDtype dtype);         // 4 or 2
-const char* KvDtypeName(KvDtype dtype);  // "f32", "bf16", "f16"
+int KvDtypeBytes(KvDtype dtype);  // 4 or 2
 
 // One layer of the pool: K and V, each [num_blocks, num_kv_heads, block_size, head_dim] of
 // `dtype`. Not owned.

@@ -26,18 +26,6 @@ void QuantizeBlock(const float* w, int n, uint16_t* scale, int8_t* q) {
 
 }  // namespace
 
-const char* WeightDtypeName(WeightDtype dtype) {
-  switch (dtype) {
-    case WeightDtype::kF32:
-      return "f32";
-    case WeightDtype::kBf16:
-      return "bf16";
-    case WeightDtype::kInt8:
-      return "int8";
-  }
-  return "?";
-}
-
 Linear::Linear(const float* weight, int in, int out, const std::vector<float>& bias,
                bool accumulate, WeightDtype dtype)
     : kernels_(ActiveKernels()),

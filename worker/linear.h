@@ -53,9 +53,6 @@ class Linear {
   std::vector<float> bias_;  // (out) or empty
 };
 
-// "f32", "bf16", "int8".
-const char* WeightDtypeName(WeightDtype dtype);
-
 }  // namespace pagoda
 
 #endif  // PAGODA_WORKER_LINEAR_H_

@@ -4,12 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -60,62 +57,6 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights 
             << block_bytes * num_blocks / (1 << 20) << " MiB; "
             << (options.num_blocks > 0 ? "--num-kv-blocks" : how) << ")";
   return std::unique_ptr<WorkerEngine>(new WorkerEngine(std::move(model), options, num_blocks));
-}
-
-absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag) {
-  if (flag == "auto") return std::nullopt;
-  for (const WeightDtype d : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8}) {
-    if (flag == WeightDtypeName(d)) return d;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--weight-dtype=", flag, ": expected auto, f32, bf16 or int8"));
-}
-
-WeightDtype AutoWeightDtype(StoredPrecision stored) {
-  switch (stored) {
-    case StoredPrecision::kF32:
-      return WeightDtype::kF32;
-    case StoredPrecision::kF16:
-    case StoredPrecision::kBf16:
-      return WeightDtype::kBf16;
-    case StoredPrecision::kQuantized:
-      return WeightDtype::kInt8;
-  }
-  return WeightDtype::kF32;
-}
-
-int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes_per_token,
-                         int64_t max_tokens) {
-  const auto by_memory = static_cast<int64_t>(static_cast<double>(available_bytes) * fraction);
-  return std::min(by_memory, bytes_per_token * max_tokens);
-}
-
-absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag) {
-  if (flag == "auto" || flag == "f32") return KvDtype::kF32;
-  if (flag == "bf16") return KvDtype::kBf16;
-  if (flag == "f16") return KvDtype::kF16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--kv-cache-dtype=", flag, ": expected auto, f32, bf16 or f16"));
-}
-
-absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag) {
-  if (flag == "auto") return 0;
-  int64_t mb = 0;
-  if (!absl::SimpleAtoi(flag, &mb) || mb <= 0 || mb > (int64_t{1} << 40)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv-cache-mb=", flag, ": expected auto or a positive number of MiB"));
-  }
-  return mb << 20;
-}
-
-int64_t MemAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    long long kib = 0;  // "MemAvailable:   21000000 kB"
-    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return kib << 10;
-  }
-  return 0;
 }
 
 WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options,

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,46 +18,9 @@
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"
 #include "worker/sampler.h"
+#include "worker/worker_options.h"
 
 namespace pagoda {
-
-struct WorkerOptions {
-  int block_size = 16;
-  // KV pool size, rounded down to whole blocks. 0 = auto, as vLLM sizes its pool: the share
-  // kv_cache_memory_fraction of the memory available (MemAvailable) once the weights are
-  // loaded, capped at what max_num_seqs sequences of the model's whole context need.
-  int64_t kv_cache_bytes = 0;
-  double kv_cache_memory_fraction = 0.5;  // of MemAvailable; leaves room for the OS and router
-  int num_blocks = 0;                     // > 0 overrides kv_cache_bytes (tests)
-  // K/V element type; a 16-bit one fits twice the blocks in kv_cache_bytes.
-  KvDtype kv_cache_dtype = KvDtype::kF32;
-  int max_num_batched_tokens = 2048;  // the largest step, in tokens
-  int max_num_seqs = 256;             // the most sequences in one step
-  int threads = 0;                    // OpenMP threads; 0 = the runtime's default
-  // How the matrices are stored; unset = auto: AutoWeightDtype of the checkpoint's precision.
-  std::optional<WeightDtype> weight_dtype;
-};
-
-// --weight-dtype: "auto" (nullopt), "f32", "bf16" or "int8"; INVALID_ARGUMENT naming the flag
-// otherwise.
-absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag);
-// What auto stores a checkpoint's matrices as: bf16 for bf16 and f16 ones (bf16 keeps f16's
-// range, and a bf16 checkpoint exactly), int8 for quantized GGUF files (Q8_0 exactly, finer
-// than the 4- and 6-bit types), f32 for f32 ones.
-WeightDtype AutoWeightDtype(StoredPrecision stored);
-
-// The auto KV size (WorkerOptions::kv_cache_bytes = 0): `fraction` of `available_bytes`,
-// at most `max_tokens` tokens of `bytes_per_token`.
-int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes_per_token,
-                         int64_t max_tokens);
-// --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes.
-absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag);
-// --kv-cache-dtype: f32, bf16, f16, or auto, which is f32 whatever the weights: 16-bit K and V
-// change tokens (a bf16 checkpoint with auto gives its f32 widening's tokens exactly), so they
-// are asked for.
-absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag);
-// MemAvailable of /proc/meminfo in bytes; 0 where unknown.
-int64_t MemAvailableBytes();
 
 class WorkerEngine {
  public:

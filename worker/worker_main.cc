@@ -23,6 +23,7 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "worker/worker_options.h"
 #include "worker/worker_service.h"
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50052", "the router's worker port, host:port");

@@ -167,21 +167,6 @@ INSTANTIATE_TEST_SUITE_P(Isa, WeightDtypeTest, ::testing::ValuesIn(SupportedKern
                            return std::string(info.param->name);
                          });
 
-TEST(WeightDtypeFlagTest, ParsesTheFourValuesAndNamesTheFlagOtherwise) {
-  EXPECT_FALSE(ParseWeightDtype("auto")->has_value());
-  EXPECT_EQ(**ParseWeightDtype("f32"), WeightDtype::kF32);
-  EXPECT_EQ(**ParseWeightDtype("bf16"), WeightDtype::kBf16);
-  EXPECT_EQ(**ParseWeightDtype("int8"), WeightDtype::kInt8);
-  for (const char* bad : {"", "fp16", "INT8", "q4_k"}) {
-    absl::StatusOr<std::optional<WeightDtype>> d = ParseWeightDtype(bad);
-    ASSERT_FALSE(d.ok()) << bad;
-    EXPECT_NE(d.status().message().find("--weight-dtype"), std::string::npos);
-  }
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kF32), WeightDtype::kF32);
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kF16), WeightDtype::kBf16);
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kQuantized), WeightDtype::kInt8);
-}
-
 TEST(WeightDtypeFlagTest, TheWorkerRefusesAnUnknownDtypeBeforeLoading) {
   const testing::CommandResult r = testing::RunCommand(
       {testing::BinaryPath("pagoda-worker"), "--model=/nonexistent", "--weight-dtype=fp8"});

@@ -7,12 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/dtype_names.h"
 #include "worker/kv_dtype.h"
 
 namespace pagoda {
-
-// How Linear stores a weight matrix (worker/linear.h).
-enum class WeightDtype { kF32, kBf16, kInt8 };
 
 // A weight matrix W (n, k) packed for the GEMM kernels: panels of `panel_width` output columns,
 // zero beyond k and n. Element (kk, j) of panel p is W[p·panel_width + j][kk], stored as

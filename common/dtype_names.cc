@@ -1,0 +1,29 @@
+#include "common/dtype_names.h"
+
+namespace pagoda {
+
+const char* WeightDtypeName(WeightDtype dtype) {
+  switch (dtype) {
+    case WeightDtype::kF32:
+      return "f32";
+    case WeightDtype::kBf16:
+      return "bf16";
+    case WeightDtype::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+const char* KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kBf16:
+      return "bf16";
+    case KvDtype::kF16:
+      return "f16";
+  }
+  return "?";
+}
+
+}  // namespace pagoda

@@ -1,0 +1,27 @@
+// The element types a worker stores its weights and its KV cache in, and their names: the one
+// vocabulary of the worker's --weight-dtype and --kv-cache-dtype, the router's --worker-*-dtype
+// and `pagoda run` (common/dtype_flags.h parses them). Kernel sources include this header
+// (through worker/kernels/kernels.h), so it holds only types and declarations.
+#ifndef PAGODA_COMMON_DTYPE_NAMES_H_
+#define PAGODA_COMMON_DTYPE_NAMES_H_
+
+#include <cstdint>
+
+namespace pagoda {
+
+// How Linear stores a weight matrix (worker/linear.h).
+enum class WeightDtype { kF32, kBf16, kInt8 };
+
+// K and V are stored in this type and always accumulated in f32.
+enum class KvDtype : int32_t {
+  kF32 = 0,
+  kBf16 = 1,  // f32's range, 8 significant bits: no overflow, coarser values
+  kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
+};
+
+const char* WeightDtypeName(WeightDtype dtype);  // "f32", "bf16", "int8"
+const char* KvDtypeName(KvDtype dtype);          // "f32", "bf16", "f16"
+
+}  // namespace pagoda
+
+#endif  // PAGODA_COMMON_DTYPE_NAMES_H_

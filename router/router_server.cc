@@ -1,0 +1,327 @@
+#include "router/router_server.h"
+
+#include <chrono>
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/model/model_loader.h"
+#include "common/model/weights_digest.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "router/generation_service.h"
+#include "router/openai_server.h"
+#include "router/worker_link_service.h"
+
+namespace pagoda {
+namespace {
+
+// "stories260K" for .../stories260K.bin, "TinyLlama-1.1B" for .../TinyLlama-1.1B/.
+std::string DefaultServedModelName(const std::string& model) {
+  std::filesystem::path path(model);
+  if (!path.has_filename()) path = path.parent_path();  // a trailing slash
+  return std::filesystem::is_directory(path) ? path.filename().string() : path.stem().string();
+}
+
+std::string ServedModelName(const RouterServerOptions& options) {
+  return options.served_model_name.empty() ? DefaultServedModelName(options.model)
+                                           : options.served_model_name;
+}
+
+// Gauges of the current state, read from the cluster at each scrape.
+void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
+  using Values = std::vector<std::pair<MetricLabels, double>>;
+  registry->AddGaugeFamily("pagoda_num_requests_running", "Sequences running on workers.",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_running}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_requests_waiting",
+                           "Sequences waiting for a worker or in a scheduler's queue.", [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_waiting}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_workers", "Connected workers (draining ones included).",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_workers}};
+                           });
+  auto per_worker = [cluster](auto value) {
+    return [cluster, value] {
+      Values out;
+      for (const WorkerStats& w : cluster->worker_stats()) {
+        out.push_back({{{"worker", std::to_string(w.id)}}, value(w)});
+      }
+      return out;
+    };
+  };
+  registry->AddGaugeFamily(
+      "pagoda_kv_cache_usage", "Fraction of a worker's KV blocks in use (0..1).",
+      per_worker([](const WorkerStats& w) {
+        return w.num_blocks ? static_cast<double>(w.num_used_blocks) / w.num_blocks : 0.0;
+      }));
+  registry->AddGaugeFamily(
+      "pagoda_kv_cache_utilization",
+      "KV slots the running sequences fill over the slots their block tables reserve (0..1; 0 "
+      "when nothing runs).",
+      per_worker([](const WorkerStats& w) {
+        return w.num_slots_reserved > 0
+                   ? static_cast<double>(w.num_slots_used) / w.num_slots_reserved
+                   : 0.0;
+      }));
+}
+
+// The model's own chat template: the model directory's, else the one in the tokenizer file
+// (GGUF). None when there is none or it does not parse: chat requests are then refused,
+// everything else is served.
+std::optional<jinja::ChatTemplate> ModelChatTemplate(const std::string& model,
+                                                     const Tokenizer& tokenizer) {
+  std::string source;
+  if (std::filesystem::is_directory(model)) {
+    absl::StatusOr<std::string> found = jinja::LoadChatTemplate(model);
+    if (found.ok()) source = *std::move(found);
+  }
+  if (source.empty()) source = tokenizer.chat_template();
+  if (source.empty()) {
+    LOG(WARNING) << "no chat template: /v1/chat/completions is refused (see --chat-template)";
+    return std::nullopt;
+  }
+  absl::StatusOr<jinja::ChatTemplate> parsed = jinja::ChatTemplate::Create(source);
+  if (!parsed.ok()) {
+    LOG(WARNING) << "the model's chat template does not parse (" << parsed.status().message()
+                 << "): /v1/chat/completions is refused";
+    return std::nullopt;
+  }
+  return *std::move(parsed);
+}
+
+}  // namespace
+
+absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
+  if (options.model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (!options.worker_tls.ca.empty() && options.worker_tls.cert.empty()) {
+    return absl::InvalidArgumentError("--tls-ca needs --tls-cert and --tls-key");
+  }
+  RETURN_IF_ERROR(CheckLocalWorkersOptions(options.local_workers));
+  if (!options.worker_tls.cert.empty() && options.local_workers.num_workers > 0) {
+    return absl::InvalidArgumentError(
+        "--spawn-workers dials 127.0.0.1 in plaintext; TLS is for remote workers");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(RouterServerOptions options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  std::unique_ptr<RouterServer> server(new RouterServer(std::move(options)));
+  RETURN_IF_ERROR(server->Load());
+  RETURN_IF_ERROR(server->Listen());
+  return server;
+}
+
+RouterServer::RouterServer(RouterServerOptions options)
+    : options_(std::move(options)),
+      served_name_(ServedModelName(options_)),
+      registry_(MetricLabels{{"model_name", served_name_}}),
+      metrics_(&registry_) {}
+
+RouterServer::~RouterServer() { ShutdownWithin(absl::ZeroDuration()); }
+
+absl::Status RouterServer::Load() {
+  // The router holds no weights: the checkpoint's header gives the shape and fingerprint.
+  ASSIGN_OR_RETURN(config_, LoadModelConfig(options_.model));
+  // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
+  ASSIGN_OR_RETURN(config_.weights_digest, WeightsDigest(options_.model));
+  ASSIGN_OR_RETURN(tokenizer_, LoadModelTokenizer(options_.model, options_.tokenizer, config_));
+  chat_template_ = options_.chat_template ? options_.chat_template
+                                          : ModelChatTemplate(options_.model, *tokenizer_);
+  ClusterOptions cluster = options_.cluster;
+  cluster.metrics = &metrics_;
+  cluster_ = std::make_unique<Cluster>(config_, cluster);
+  AddStateGauges(&registry_, cluster_.get());
+  return absl::OkStatus();
+}
+
+absl::Status RouterServer::Listen() {
+  const std::string& host = options_.host;
+  if (options_.metrics_port) {
+    // /health: 200 while readiness (service "") is SERVING, else 503.
+    auto started = HttpServer::Start(
+        host, *options_.metrics_port,
+        {{"/metrics",
+          [this] {
+            return HttpResponse{"text/plain; version=0.0.4; charset=utf-8", registry_.Render()};
+          }},
+         {"/health", [this] {
+            return ready_ ? HttpResponse{"text/plain", "ready\n", 200}
+                          : HttpResponse{"text/plain", "not ready: no worker\n", 503};
+          }}});
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat("metrics: ", started.status().message()));
+    }
+    metrics_server_ = *std::move(started);
+  }
+
+  WorkerLinkOptions link;
+  link.heartbeat_timeout = options_.heartbeat_timeout;
+  link.step_timeout = options_.step_timeout;
+  link.metrics = &metrics_;
+  if (options_.insecure_worker_port) {
+    LOG(WARNING) << "--insecure-worker-port: anyone who reaches port " << options_.worker_port
+                 << " can join as a worker";
+  } else {
+    link.worker_token = options_.worker_token;
+    if (link.worker_token.empty()) {
+      link.worker_token = RandomToken();
+      LOG(INFO) << "no --worker-token or $" << kWorkerTokenEnv
+                << ": made a random one, so only the workers this router spawns can connect";
+    }
+  }
+  worker_link_ = std::make_unique<WorkerLinkService>(cluster_.get(), link);
+  grpc::ServerBuilder worker_builder;
+  worker_builder.AddListeningPort(absl::StrCat(host, ":", options_.worker_port),
+                                  WorkerPortCredentials(options_.worker_tls), &worker_port_);
+  worker_builder.RegisterService(worker_link_.get());
+  worker_server_ = worker_builder.BuildAndStart();
+  if (!worker_server_ || worker_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on worker port ", options_.worker_port));
+  }
+
+  generation_ = std::make_unique<GenerationService>(cluster_.get(), tokenizer_.get(), served_name_,
+                                                    &metrics_, options_.api_key);
+  grpc::EnableDefaultHealthCheckService(true);  // after the worker port's server: not there
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(host, ":", options_.port),
+                           grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(generation_.get());
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_streams_per_connection);
+  server_ = builder.BuildAndStart();
+  if (!server_ || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on port ", options_.port));
+  }
+
+  if (options_.http_port) {
+    OpenAiServerOptions http;
+    http.host = host;
+    http.port = *options_.http_port;
+    http.model_name = served_name_;
+    http.api_key = options_.api_key;
+    http.fingerprint = absl::StrCat("fp_", config_.weights_digest.substr(0, 16));
+    http.ready = [this] { return ready_.load(); };
+    http.registry = &registry_;
+    http.metrics = &metrics_;
+    ASSIGN_OR_RETURN(http_, OpenAiServer::Start(cluster_.get(), tokenizer_.get(),
+                                                chat_template_ ? &*chat_template_ : nullptr, http));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    SetReadyLocked(false);
+  }
+  server_->GetHealthCheckService()->SetServingStatus("liveness", true);
+  LOG(INFO) << "listening on " << host << ":" << port_ << " (workers: " << worker_port_
+            << "), model " << options_.model;
+
+  LocalWorkersRouter router;
+  router.model = options_.model;
+  router.worker_port = worker_port_;
+  router.worker_token = link.worker_token;
+  router.max_num_batched_tokens = options_.cluster.engine.max_num_batched_tokens;
+  router.max_num_seqs = options_.cluster.engine.max_num_seqs;
+  ASSIGN_OR_RETURN(local_workers_, LocalWorkers::Start(options_.local_workers, router));
+  return absl::OkStatus();
+}
+
+int RouterServer::http_port() const { return http_ ? http_->port() : 0; }
+int RouterServer::metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+
+void RouterServer::SetReadyLocked(bool ready) {
+  ready_ = ready;  // first: whoever sees gRPC's readiness sees the HTTP /health's too
+  serving_ = ready;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", ready);
+  health->SetServingStatus(v1::Generation::service_full_name(), ready);
+}
+
+void RouterServer::Run() {
+  last_stats_.time = absl::Now();
+  while (!stopped_.HasBeenNotified()) {
+    Tick();
+    stopped_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
+  }
+}
+
+void RouterServer::Tick() {
+  const ClusterStats stats = cluster_->stats();
+  LogStats(stats);
+  cluster_->Tick(absl::Now());
+  {
+    // Ready (SERVING) exactly while at least one worker that is not draining is connected.
+    absl::MutexLock lock(&mu_);
+    const bool ready = !shutting_down_ && stats.num_workers > stats.num_draining_workers;
+    if (ready != serving_) {
+      SetReadyLocked(ready);
+      LOG(INFO) << (ready ? "serving" : "not serving: no worker ready");
+    }
+  }
+  local_workers_->Reap();
+}
+
+void RouterServer::LogStats(const ClusterStats& stats) {
+  StatsMark& last = last_stats_;
+  if (absl::Now() - last.time <= absl::Seconds(5) || stats.num_steps <= last.stats.num_steps) {
+    return;
+  }
+  // One line while busy, over the last interval (like vLLM's periodic stats).
+  const double steps = static_cast<double>(stats.num_steps - last.stats.num_steps);
+  const double step_ms = (stats.step_seconds - last.stats.step_seconds) / steps * 1e3;
+  const double forward_ms = (stats.forward_seconds - last.stats.forward_seconds) / steps * 1e3;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - last.time);
+  const StatsMark now = {stats,
+                         absl::Now(),
+                         metrics_.prompt_tokens->value(),
+                         metrics_.generation_tokens->value(),
+                         metrics_.prefix_cache_queries->value(),
+                         metrics_.prefix_cache_hits->value()};
+  LOG(INFO) << absl::StrFormat(
+      "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV usage %.1f%%, "
+      "prefix hit rate %.1f%%; steps %.0f, step %.2f ms (forward %.2f, outside %.2f)",
+      (now.prompt - last.prompt) / seconds, (now.generated - last.generated) / seconds,
+      stats.num_running, stats.num_waiting,
+      stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0,
+      now.queries > last.queries ? 100.0 * (now.hits - last.hits) / (now.queries - last.queries)
+                                 : 0.0,
+      steps, step_ms, forward_ms, step_ms - forward_ms);
+  last = now;
+}
+
+void RouterServer::Shutdown() { ShutdownWithin(options_.shutdown_grace); }
+
+void RouterServer::ShutdownWithin(absl::Duration grace) {
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    first = !shutting_down_;
+    shutting_down_ = true;
+    if (first && server_) SetReadyLocked(false);
+  }
+  if (!first) {
+    stopped_.WaitForNotification();
+    return;
+  }
+  if (server_) {
+    LOG(INFO) << "refusing new calls; in-flight streams have " << absl::ToDoubleSeconds(grace)
+              << " s to finish";
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  }
+  if (http_) http_->Stop();
+  // Workers lose their stream and reconnect to whichever router comes next.
+  if (worker_server_) worker_server_->Shutdown(std::chrono::system_clock::now());
+  if (server_) LOG(INFO) << "stopped";
+  stopped_.Notify();
+}
+
+}  // namespace pagoda

@@ -1,0 +1,155 @@
+// The router as one object (what pagoda-router's main runs): the public pagoda.v1.Generation
+// service (with grpc.health.v1 and reflection) on `port`, the WorkerLink stream for workers on
+// `worker_port`, the OpenAI-compatible HTTP API, Prometheus metrics, and the Cluster between
+// them, plus the local workers of --spawn-workers.
+//
+// Health (grpc.health.v1 on `port`): "liveness" is SERVING while the server runs; "" (and
+// "pagoda.v1.Generation") is SERVING while at least one worker that is not draining is
+// connected. Shutdown: readiness goes NOT_SERVING, new calls are refused, and the streams in
+// flight get up to `shutdown_grace` to finish.
+//
+//   auto server = RouterServer::Start(options);   // loads, listens, spawns
+//   std::thread t([&] { (*server)->Run(); });      // ticks until Shutdown
+//   (*server)->Shutdown();                         // from any thread, e.g. on SIGTERM
+//
+// Thread-safety: Run on one thread, Shutdown from any; the accessors are constant after Start.
+#ifndef PAGODA_ROUTER_ROUTER_SERVER_H_
+#define PAGODA_ROUTER_ROUTER_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/http_server.h"
+#include "common/jinja/chat_template.h"
+#include "common/metrics.h"
+#include "common/secret.h"
+#include "common/text/tokenizer.h"
+#include "router/cluster.h"
+#include "router/local_workers.h"
+#include "router/router_metrics.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace pagoda {
+
+class GenerationService;
+class OpenAiServer;
+class WorkerLinkService;
+
+// What pagoda-router's flags of the same names set, with their defaults (cluster's are
+// ClusterOptions'; the router's --max-num-batched-tokens is 512). Files the flags name are read
+// by the caller: chat_template is parsed, worker_tls holds PEM contents.
+struct RouterServerOptions {
+  // A llama2.c checkpoint or a Hugging Face model directory; workers must serve the same.
+  std::string model;
+  std::string tokenizer;          // "": the model's
+  std::string served_model_name;  // "": the model's file name without extension, or its dir's
+  // For /v1/chat/completions; unset: the model directory's, else the tokenizer file's (GGUF),
+  // else chat is refused.
+  std::optional<jinja::ChatTemplate> chat_template;
+
+  std::string host = "0.0.0.0";
+  int port = 50051;                      // 0: any free port (port())
+  int worker_port = 50052;               // 0: any free port (worker_port())
+  std::optional<int> http_port = 8000;   // unset: no HTTP API; 0: any free port
+  std::optional<int> metrics_port;       // /metrics and /health; unset: none; 0: any free port
+  int max_streams_per_connection = 256;  // concurrent calls on one client connection
+
+  ClusterOptions cluster;  // scheduling and placement; its metrics are the server's own
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // a worker silent this long is dead
+  absl::Duration step_timeout = absl::Seconds(30);      // a step unanswered this long: dead too
+  absl::Duration shutdown_grace = absl::Seconds(25);    // for the streams in flight
+
+  // Workers must present it; "": a random one, so only local workers can join.
+  std::string worker_token;
+  bool insecure_worker_port = false;  // any worker that reaches worker_port may join
+  TlsPem worker_tls;                  // TLS on worker_port when cert is set; mTLS with ca
+  std::string api_key;                // every public call must carry it; "": open
+
+  LocalWorkersOptions local_workers;  // their step limits are cluster.engine's
+};
+
+class RouterServer {
+ public:
+  // INVALID_ARGUMENT naming the flag when `options` can never work (no model, a TLS CA without
+  // a certificate, TLS with local workers, a dtype local workers would refuse).
+  static absl::Status CheckOptions(const RouterServerOptions& options);
+
+  // Checks the options, loads the model's shape, digest, tokenizer and chat template, listens
+  // on every port and spawns the local workers. Not ready until a worker joins. Errors: those
+  // of CheckOptions, the model's, UNAVAILABLE when a port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<RouterServer>> Start(RouterServerOptions options);
+  // Shuts down at once (no grace) if Shutdown has not run; kills the local workers.
+  // REQUIRES: Run has returned or never ran.
+  ~RouterServer();
+
+  // Ticks the cluster (expired requests, readiness, periodic stats, local workers' exits)
+  // until Shutdown has finished.
+  void Run();
+  // Refuses new calls, gives the streams in flight up to shutdown_grace, stops the HTTP API
+  // and then the worker port (workers reconnect to whichever router comes next). Returns once
+  // the server has stopped, whoever started the shutdown; then Run returns.
+  void Shutdown();
+
+  // The ports listened on (useful when the options asked for 0); 0 for a server that is off.
+  int port() const { return port_; }
+  int worker_port() const { return worker_port_; }
+  int http_port() const;
+  int metrics_port() const;
+
+ private:
+  explicit RouterServer(RouterServerOptions options);
+
+  absl::Status Load();    // Start's first half: the model, tokenizer, template and Cluster
+  absl::Status Listen();  // its second: every port, then the local workers
+  void ShutdownWithin(absl::Duration grace);
+  void SetReadyLocked(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Tick();
+  void LogStats(const ClusterStats& stats);
+
+  // Constant after Start. Declared in dependency order: destroyed servers first.
+  const RouterServerOptions options_;
+  ModelConfig config_;
+  std::string served_name_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<jinja::ChatTemplate> chat_template_;
+  MetricsRegistry registry_;
+  RouterMetrics metrics_;
+  std::unique_ptr<Cluster> cluster_;
+  std::atomic<bool> ready_{false};  // read by the HTTP /health handlers
+  std::unique_ptr<HttpServer> metrics_server_;
+  std::unique_ptr<WorkerLinkService> worker_link_;
+  std::unique_ptr<grpc::Server> worker_server_;
+  std::unique_ptr<GenerationService> generation_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<OpenAiServer> http_;
+  std::unique_ptr<LocalWorkers> local_workers_;
+  int port_ = 0;
+  int worker_port_ = 0;
+
+  absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification stopped_;  // Shutdown has finished
+
+  // Run's own: the last periodic stats line's counters.
+  struct StatsMark {
+    ClusterStats stats;
+    absl::Time time;
+    double prompt = 0, generated = 0, queries = 0, hits = 0;
+  };
+  StatsMark last_stats_;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_ROUTER_SERVER_H_

@@ -1,0 +1,39 @@
+#include "common/dtype_flags.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace pagoda {
+namespace {
+
+TEST(DtypeFlagsTest, EveryDtypeIsParsedFromItsOwnName) {
+  for (WeightDtype d : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8}) {
+    EXPECT_EQ(ParseWeightDtypeFlag("weight-dtype", WeightDtypeName(d)).value(), d);
+  }
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16}) {
+    EXPECT_EQ(ParseKvDtypeFlag("kv-cache-dtype", KvDtypeName(d)).value(), d);
+  }
+}
+
+TEST(DtypeFlagsTest, AutoLeavesTheChoiceToTheReader) {
+  EXPECT_EQ(ParseWeightDtypeFlag("weight-dtype", "auto").value(), std::nullopt);
+  EXPECT_EQ(ParseKvDtypeFlag("kv-cache-dtype", "auto").value(), std::nullopt);
+}
+
+TEST(DtypeFlagsTest, AnUnknownNameIsRefusedNamingTheFlagItWasGivenTo) {
+  const absl::Status weight = ParseWeightDtypeFlag("worker-weight-dtype", "f16").status();
+  EXPECT_EQ(weight.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(weight.message(), "--worker-weight-dtype=f16: expected auto, f32, bf16 or int8");
+  const absl::Status kv = ParseKvDtypeFlag("worker-kv-cache-dtype", "int8").status();
+  EXPECT_EQ(kv.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.message(), "--worker-kv-cache-dtype=int8: expected auto, f32, bf16 or f16");
+}
+
+TEST(DtypeFlagsTest, TheChoicesListAutoThenEveryName) {
+  EXPECT_EQ(WeightDtypeChoices(), "auto, f32, bf16 or int8");
+  EXPECT_EQ(KvDtypeChoices(), "auto, f32, bf16 or f16");
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,62 @@
+#include "worker/worker_options.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/dtype_flags.h"
+
+namespace pagoda {
+
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag) {
+  return ParseWeightDtypeFlag("weight-dtype", flag);
+}
+
+WeightDtype AutoWeightDtype(StoredPrecision stored) {
+  switch (stored) {
+    case StoredPrecision::kF32:
+      return WeightDtype::kF32;
+    case StoredPrecision::kF16:
+    case StoredPrecision::kBf16:
+      return WeightDtype::kBf16;
+    case StoredPrecision::kQuantized:
+      return WeightDtype::kInt8;
+  }
+  return WeightDtype::kF32;
+}
+
+absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag) {
+  if (flag == "auto") return 0;
+  int64_t mb = 0;
+  if (!absl::SimpleAtoi(flag, &mb) || mb <= 0 || mb > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-mb=", flag, ": expected auto or a positive number of MiB"));
+  }
+  return mb << 20;
+}
+
+absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag) {
+  absl::StatusOr<std::optional<KvDtype>> dtype = ParseKvDtypeFlag("kv-cache-dtype", flag);
+  if (!dtype.ok()) return dtype.status();
+  return dtype->value_or(KvDtype::kF32);
+}
+
+int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes_per_token,
+                         int64_t max_tokens) {
+  const auto by_memory = static_cast<int64_t>(static_cast<double>(available_bytes) * fraction);
+  return std::min(by_memory, bytes_per_token * max_tokens);
+}
+
+int64_t MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    long long kib = 0;  // "MemAvailable:   21000000 kB"
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return kib << 10;
+  }
+  return 0;
+}
+
+}  // namespace pagoda
