@@ -21,7 +21,7 @@
 #include "pagoda/v1/worker.pb.h"
 #include "router/cluster.h"
 #include "router/engine.h"
-#include "router/generation_service.h"
+#include "router/api/generation_service.h"
 #include "tests/test_util.h"
 
 namespace pagoda {

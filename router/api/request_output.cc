@@ -1,4 +1,4 @@
-#include "router/request_output.h"
+#include "router/api/request_output.h"
 
 #include <utility>
 

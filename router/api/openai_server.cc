@@ -1,4 +1,4 @@
-#include "router/openai_server.h"
+#include "router/api/openai_server.h"
 
 #include <httplib.h>
 
@@ -11,9 +11,9 @@
 #include "common/secret.h"
 #include "common/version.h"
 #include "glog/logging.h"
-#include "router/http_generation.h"
-#include "router/openai_request.h"
-#include "router/openai_response.h"
+#include "router/api/http_generation.h"
+#include "router/api/openai_request.h"
+#include "router/api/openai_response.h"
 
 namespace pagoda {
 namespace {

@@ -1,4 +1,4 @@
-#include "router/openai_request.h"
+#include "router/api/openai_request.h"
 
 #include <cmath>
 #include <limits>
@@ -12,7 +12,6 @@ namespace pagoda {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
 
 absl::Status Bad(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));

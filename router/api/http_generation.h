@@ -4,8 +4,8 @@
 // thread to take. As on gRPC, a call whose client is not reading pauses once
 // kMaxUnsentTokens of its tokens wait, and an abandoned call is aborted (its blocks freed
 // within a step). Thread-safe.
-#ifndef PAGODA_ROUTER_HTTP_GENERATION_H_
-#define PAGODA_ROUTER_HTTP_GENERATION_H_
+#ifndef PAGODA_ROUTER_API_HTTP_GENERATION_H_
+#define PAGODA_ROUTER_API_HTTP_GENERATION_H_
 
 #include <atomic>
 #include <cstdint>
@@ -16,8 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "router/api/request_output.h"
 #include "router/cluster.h"
-#include "router/request_output.h"
 
 namespace pagoda {
 
@@ -70,4 +70,4 @@ class HttpGeneration {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_HTTP_GENERATION_H_
+#endif  // PAGODA_ROUTER_API_HTTP_GENERATION_H_

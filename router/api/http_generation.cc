@@ -1,4 +1,4 @@
-#include "router/http_generation.h"
+#include "router/api/http_generation.h"
 
 #include <utility>
 

@@ -3,8 +3,8 @@
 // metrics (tokens, TTFT, inter-token latency, finish reasons) counted once for both the gRPC
 // and the HTTP front end.
 // Not thread-safe: the transport's own lock guards it.
-#ifndef PAGODA_ROUTER_REQUEST_OUTPUT_H_
-#define PAGODA_ROUTER_REQUEST_OUTPUT_H_
+#ifndef PAGODA_ROUTER_API_REQUEST_OUTPUT_H_
+#define PAGODA_ROUTER_API_REQUEST_OUTPUT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/step.h"
+#include "router/api/text_assembler.h"
 #include "router/cluster.h"
 #include "router/router_metrics.h"
-#include "router/text_assembler.h"
 
 namespace pagoda {
 
@@ -82,4 +82,4 @@ class RequestOutput {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_REQUEST_OUTPUT_H_
+#endif  // PAGODA_ROUTER_API_REQUEST_OUTPUT_H_

@@ -2,8 +2,8 @@
 // the Cluster, and streams each sequence's tokens back through one reactor per call (the
 // scheduler never waits for a slow client: updates queue in the reactor). Cancellation and
 // deadlines abort the request, which frees its blocks within a step.
-#ifndef PAGODA_ROUTER_GENERATION_SERVICE_H_
-#define PAGODA_ROUTER_GENERATION_SERVICE_H_
+#ifndef PAGODA_ROUTER_API_GENERATION_SERVICE_H_
+#define PAGODA_ROUTER_API_GENERATION_SERVICE_H_
 
 #include <string>
 
@@ -67,4 +67,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_GENERATION_SERVICE_H_
+#endif  // PAGODA_ROUTER_API_GENERATION_SERVICE_H_

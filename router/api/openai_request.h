@@ -2,8 +2,8 @@
 // fields) turned into the core's GenerationRequests. Every field is checked for type and range
 // before anything is sized by it; a bad one is INVALID_ARGUMENT whose message starts with the
 // field's name ("temperature: ..."), which the server reports as the error's `param`.
-#ifndef PAGODA_ROUTER_OPENAI_REQUEST_H_
-#define PAGODA_ROUTER_OPENAI_REQUEST_H_
+#ifndef PAGODA_ROUTER_API_OPENAI_REQUEST_H_
+#define PAGODA_ROUTER_API_OPENAI_REQUEST_H_
 
 #include <cstdint>
 #include <optional>
@@ -14,8 +14,8 @@
 #include "common/jinja/chat_template.h"
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "router/api/request_output.h"
 #include "router/cluster.h"
-#include "router/request_output.h"
 
 namespace pagoda {
 
@@ -59,4 +59,4 @@ absl::StatusOr<std::string> RenderChat(const nlohmann::ordered_json& body,
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_OPENAI_REQUEST_H_
+#endif  // PAGODA_ROUTER_API_OPENAI_REQUEST_H_

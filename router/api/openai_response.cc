@@ -1,4 +1,4 @@
-#include "router/openai_response.h"
+#include "router/api/openai_response.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -8,8 +8,8 @@
 // Errors are OpenAI's object {"error": {"message", "type", "param", "code"}}: 400 a bad field
 // (named in param), 401 a missing or wrong API key, 404 an unknown model or path, 429 the
 // queue is full, 503 no worker. A streaming client that goes away aborts its sequences.
-#ifndef PAGODA_ROUTER_OPENAI_SERVER_H_
-#define PAGODA_ROUTER_OPENAI_SERVER_H_
+#ifndef PAGODA_ROUTER_API_OPENAI_SERVER_H_
+#define PAGODA_ROUTER_API_OPENAI_SERVER_H_
 
 #include <functional>
 #include <memory>
@@ -66,4 +66,4 @@ class OpenAiServer {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_OPENAI_SERVER_H_
+#endif  // PAGODA_ROUTER_API_OPENAI_SERVER_H_

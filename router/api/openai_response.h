@@ -3,8 +3,8 @@
 // chunks. Besides OpenAI's fields every object carries `seed`: the one this call sampled with,
 // so a sampled answer can be replayed.
 // Not thread-safe: one per call, used by the thread that writes its response.
-#ifndef PAGODA_ROUTER_OPENAI_RESPONSE_H_
-#define PAGODA_ROUTER_OPENAI_RESPONSE_H_
+#ifndef PAGODA_ROUTER_API_OPENAI_RESPONSE_H_
+#define PAGODA_ROUTER_API_OPENAI_RESPONSE_H_
 
 #include <cstdint>
 #include <string>
@@ -12,8 +12,8 @@
 
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "router/openai_request.h"
-#include "router/request_output.h"
+#include "router/api/openai_request.h"
+#include "router/api/request_output.h"
 
 namespace pagoda {
 
@@ -40,7 +40,7 @@ class OpenAiResponse {
     int text_offset = 0;  // completions' logprobs.text_offset of the next token
     std::string text;     // gathered (not streaming)
     nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();  // chat: content entries
-    nlohmann::ordered_json tokens = nlohmann::ordered_json::array();    // completions: the four lists
+    nlohmann::ordered_json tokens = nlohmann::ordered_json::array();  // completions: the four lists
     nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();
@@ -74,4 +74,4 @@ std::string DumpJson(const nlohmann::ordered_json& j);
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_OPENAI_RESPONSE_H_
+#endif  // PAGODA_ROUTER_API_OPENAI_RESPONSE_H_

@@ -1,4 +1,4 @@
-#include "router/generation_service.h"
+#include "router/api/generation_service.h"
 
 #include <deque>
 #include <memory>
@@ -7,7 +7,7 @@
 #include "common/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "router/request_output.h"
+#include "router/api/request_output.h"
 
 namespace pagoda {
 namespace {
