@@ -1,7 +1,9 @@
 // OpenAI's /v1/completions and /v1/chat/completions requests (with vLLM's extra sampling
-// fields) turned into the core's GenerationRequests. Every field is checked for type and range
-// before anything is sized by it; a bad one is INVALID_ARGUMENT whose message starts with the
-// field's name ("temperature: ..."), which the server reports as the error's `param`.
+// fields) turned into the core's GenerationRequests (with request_policy's prompt encoding and
+// sampling defaults). Every field is checked for type; what the core bounds (n, lengths, ids,
+// sampling ranges) is validated by the call's GenerationStream before anything is sized by it.
+// A bad field is INVALID_ARGUMENT whose message starts with the field's name
+// ("temperature: ..."), which the server reports as the error's `param`.
 #ifndef PAGODA_ROUTER_API_OPENAI_REQUEST_H_
 #define PAGODA_ROUTER_API_OPENAI_REQUEST_H_
 
@@ -34,7 +36,7 @@ struct OpenAiContext {
 struct OpenAiCall {
   bool chat = false;
   std::string model;                        // as asked; "" when not given
-  std::vector<GenerationRequest> requests;  // one per prompt, each validated
+  std::vector<GenerationRequest> requests;  // one per prompt
   std::vector<std::string> stops;
   std::vector<std::string> prompt_texts;  // per request, for `echo`
   uint64_t seed = 0;                      // the request's, or one drawn for it
@@ -51,6 +53,10 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const nlohmann::ordered_json& 
                                                   const OpenAiContext& context);
 absl::StatusOr<OpenAiCall> ParseChatRequest(const nlohmann::ordered_json& body,
                                             const OpenAiContext& context);
+
+// A core validation error with the field named as this API names it (the core uses gRPC's
+// names: prompt_token_ids is `prompt`, a length over the model's is `max_tokens`).
+absl::Status InOpenAiFieldNames(const absl::Status& status);
 
 // The chat prompt text for `messages` and the template options in `body` (what
 // /v1/chat/completions and /tokenize render).

@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "router/api/openai_request.h"
 #include "router/api/request_output.h"
+#include "router/sequence.h"
 
 namespace pagoda {
 
@@ -44,7 +45,7 @@ class OpenAiResponse {
     nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();
-    std::string finish_reason;
+    FinishReason finish_reason = FinishReason::kNone;
   };
   nlohmann::ordered_json Envelope(bool chunk) const;
   // `c`'s log probabilities in the endpoint's form; advances `choice` past its tokens.
