@@ -116,7 +116,7 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   i.reset();
   base->sampling = ResolveSampling(set, context.cluster->config(), given);
   call->seed = base->sampling.seed;
-  // The Cluster checks n against its limit before anything is sized by it.
+  // The call's GenerationStream checks n against the limit before anything is sized by it.
   RETURN_IF_ERROR(ReadInt(body, "n", 1, std::numeric_limits<int>::max(), &i));
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
