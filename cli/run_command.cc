@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/model/model_loader.h"
+#include "common/status_macros.h"
 #include "common/text/incremental_decoder.h"
+#include "router/api/request_policy.h"
 #include "worker/in_process_executor.h"
 
 namespace pagoda {
@@ -66,27 +68,30 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
   InProcessExecutor executor(*std::move(worker));
   Engine engine(config, &executor, options.engine);
 
-  // Sampling fields the user left unset: the model's defaults (generation_config.json), as the
-  // router fills them for `pagoda generate`.
-  SamplingParams sampling = options.sampling;
-  const SamplingOverrides& set = options.overrides;
-  sampling.temperature = set.temperature.value_or(config.default_temperature);
-  sampling.top_p = set.top_p.value_or(config.default_top_p);
-  sampling.top_k = set.top_k.value_or(config.default_top_k);
-  sampling.repetition_penalty = set.repetition_penalty.value_or(1.0f);
+  // Sampling fields the user left unset: the model's defaults, as the router fills them for
+  // `pagoda generate`; but an offline run repeats itself unless --seed says otherwise.
+  SamplingOverrides set = options.overrides;
+  set.seed = options.sampling.seed;
+  const SamplingParams sampling = ResolveSampling(set, config, options.sampling);
+
+  // Queues one prompt (its ids go to `prompt_ids`) with the job's settings.
+  auto add_prompt = [&](const std::string& prompt,
+                        std::vector<int>* prompt_ids) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(*prompt_ids, EncodePrompt(**tokenizer, prompt, engine.max_model_len()));
+    GenerationRequest request;
+    request.prompt_ids = *prompt_ids;
+    request.sampling = sampling;
+    request.max_tokens = options.max_tokens;
+    request.n = options.n;
+    request.ignore_eos = options.ignore_eos;
+    return engine.AddRequest(request);
+  };
 
   std::vector<PromptResult> results(options.prompts.size());
   absl::flat_hash_map<int64_t, int> request_to_prompt;
   for (size_t i = 0; i < options.prompts.size(); ++i) {
     PromptResult& r = results[i];
-    r.prompt_ids = (*tokenizer)->Encode(options.prompts[i], /*add_special_tokens=*/true);
-    GenerationRequest request;
-    request.prompt_ids = r.prompt_ids;
-    request.sampling = sampling;
-    request.max_tokens = options.max_tokens;
-    request.n = options.n;
-    request.ignore_eos = options.ignore_eos;
-    absl::StatusOr<int64_t> id = engine.AddRequest(request);
+    absl::StatusOr<int64_t> id = add_prompt(options.prompts[i], &r.prompt_ids);
     if (!id.ok()) {
       r.error = std::string(id.status().message());
       err << "error: prompt " << i + 1 << ": " << r.error << "\n";

@@ -14,8 +14,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "router/generation_service.h"
-#include "router/openai_server.h"
+#include "router/api/generation_service.h"
+#include "router/api/openai_server.h"
 #include "router/worker_link_service.h"
 
 namespace pagoda {

@@ -19,9 +19,9 @@
 #include "gtest/gtest.h"
 #include "pagoda/v1/generation.pb.h"
 #include "pagoda/v1/worker.pb.h"
+#include "router/api/generation_service.h"
 #include "router/cluster.h"
 #include "router/engine.h"
-#include "router/generation_service.h"
 #include "tests/test_util.h"
 
 namespace pagoda {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "nlohmann/json.hpp"
+#include "router/api/request_policy.h"
 #include "tests/integration/serving_fixture.h"
 
 namespace pagoda {
@@ -84,6 +85,23 @@ class OpenAiTest : public ServingTest {
     const size_t at = text.find(series);
     if (at == std::string::npos) return -1;
     return std::stod(text.substr(at + series.size()));
+  }
+
+  // A gauge's value from the API's own /metrics; -1 if it is not there.
+  double Gauge(const std::string& name) {
+    httplib::Client client("127.0.0.1", http_port_);
+    const std::string text = client.Get("/metrics")->body;
+    const size_t at = text.find(name + "{");
+    if (at == std::string::npos) return -1;
+    const size_t value = text.find("} ", at);
+    return std::stod(text.substr(value + 2));
+  }
+
+  // Stops every worker and waits until the router knows.
+  void StopWorkers() {
+    for (pid_t pid : workers_) Kill(pid);
+    workers_.clear();
+    WaitForWorkers(0);
   }
 
   static Json Chat(const std::string& content) {
@@ -260,23 +278,72 @@ TEST_F(OpenAiTest, AnUnsetSeedIsDrawnReportedAndReplays) {
   EXPECT_EQ(Generate(request).ids[0], first.ids[0]);
 }
 
-TEST_F(OpenAiTest, WithoutAWorkerCallsGet503AndHealthSaysSo) {
+// README's rule for both APIs: with no worker ready a call waits for one, on gRPC until just
+// before its deadline, on HTTP (whose clients send none) kWorkerWait; then UNAVAILABLE / 503.
+TEST_F(OpenAiTest, WithoutAWorkerBothApisWaitTheirBoundThenAnswerUnavailable) {
   httplib::Client client("127.0.0.1", http_port_);
   EXPECT_EQ(client.Get("/health")->status, 200);
   const Json models = Json::parse(client.Get("/v1/models")->body);
   EXPECT_EQ(models["data"][0]["id"], "chat-model");
   EXPECT_EQ(models["data"][0]["max_model_len"], 257);
-  for (pid_t pid : workers_) Kill(pid);
-  workers_.clear();
-  WaitForWorkers(0);
+  StopWorkers();
   int status = 0;
   for (int i = 0; i < 100 && status != 503; ++i) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     status = client.Get("/health")->status;
   }
   EXPECT_EQ(status, 503);
-  EXPECT_EQ(PostJson("/v1/completions", {{"prompt", "x"}}, 503)["error"]["type"],
+
+  grpc::Status grpc_status;
+  absl::Duration grpc_waited;
+  std::thread grpc_call([&] {
+    const absl::Time start = absl::Now();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    auto reader = stub_->Generate(&ctx, Greedy("Once"));
+    v1::GenerateResponse response;
+    EXPECT_FALSE(reader->Read(&response));
+    grpc_status = reader->Finish();
+    grpc_waited = absl::Now() - start;
+  });
+  int streamed_status = 0;
+  std::string streamed_body;
+  std::thread streaming_call([&] {
+    const httplib::Result r = Post("/v1/completions", {{"prompt", "x"}, {"stream", true}});
+    ASSERT_TRUE(r);
+    streamed_status = r->status;
+    streamed_body = r->body;
+  });
+  const absl::Time start = absl::Now();
+  const Json error = PostJson("/v1/completions", {{"prompt", "x"}}, 503);
+  const absl::Duration http_waited = absl::Now() - start;
+  grpc_call.join();
+  streaming_call.join();
+
+  EXPECT_EQ(grpc_status.error_code(), grpc::StatusCode::UNAVAILABLE) << grpc_status.error_message();
+  EXPECT_GT(grpc_waited, absl::Seconds(1)) << "it waited for a worker";
+  EXPECT_EQ(error["error"]["type"], "service_unavailable_error");
+  EXPECT_GE(http_waited, kWorkerWait - absl::Seconds(1)) << "it waited for a worker";
+  EXPECT_LT(http_waited, kWorkerWait + absl::Seconds(10));
+  EXPECT_EQ(streamed_status, 503) << "a stream opens only once a worker took the call";
+  EXPECT_EQ(Json::parse(streamed_body, nullptr, false)["error"]["type"],
             "service_unavailable_error");
+}
+
+TEST_F(OpenAiTest, AnHttpCallSentBeforeAnyWorkerIsServedWhenOneJoins) {
+  StopWorkers();
+  Json reply;
+  std::thread call([&] {
+    reply = PostJson("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 5}});
+  });
+  // Queued, not refused: then a worker joins.
+  for (int i = 0; i < 400 && Gauge("pagoda_num_requests_waiting") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(Gauge("pagoda_num_requests_waiting"), 1);
+  StartWorker(model_);
+  call.join();
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 5) << reply;
 }
 
 }  // namespace

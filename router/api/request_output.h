@@ -2,9 +2,9 @@
 // chunks of text per sequence (stop strings cut, characters whole), with the client-side
 // metrics (tokens, TTFT, inter-token latency, finish reasons) counted once for both the gRPC
 // and the HTTP front end.
-// Not thread-safe: the transport's own lock guards it.
-#ifndef PAGODA_ROUTER_REQUEST_OUTPUT_H_
-#define PAGODA_ROUTER_REQUEST_OUTPUT_H_
+// Not thread-safe: its GenerationStream's lock guards it.
+#ifndef PAGODA_ROUTER_API_REQUEST_OUTPUT_H_
+#define PAGODA_ROUTER_API_REQUEST_OUTPUT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "common/step.h"
+#include "router/api/text_assembler.h"
 #include "router/cluster.h"
 #include "router/router_metrics.h"
-#include "router/text_assembler.h"
+#include "router/sequence.h"
 
 namespace pagoda {
 
@@ -23,8 +24,8 @@ inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 
 // A call whose client is not reading stops being scheduled once this many of its tokens wait
-// to be sent, and runs again when fewer than a quarter do: the router's memory per stream is
-// bounded, and the steps go to clients that read.
+// to be sent, and runs again when fewer than a quarter do (GenerationStream): the router's
+// memory per stream is bounded, and the steps go to clients that read.
 inline constexpr int kMaxUnsentTokens = 256;
 
 // New output of one sequence since its previous chunk.
@@ -34,8 +35,9 @@ struct OutputChunk {
   std::string text;                   // whole UTF-8 characters; stop strings and tokens removed
   std::vector<SampledToken> samples;  // one per token when logprobs were asked, else empty
   bool finished = false;
-  // When finished: "stop", "length" or "abort", and the sequence's usage.
-  std::string finish_reason;
+  // When finished: why (kStop, kLength or kAbort; named only by the transports), and the
+  // sequence's usage.
+  FinishReason finish_reason = FinishReason::kNone;
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
@@ -58,9 +60,6 @@ class RequestOutput {
   };
   Result Add(const RequestUpdate& update);
 
-  // Sequences whose end the client has not been given.
-  int num_unfinished() const { return num_unfinished_; }
-  const std::vector<int>& prompt_ids() const { return prompt_ids_; }
   // The submitted request ended for the client (call once): counts its unfinished sequences as
   // aborted, or, when all finished, observes its end-to-end latency.
   void End();
@@ -76,10 +75,10 @@ class RequestOutput {
   std::vector<bool> ended_;                       // (n) the client was given its end
   std::vector<int> completion_tokens_;            // (n) tokens given to the client
   std::vector<Clock::time_point> last_token_at_;  // (n)
-  int num_unfinished_;
+  int num_unfinished_;  // sequences whose end the client has not been given
   bool first_token_seen_ = false;
 };
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_REQUEST_OUTPUT_H_
+#endif  // PAGODA_ROUTER_API_REQUEST_OUTPUT_H_

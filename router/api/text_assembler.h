@@ -2,8 +2,8 @@
 // characters only) and cut before the first stop string, even one split across tokens. Text
 // that could still be the start of a stop string is held back until it cannot.
 // Not thread-safe: one per output sequence.
-#ifndef PAGODA_ROUTER_TEXT_ASSEMBLER_H_
-#define PAGODA_ROUTER_TEXT_ASSEMBLER_H_
+#ifndef PAGODA_ROUTER_API_TEXT_ASSEMBLER_H_
+#define PAGODA_ROUTER_API_TEXT_ASSEMBLER_H_
 
 #include <string>
 #include <vector>
@@ -34,4 +34,4 @@ class TextAssembler {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_TEXT_ASSEMBLER_H_
+#endif  // PAGODA_ROUTER_API_TEXT_ASSEMBLER_H_

@@ -1,4 +1,4 @@
-#include "router/openai_server.h"
+#include "router/api/openai_server.h"
 
 #include <httplib.h>
 
@@ -11,9 +11,10 @@
 #include "common/secret.h"
 #include "common/version.h"
 #include "glog/logging.h"
-#include "router/http_generation.h"
-#include "router/openai_request.h"
-#include "router/openai_response.h"
+#include "router/api/generation_stream.h"
+#include "router/api/openai_request.h"
+#include "router/api/openai_response.h"
+#include "router/api/request_policy.h"
 
 namespace pagoda {
 namespace {
@@ -24,8 +25,8 @@ using Json = nlohmann::ordered_json;
 constexpr size_t kMaxBodyBytes = 32 << 20;
 // JSON nesting deeper than this is refused.
 constexpr int kMaxJsonDepth = 64;
-// How long a request waits for a worker when none is connected at the moment it runs.
-constexpr absl::Duration kWorkerWait = absl::Seconds(30);
+// How long the HTTP thread waits for output before it looks again.
+constexpr absl::Duration kTakeWait = absl::Milliseconds(500);
 
 void SendError(httplib::Response& res, int status, std::string_view message,
                std::string_view param = "", std::string_view code = "") {
@@ -180,26 +181,27 @@ class OpenAiServer::Api {
                                     "serves `", options_.model_name, "`"),
                        "model", "model_not_found");
     }
-    const ClusterStats stats = cluster_->stats();
-    if (stats.num_workers == stats.num_draining_workers) {
-      return SendError(res, 503, "no worker is ready");
-    }
-    auto generation = std::make_shared<HttpGeneration>(cluster_, tokenizer_, options_.metrics);
     auto shared_call = std::make_shared<OpenAiCall>(*std::move(call));
-    if (absl::Status s = generation->Submit(shared_call->requests, shared_call->stops,
-                                            absl::Now() + kWorkerWait);
+    auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
+    if (absl::Status s = stream->Submit(shared_call->requests, shared_call->stops,
+                                        WorkerWaitEnd(std::nullopt, absl::Now()));
         !s.ok()) {
-      return SendStatus(res, s);
+      return SendStatus(res, InOpenAiFieldNames(s));
     }
+    // Nothing is answered before the call has output, its end or an error: a call that no
+    // worker takes in time is a 503, not a stream that fails.
+    auto first = std::make_shared<GenerationStream::Taken>();
+    while (first->chunks.empty() && !first->done) *first = stream->Take(kTakeWait);
+    if (!first->error.ok()) return SendStatus(res, first->error);
     auto response = std::make_shared<OpenAiResponse>(*shared_call, tokenizer_, options_.model_name,
                                                      options_.fingerprint);
     if (!shared_call->stream) {
-      HttpGeneration::Taken taken;
-      while (!taken.done) {
-        taken = generation->Take(absl::Milliseconds(500));
+      for (GenerationStream::Taken taken = std::move(*first);; taken = stream->Take(kTakeWait)) {
         response->Add(taken.chunks);
+        stream->Sent(taken.num_tokens());
+        if (!taken.error.ok()) return SendStatus(res, taken.error);
+        if (taken.done) break;
       }
-      if (!taken.error.ok()) return SendStatus(res, taken.error);
       res.set_content(response->Body(), "application/json");
       return;
     }
@@ -208,7 +210,7 @@ class OpenAiServer::Api {
     auto opened = std::make_shared<bool>(false);
     res.set_chunked_content_provider(
         "text/event-stream",
-        [generation, response, shared_call, opened](size_t, httplib::DataSink& sink) {
+        [stream, response, shared_call, first, opened](size_t, httplib::DataSink& sink) {
           auto send = [&](const std::vector<std::string>& events) {
             for (const std::string& e : events) {
               const std::string event = SseEvent(e);
@@ -216,14 +218,18 @@ class OpenAiServer::Api {
             }
             return true;
           };
-          if (!*opened) {
+          GenerationStream::Taken taken;
+          if (*opened) {
+            taken = stream->Take(kTakeWait);
+          } else {
             *opened = true;
             if (!send(response->OpeningEvents())) return false;
+            taken = std::move(*first);
           }
-          HttpGeneration::Taken taken = generation->Take(absl::Milliseconds(500));
           // A write that fails is a client that went away: the provider's false ends the
           // call, and the releaser aborts its sequences.
           if (!send(response->Events(taken.chunks))) return false;
+          stream->Sent(taken.num_tokens());
           if (!taken.done) return true;
           if (!taken.error.ok()) {
             Json error = {{"error",
@@ -240,7 +246,7 @@ class OpenAiServer::Api {
           sink.done();
           return true;
         },
-        [generation](bool) { generation->Abort(); });
+        [stream](bool) { stream->Abort(); });
   }
 
   void Tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -266,13 +272,12 @@ class OpenAiServer::Api {
       }
       add_special_tokens = it->get<bool>();
     }
-    if (text.size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
-      return SendError(res, 400, "prompt: too long for the model length", "prompt");
-    }
-    const std::vector<int> ids = tokenizer_->Encode(text, add_special_tokens);
-    SendJson(
-        res,
-        Json{{"count", ids.size()}, {"max_model_len", cluster_->max_model_len()}, {"tokens", ids}});
+    absl::StatusOr<std::vector<int>> ids =
+        EncodePrompt(*tokenizer_, text, cluster_->max_model_len(), "prompt", add_special_tokens);
+    if (!ids.ok()) return SendStatus(res, ids.status());
+    SendJson(res, Json{{"count", ids->size()},
+                       {"max_model_len", cluster_->max_model_len()},
+                       {"tokens", *ids}});
   }
 
   void Detokenize(const httplib::Request& req, httplib::Response& res) {

@@ -5,11 +5,15 @@
 //   GET  /v1/models            POST /tokenize, /detokenize
 //   GET  /health (200 when a worker is ready, else 503), /version, /metrics
 //
-// Errors are OpenAI's object {"error": {"message", "type", "param", "code"}}: 400 a bad field
-// (named in param), 401 a missing or wrong API key, 404 an unknown model or path, 429 the
-// queue is full, 503 no worker. A streaming client that goes away aborts its sequences.
-#ifndef PAGODA_ROUTER_OPENAI_SERVER_H_
-#define PAGODA_ROUTER_OPENAI_SERVER_H_
+// Translation only: a call becomes core requests (openai_request), runs in a GenerationStream,
+// and its chunks become OpenAI's objects (openai_response). Nothing is answered before the call
+// has output: with no worker ready it waits kWorkerWait for one (as a gRPC call waits until
+// its deadline), then answers 503. Errors are OpenAI's object {"error": {"message", "type",
+// "param", "code"}}: 400 a bad field (named in param), 401 a missing or wrong API key, 404 an
+// unknown model or path, 429 the queue is full, 503 no worker came. A streaming client that
+// goes away aborts its sequences.
+#ifndef PAGODA_ROUTER_API_OPENAI_SERVER_H_
+#define PAGODA_ROUTER_API_OPENAI_SERVER_H_
 
 #include <functional>
 #include <memory>
@@ -66,4 +70,4 @@ class OpenAiServer {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_OPENAI_SERVER_H_
+#endif  // PAGODA_ROUTER_API_OPENAI_SERVER_H_

@@ -3,8 +3,8 @@
 // chunks. Besides OpenAI's fields every object carries `seed`: the one this call sampled with,
 // so a sampled answer can be replayed.
 // Not thread-safe: one per call, used by the thread that writes its response.
-#ifndef PAGODA_ROUTER_OPENAI_RESPONSE_H_
-#define PAGODA_ROUTER_OPENAI_RESPONSE_H_
+#ifndef PAGODA_ROUTER_API_OPENAI_RESPONSE_H_
+#define PAGODA_ROUTER_API_OPENAI_RESPONSE_H_
 
 #include <cstdint>
 #include <string>
@@ -12,8 +12,9 @@
 
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "router/openai_request.h"
-#include "router/request_output.h"
+#include "router/api/openai_request.h"
+#include "router/api/request_output.h"
+#include "router/sequence.h"
 
 namespace pagoda {
 
@@ -44,7 +45,7 @@ class OpenAiResponse {
     nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();
-    std::string finish_reason;
+    FinishReason finish_reason = FinishReason::kNone;
   };
   nlohmann::ordered_json Envelope(bool chunk) const;
   // `c`'s log probabilities in the endpoint's form; advances `choice` past its tokens.
@@ -74,4 +75,4 @@ std::string DumpJson(const nlohmann::ordered_json& j);
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_OPENAI_RESPONSE_H_
+#endif  // PAGODA_ROUTER_API_OPENAI_RESPONSE_H_

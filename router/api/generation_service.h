@@ -1,9 +1,10 @@
-// pagoda.v1.Generation on gRPC's callback API: translates and validates requests, hands them to
-// the Cluster, and streams each sequence's tokens back through one reactor per call (the
-// scheduler never waits for a slow client: updates queue in the reactor). Cancellation and
-// deadlines abort the request, which frees its blocks within a step.
-#ifndef PAGODA_ROUTER_GENERATION_SERVICE_H_
-#define PAGODA_ROUTER_GENERATION_SERVICE_H_
+// pagoda.v1.Generation on gRPC's callback API: translation only. A request becomes the core's
+// GenerationRequest (request_policy: prompt encoding, sampling defaults, the wait for a worker
+// until just before the deadline), its GenerationStream validates and runs it, and one reactor
+// per call writes the stream's chunks as GenerateResponses. Cancellation and deadlines abort
+// the request, which frees its blocks within a step.
+#ifndef PAGODA_ROUTER_API_GENERATION_SERVICE_H_
+#define PAGODA_ROUTER_API_GENERATION_SERVICE_H_
 
 #include <string>
 
@@ -40,7 +41,8 @@ class GenerationService final : public RawGenerationService {
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
 
-  // The core request for a wire request, or INVALID_ARGUMENT naming the bad field.
+  // The core request for a wire request, or INVALID_ARGUMENT naming the bad field; not yet
+  // validated against the Cluster (the call's GenerationStream does that).
   absl::StatusOr<GenerationRequest> Translate(const v1::GenerateRequest& request) const;
 
   // OK when the API key is not required or `context` carries it.
@@ -67,4 +69,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_GENERATION_SERVICE_H_
+#endif  // PAGODA_ROUTER_API_GENERATION_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "router/openai_request.h"
+#include "router/api/openai_request.h"
 
 #include <cmath>
 #include <limits>
@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "router/api/request_policy.h"
 
 namespace pagoda {
 namespace {
@@ -82,38 +83,40 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   if (const Json* u = Field(body, "user"); u != nullptr && !u->is_string()) {
     return Bad("user", "must be a string");
   }
-  const ModelConfig& model = context.cluster->config();
-  SamplingParams& s = base->sampling;
+  // Fields left out: the model's defaults (generation_config.json), and a fresh seed.
+  SamplingOverrides set;
+  SamplingParams given;
   std::optional<double> x;
   RETURN_IF_ERROR(ReadNumber(body, "temperature", 0, 1e6, &x));
-  s.temperature = static_cast<float>(x.value_or(model.default_temperature));
+  if (x.has_value()) set.temperature = static_cast<float>(*x);
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &x));
-  s.top_p = static_cast<float>(x.value_or(model.default_top_p));
-  if (s.top_p <= 0) return Bad("top_p", "must be in (0, 1]");
+  if (x.has_value()) set.top_p = static_cast<float>(*x);
+  if (set.top_p.has_value() && *set.top_p <= 0) return Bad("top_p", "must be in (0, 1]");
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "min_p", 0, 1, &x));
-  s.min_p = static_cast<float>(x.value_or(0));
+  given.min_p = static_cast<float>(x.value_or(0));
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "presence_penalty", -2, 2, &x));
-  s.presence_penalty = static_cast<float>(x.value_or(0));
+  given.presence_penalty = static_cast<float>(x.value_or(0));
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "frequency_penalty", -2, 2, &x));
-  s.frequency_penalty = static_cast<float>(x.value_or(0));
+  given.frequency_penalty = static_cast<float>(x.value_or(0));
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", 1e-6, 1e6, &x));
-  s.repetition_penalty = static_cast<float>(x.value_or(1));
+  if (x.has_value()) set.repetition_penalty = static_cast<float>(*x);
   std::optional<int64_t> i;
   // vLLM's top_k: -1 (or 0) turns it off.
   RETURN_IF_ERROR(ReadInt(body, "top_k", -1, std::numeric_limits<int>::max(), &i));
-  s.top_k = i.has_value() ? static_cast<int>(std::max<int64_t>(*i, 0)) : model.default_top_k;
+  if (i.has_value()) set.top_k = static_cast<int>(std::max<int64_t>(*i, 0));
   i.reset();
   RETURN_IF_ERROR(ReadInt(body, "seed", std::numeric_limits<int64_t>::min(),
                           std::numeric_limits<int64_t>::max(), &i));
-  call->seed = i.has_value() ? static_cast<uint64_t>(*i) : RandomSeed();
-  s.seed = call->seed;
+  if (i.has_value()) set.seed = static_cast<uint64_t>(*i);
   i.reset();
-  // The Cluster checks n against its limit before anything is sized by it.
+  base->sampling = ResolveSampling(set, context.cluster->config(), given);
+  call->seed = base->sampling.seed;
+  // The call's GenerationStream checks n against the limit before anything is sized by it.
   RETURN_IF_ERROR(ReadInt(body, "n", 1, std::numeric_limits<int>::max(), &i));
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
@@ -167,19 +170,11 @@ absl::Status ReadMaxTokens(const Json& body, bool chat, GenerationRequest* base)
   return absl::OkStatus();
 }
 
-// The finished call: the requests validated by the Cluster with the right field names.
-absl::StatusOr<OpenAiCall> Finish(OpenAiCall call, const OpenAiContext& context) {
+// The finished call: each request asks for the log probabilities the call reports.
+OpenAiCall Finish(OpenAiCall call) {
   for (GenerationRequest& r : call.requests) {
     if (r.sampling.logprobs > 0 || call.top_logprobs >= 0) {
       r.sampling.logprobs = std::max(call.top_logprobs, 1);  // the chosen token's own, at least
-    }
-    if (absl::Status valid = context.cluster->Validate(r); !valid.ok()) {
-      std::string message(valid.message());
-      // The core names its fields as the gRPC API does.
-      if (absl::StartsWith(message, "prompt_token_ids")) message.replace(0, 16, "prompt");
-      // "prompt (N tokens) + max_tokens (M) exceeds ...": max_tokens is what the client set.
-      if (absl::StrContains(message, "+ max_tokens")) message = "max_tokens: " + message;
-      return absl::InvalidArgumentError(message);
     }
   }
   return call;
@@ -226,6 +221,16 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
 }
 
 }  // namespace
+
+absl::Status InOpenAiFieldNames(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  std::string message(status.message());
+  // The core names its fields as the gRPC API does.
+  if (absl::StartsWith(message, "prompt_token_ids")) message.replace(0, 16, "prompt");
+  // "prompt (N tokens) + max_tokens (M) exceeds ...": max_tokens is what the client set.
+  if (absl::StrContains(message, "+ max_tokens")) message = "max_tokens: " + message;
+  return absl::InvalidArgumentError(message);
+}
 
 absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& context) {
   if (context.chat_template == nullptr) {
@@ -306,12 +311,7 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
     if (p->is_string()) {
       const std::string& text = p->get_ref<const std::string&>();
       if (text.empty()) return Bad("prompt", "must not be empty");
-      // No token covers more than a few dozen bytes: a longer text cannot fit the context.
-      if (text.size() > static_cast<size_t>(max_len) * 64) {
-        return Bad("prompt", absl::StrCat(text.size(), " bytes cannot fit the model length of ",
-                                          max_len, " tokens"));
-      }
-      r.prompt_ids = context.tokenizer->Encode(text, /*add_special_tokens=*/true);
+      ASSIGN_OR_RETURN(r.prompt_ids, EncodePrompt(*context.tokenizer, text, max_len));
       call.prompt_texts.push_back(text);
     } else {
       RETURN_IF_ERROR(ReadTokenIds(*p, "prompt", max_len, &r.prompt_ids));
@@ -321,7 +321,7 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
     }
     call.requests.push_back(std::move(r));
   }
-  return Finish(std::move(call), context);
+  return Finish(std::move(call));
 }
 
 absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContext& context) {
@@ -338,18 +338,14 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContex
   if (logprobs) call.top_logprobs = static_cast<int>(top.value_or(0));
 
   ASSIGN_OR_RETURN(std::string text, RenderChat(body, context));
-  const int max_len = context.cluster->max_model_len();
-  if (text.size() > static_cast<size_t>(max_len) * 64) {
-    return Bad("messages",
-               absl::StrCat("the prompt's ", text.size(), " bytes cannot fit the model length of ",
-                            max_len, " tokens"));
-  }
   // The template wrote BOS and every special token itself.
-  base.prompt_ids = context.tokenizer->Encode(text, /*add_special_tokens=*/false);
+  ASSIGN_OR_RETURN(base.prompt_ids,
+                   EncodePrompt(*context.tokenizer, text, context.cluster->max_model_len(),
+                                "messages", /*add_special_tokens=*/false));
   if (base.prompt_ids.empty()) return Bad("messages", "the rendered prompt is empty");
   call.prompt_texts.push_back(std::move(text));
   call.requests.push_back(std::move(base));
-  return Finish(std::move(call), context);
+  return Finish(std::move(call));
 }
 
 }  // namespace pagoda

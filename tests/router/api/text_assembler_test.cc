@@ -1,4 +1,4 @@
-#include "router/text_assembler.h"
+#include "router/api/text_assembler.h"
 
 #include "common/text/llama2c_tokenizer.h"
 #include "common/text/utf8.h"

@@ -1,9 +1,11 @@
 // OpenAI's /v1/completions and /v1/chat/completions requests (with vLLM's extra sampling
-// fields) turned into the core's GenerationRequests. Every field is checked for type and range
-// before anything is sized by it; a bad one is INVALID_ARGUMENT whose message starts with the
-// field's name ("temperature: ..."), which the server reports as the error's `param`.
-#ifndef PAGODA_ROUTER_OPENAI_REQUEST_H_
-#define PAGODA_ROUTER_OPENAI_REQUEST_H_
+// fields) turned into the core's GenerationRequests (with request_policy's prompt encoding and
+// sampling defaults). Every field is checked for type; what the core bounds (n, lengths, ids,
+// sampling ranges) is validated by the call's GenerationStream before anything is sized by it.
+// A bad field is INVALID_ARGUMENT whose message starts with the field's name
+// ("temperature: ..."), which the server reports as the error's `param`.
+#ifndef PAGODA_ROUTER_API_OPENAI_REQUEST_H_
+#define PAGODA_ROUTER_API_OPENAI_REQUEST_H_
 
 #include <cstdint>
 #include <optional>
@@ -14,8 +16,8 @@
 #include "common/jinja/chat_template.h"
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "router/api/request_output.h"
 #include "router/cluster.h"
-#include "router/request_output.h"
 
 namespace pagoda {
 
@@ -34,7 +36,7 @@ struct OpenAiContext {
 struct OpenAiCall {
   bool chat = false;
   std::string model;                        // as asked; "" when not given
-  std::vector<GenerationRequest> requests;  // one per prompt, each validated
+  std::vector<GenerationRequest> requests;  // one per prompt
   std::vector<std::string> stops;
   std::vector<std::string> prompt_texts;  // per request, for `echo`
   uint64_t seed = 0;                      // the request's, or one drawn for it
@@ -52,6 +54,10 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const nlohmann::ordered_json& 
 absl::StatusOr<OpenAiCall> ParseChatRequest(const nlohmann::ordered_json& body,
                                             const OpenAiContext& context);
 
+// A core validation error with the field named as this API names it (the core uses gRPC's
+// names: prompt_token_ids is `prompt`, a length over the model's is `max_tokens`).
+absl::Status InOpenAiFieldNames(const absl::Status& status);
+
 // The chat prompt text for `messages` and the template options in `body` (what
 // /v1/chat/completions and /tokenize render).
 absl::StatusOr<std::string> RenderChat(const nlohmann::ordered_json& body,
@@ -59,4 +65,4 @@ absl::StatusOr<std::string> RenderChat(const nlohmann::ordered_json& body,
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_OPENAI_REQUEST_H_
+#endif  // PAGODA_ROUTER_API_OPENAI_REQUEST_H_

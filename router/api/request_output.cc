@@ -1,4 +1,4 @@
-#include "router/request_output.h"
+#include "router/api/request_output.h"
 
 #include <utility>
 
@@ -43,8 +43,8 @@ RequestOutput::Result RequestOutput::Add(const RequestUpdate& u) {
   if (c.finished) {
     ended_[u.seq_index] = true;
     --num_unfinished_;
-    c.finish_reason = text.stopped() ? "stop" : FinishReasonName(u.finish_reason);
-    if (metrics_) metrics_->CountFinished(c.finish_reason);
+    c.finish_reason = text.stopped() ? FinishReason::kStop : u.finish_reason;
+    if (metrics_) metrics_->CountFinished(FinishReasonName(c.finish_reason));
     c.prompt_tokens = u.num_prompt_tokens;
     c.completion_tokens = completion_tokens_[u.seq_index];
     c.cached_tokens = u.num_cached_tokens;
@@ -60,7 +60,9 @@ void RequestOutput::End() {
     metrics_->e2e_request_latency->Observe(
         std::chrono::duration<double>(Clock::now() - arrived_at_).count());
   }
-  for (int i = 0; i < num_unfinished_; ++i) metrics_->CountFinished("abort");
+  for (int i = 0; i < num_unfinished_; ++i) {
+    metrics_->CountFinished(FinishReasonName(FinishReason::kAbort));
+  }
 }
 
 // TTFT on the request's first token; inter-token latency on each later one of a sequence.

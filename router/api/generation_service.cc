@@ -1,13 +1,16 @@
-#include "router/generation_service.h"
+#include "router/api/generation_service.h"
 
 #include <deque>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "router/request_output.h"
+#include "router/api/generation_stream.h"
+#include "router/api/request_policy.h"
+#include "router/sequence.h"
 
 namespace pagoda {
 namespace {
@@ -27,46 +30,36 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
-// One Generate call. Updates arrive on worker loop threads (under the Cluster's lock, in order)
-// and queue here; one write is in flight at a time.
+// One Generate call: translation only. Chunks come from the call's GenerationStream; one write
+// is in flight at a time, and each written response tells the stream its tokens were sent.
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GenerateReactor(GenerationService* service, GenerationRequest request,
                   const std::vector<std::string>& stops, absl::Time give_up_at)
-      : service_(service),
-        seed_(request.sampling.seed),
-        output_(service->tokenizer(), request.prompt_ids, request.n, stops, service->metrics()) {
-    request.paused = paused_;
-    absl::StatusOr<int64_t> id = service_->cluster()->Submit(
-        request, [this](const RequestUpdate& u) { return OnUpdate(u); }, give_up_at);
+      : seed_(request.sampling.seed),
+        prompt_ids_(request.prompt_ids),
+        stream_(service->cluster(), service->tokenizer(), service->metrics(),
+                [this] { OnOutput(); }) {
+    std::vector<GenerationRequest> requests;
+    requests.push_back(std::move(request));
+    const absl::Status submitted = stream_.Submit(std::move(requests), stops, give_up_at);
     absl::MutexLock lock(&mu_);
-    if (!id.ok()) {
-      FinishLocked(ToGrpcStatus(id.status()));
-      return;
-    }
-    request_id_ = *id;
-    output_.Submitted();
+    if (!submitted.ok()) FinishLocked(ToGrpcStatus(submitted));
   }
 
   void OnWriteDone(bool ok) override {
-    int64_t resume_id = -1;
+    int sent;
     {
       absl::MutexLock lock(&mu_);
-      unsent_tokens_ -= queue_.front().token_ids_size();
-      queue_.pop_front();
+      sent = writing_tokens_;
       writing_ = false;
       if (!ok) {
         FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
         return;
       }
-      if (paused_->load() && unsent_tokens_ < kMaxUnsentTokens / 4) {
-        paused_->store(false);
-        resume_id = request_id_;
-      }
       MaybeWriteLocked();
     }
-    // Outside mu_: the Cluster calls OnUpdate under its own lock, which then takes mu_.
-    if (resume_id >= 0) service_->cluster()->Resume(resume_id);
+    stream_.Sent(sent);  // outside mu_: it may resume the request
   }
 
   void OnCancel() override {
@@ -75,37 +68,40 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   }
 
   void OnDone() override {
-    // Abort returns only once no update can reach this reactor any more.
-    int64_t id;
-    {
-      absl::MutexLock lock(&mu_);
-      id = request_id_;
-    }
-    if (id >= 0) {
-      service_->cluster()->Abort(id);
-      absl::MutexLock lock(&mu_);
-      output_.End();
-    }
+    stream_.Abort();  // returns once OnOutput cannot run any more
     delete this;
   }
 
  private:
-  // Returns whether the sequence should go on (false once the client has seen its end).
-  bool OnUpdate(const RequestUpdate& u) {
+  // The stream has output, its end or an error (on a worker loop thread).
+  void OnOutput() {
     absl::MutexLock lock(&mu_);
-    if (!u.error.ok()) {
-      FinishLocked(ToGrpcStatus(u.error));
-      return false;
+    MaybeWriteLocked();
+  }
+
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return;
+    if (pending_.empty()) {
+      GenerationStream::Taken taken = stream_.Take(absl::ZeroDuration());
+      if (!taken.error.ok()) {
+        FinishLocked(ToGrpcStatus(taken.error));
+        return;
+      }
+      for (const OutputChunk& c : taken.chunks) pending_.push_back(ToResponse(c));
+      done_ = taken.done;
     }
-    if (finished_) return false;
-    RequestOutput::Result out = output_.Add(u);
-    if (!out.has_chunk) return out.go_on;
-    const OutputChunk& c = out.chunk;
-    if (c.finish_reason == "abort") {
-      FinishLocked(
-          grpc::Status(grpc::StatusCode::INTERNAL, "the request was dropped by its worker"));
-      return false;
+    if (!pending_.empty()) {
+      writing_ = true;
+      writing_tokens_ = pending_.front().token_ids_size();
+      writing_bytes_ = Serialize(pending_.front());
+      pending_.pop_front();
+      StartWrite(&writing_bytes_);
+    } else if (done_) {
+      FinishLocked(grpc::Status::OK);
     }
+  }
+
+  v1::GenerateResponse ToResponse(const OutputChunk& c) const {
     v1::GenerateResponse r;
     r.set_index(c.index);
     r.set_text(c.text);
@@ -121,29 +117,14 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       }
     }
     if (c.finished) {
-      r.set_finish_reason(c.finish_reason);
+      r.set_finish_reason(FinishReasonName(c.finish_reason));
       r.mutable_usage()->set_prompt_tokens(c.prompt_tokens);
       r.mutable_usage()->set_completion_tokens(c.completion_tokens);
       r.mutable_usage()->set_cached_tokens(c.cached_tokens);
-      r.mutable_prompt_token_ids()->Add(output_.prompt_ids().begin(), output_.prompt_ids().end());
+      r.mutable_prompt_token_ids()->Add(prompt_ids_.begin(), prompt_ids_.end());
       r.set_seed(seed_);
     }
-    unsent_tokens_ += r.token_ids_size();
-    queue_.push_back(std::move(r));
-    if (unsent_tokens_ >= kMaxUnsentTokens) paused_->store(true);  // the client is not reading
-    MaybeWriteLocked();
-    return out.go_on;
-  }
-
-  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || writing_) return;
-    if (!queue_.empty()) {
-      writing_ = true;
-      writing_bytes_ = Serialize(queue_.front());
-      StartWrite(&writing_bytes_);
-    } else if (output_.num_unfinished() == 0) {
-      FinishLocked(grpc::Status::OK);
-    }
+    return r;
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -152,18 +133,19 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     Finish(status);
   }
 
-  GenerationService* const service_;
+  // Constant after construction.
   const uint64_t seed_;  // the request's, or the one drawn for it
-  // Shared with the request's sequences: set while the client is not reading.
-  const std::shared_ptr<std::atomic<bool>> paused_ = std::make_shared<std::atomic<bool>>(false);
+  const std::vector<int> prompt_ids_;
+
   absl::Mutex mu_;
-  RequestOutput output_ ABSL_GUARDED_BY(mu_);
-  int64_t request_id_ ABSL_GUARDED_BY(mu_) = -1;
-  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);  // front() is being written
-  grpc::ByteBuffer writing_bytes_ ABSL_GUARDED_BY(mu_);          // its bytes
-  int unsent_tokens_ ABSL_GUARDED_BY(mu_) = 0;                   // in queue_
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);  // taken, not yet written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;                      // a write is in flight:
+  grpc::ByteBuffer writing_bytes_ ABSL_GUARDED_BY(mu_);            // its bytes
+  int writing_tokens_ ABSL_GUARDED_BY(mu_) = 0;                    // and its tokens
+  bool done_ ABSL_GUARDED_BY(mu_) = false;                         // the stream has nothing more
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+
+  GenerationStream stream_;  // last: its callback uses the members above
 };
 
 // Ends a call that failed validation.
@@ -219,7 +201,6 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   if (in.request_id().size() > kMaxRequestIdBytes) {
     return bad("request_id: longer than ", kMaxRequestIdBytes, " bytes");
   }
-  const int max_len = cluster_->max_model_len();
   GenerationRequest r;
   if (!in.prompt().empty() && in.prompt_token_ids_size() > 0) {
     return bad("prompt: set either prompt or prompt_token_ids, not both");
@@ -228,28 +209,23 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
     r.prompt_ids.assign(in.prompt_token_ids().begin(), in.prompt_token_ids().end());
   } else {
     if (in.prompt().empty()) return bad("prompt: must not be empty");
-    // No token covers more than a few dozen bytes: a longer text cannot fit the context, and
-    // is refused before it costs a tokenization.
-    if (in.prompt().size() > static_cast<size_t>(max_len) * 64) {
-      return bad("prompt: ", in.prompt().size(), " bytes cannot fit the model length of ", max_len,
-                 " tokens");
-    }
-    // BOS (or nothing, or EOS too) exactly as the model's tokenizer adds it.
-    r.prompt_ids = tokenizer_->Encode(in.prompt(), /*add_special_tokens=*/true);
+    ASSIGN_OR_RETURN(r.prompt_ids,
+                     EncodePrompt(*tokenizer_, in.prompt(), cluster_->max_model_len()));
   }
   if (in.has_max_tokens()) r.max_tokens = in.max_tokens();
   const v1::SamplingParams& s = in.sampling();
-  // Unset: the model's defaults (generation_config.json), else 1, 1 and 0.
-  const ModelConfig& model = cluster_->config();
-  r.sampling.temperature = s.has_temperature() ? s.temperature() : model.default_temperature;
-  r.sampling.top_p = s.has_top_p() ? s.top_p() : model.default_top_p;
-  r.sampling.top_k = s.has_top_k() ? s.top_k() : model.default_top_k;
-  r.sampling.min_p = s.min_p();
-  r.sampling.seed = s.has_seed() ? s.seed() : RandomSeed();
-  r.sampling.repetition_penalty = s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
-  r.sampling.presence_penalty = s.presence_penalty();
-  r.sampling.frequency_penalty = s.frequency_penalty();
-  r.sampling.logprobs = in.logprobs();
+  SamplingOverrides set;  // unset: the model's defaults, and a fresh seed
+  if (s.has_temperature()) set.temperature = s.temperature();
+  if (s.has_top_p()) set.top_p = s.top_p();
+  if (s.has_top_k()) set.top_k = s.top_k();
+  if (s.has_repetition_penalty()) set.repetition_penalty = s.repetition_penalty();
+  if (s.has_seed()) set.seed = s.seed();
+  SamplingParams given;
+  given.min_p = s.min_p();
+  given.presence_penalty = s.presence_penalty();
+  given.frequency_penalty = s.frequency_penalty();
+  given.logprobs = in.logprobs();
+  r.sampling = ResolveSampling(set, cluster_->config(), given);
   if (in.stop_size() > kMaxStopStrings) {
     return bad("stop: ", in.stop_size(), " strings; at most ", kMaxStopStrings);
   }
@@ -261,7 +237,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   r.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
   r.ignore_eos = in.ignore_eos();
   r.n = in.has_n() ? in.n() : 1;
-  return r;  // the Cluster validates the rest (ids, sampling ranges, lengths, n)
+  return r;  // the stream validates the rest (ids, sampling ranges, lengths, n)
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
@@ -271,19 +247,13 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     return new ErrorReactor(admitted);
   }
   absl::StatusOr<GenerationRequest> r = Translate(*request);
-  // Validated before the reactor sizes anything by n or the prompt.
-  if (r.ok()) {
-    if (absl::Status valid = cluster_->Validate(*r); !valid.ok()) r = valid;
-  }
-  if (!r.ok()) {
-    return new ErrorReactor(ToGrpcStatus(r.status()));
-  }
-  // Waiting for a worker ends a little before the client's deadline, so it hears UNAVAILABLE
-  // (no worker) rather than a bare DEADLINE_EXCEEDED.
+  if (!r.ok()) return new ErrorReactor(ToGrpcStatus(r.status()));
   const auto deadline = context->deadline();
-  const absl::Time give_up_at = deadline == std::chrono::system_clock::time_point::max()
-                                    ? absl::InfiniteFuture()
-                                    : absl::FromChrono(deadline) - absl::Milliseconds(200);
+  const absl::Time give_up_at =
+      WorkerWaitEnd(deadline == std::chrono::system_clock::time_point::max()
+                        ? std::nullopt
+                        : std::optional<absl::Time>(absl::FromChrono(deadline)),
+                    absl::Now());
   return new GenerateReactor(
       this, *std::move(r), std::vector<std::string>(request->stop().begin(), request->stop().end()),
       give_up_at);
@@ -298,12 +268,15 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     reactor->Finish(admitted);
     return reactor;
   }
-  if (request.text().size() > static_cast<size_t>(cluster_->max_model_len()) * 64) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: too long"));
+  absl::StatusOr<std::vector<int>> ids =
+      EncodePrompt(*tokenizer_, request.text(), cluster_->max_model_len(), "text",
+                   /*add_special_tokens=*/false);
+  if (!ids.ok()) {
+    reactor->Finish(ToGrpcStatus(ids.status()));
     return reactor;
   }
   v1::TokenizeResponse response;
-  for (int id : tokenizer_->Encode(request.text())) response.add_token_ids(id);
+  response.mutable_token_ids()->Add(ids->begin(), ids->end());
   *response_bytes = Serialize(response);
   reactor->Finish(grpc::Status::OK);
   return reactor;

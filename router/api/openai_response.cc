@@ -1,4 +1,4 @@
-#include "router/openai_response.h"
+#include "router/api/openai_response.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -141,7 +141,7 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
       out["text"] = c.text;
     }
     out["logprobs"] = call_.top_logprobs >= 0 ? LogprobsOf(c, &choice) : Json(nullptr);
-    out["finish_reason"] = c.finished ? Json(c.finish_reason) : Json(nullptr);
+    out["finish_reason"] = c.finished ? Json(FinishReasonName(c.finish_reason)) : Json(nullptr);
     CountUsage(c);
     j["choices"] = Json::array({std::move(out)});
     events.push_back(DumpJson(j));
@@ -193,7 +193,7 @@ Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
     out["text"] = c.text;
   }
   out["logprobs"] = std::move(logprobs);
-  out["finish_reason"] = c.finish_reason;
+  out["finish_reason"] = FinishReasonName(c.finish_reason);
   return out;
 }
 
