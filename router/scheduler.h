@@ -93,8 +93,9 @@ class Scheduler {
  private:
   void ForkDueSequences(std::vector<SequenceUpdate>* forks);
   void Preempt(Sequence* seq);
-  // The chained hash of seq's block i. REQUIRES: the block is full.
-  uint64_t BlockHash(Sequence* seq, int i);
+  // The chained hashes of seq's first `num_blocks` blocks, hashed once per sequence.
+  // REQUIRES: those blocks are full.
+  std::span<const uint64_t> BlockHashes(Sequence* seq, int num_blocks);
   // Whether a running sequence that is not paused will compute the block after `seq`'s
   // cached `num_cached_blocks`, so waiting for it turns that block into a cache hit.
   bool NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks);
