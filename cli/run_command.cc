@@ -86,13 +86,13 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     request.max_tokens = options.max_tokens;
     request.n = options.n;
     request.ignore_eos = options.ignore_eos;
-    absl::StatusOr<int64_t> id = engine.AddRequest(request);
-    if (!id.ok()) {
-      r.error = std::string(id.status().message());
+    const int64_t id = static_cast<int64_t>(i);  // the prompt's index is its request id
+    if (absl::Status added = engine.AddRequest(id, request); !added.ok()) {
+      r.error = std::string(added.message());
       err << "error: prompt " << i + 1 << ": " << r.error << "\n";
       continue;
     }
-    request_to_prompt[*id] = static_cast<int>(i);
+    request_to_prompt[id] = static_cast<int>(i);
     r.outputs.resize(options.n);
     for (Output& o : r.outputs) {
       o.decoder = std::make_unique<IncrementalDecoder>(tokenizer->get(), r.prompt_ids.back());

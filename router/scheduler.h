@@ -53,8 +53,9 @@ struct SequenceUpdate {
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
-  // On a sequence's first token: how long it waited from Add() to its first scheduling
-  // (negative otherwise, and for a sequence resumed after preemption or a move).
+  // On the first token a sequence samples here: how long it waited from Add() to its first
+  // scheduling (negative otherwise: not again after a preemption; a sequence moved from a
+  // dead worker was added here anew and reports its wait here).
   double queue_seconds = -1;
 };
 

@@ -40,7 +40,7 @@ class Collector {
   }
   bool Wait(absl::Duration timeout = absl::Seconds(120)) {
     absl::MutexLock lock(&mu_);
-    auto done = [this] {
+    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
     };
     return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
@@ -64,10 +64,10 @@ class Collector {
 
  private:
   absl::Mutex mu_;
-  std::vector<std::vector<int>> outputs_;
-  std::vector<bool> finished_;
-  std::vector<std::vector<int>> workers_;
-  int cached_ = 0;
+  std::vector<std::vector<int>> outputs_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int>> workers_ ABSL_GUARDED_BY(mu_);
+  int cached_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 constexpr std::chrono::milliseconds kTimeout = std::chrono::seconds(60);
