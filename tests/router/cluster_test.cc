@@ -76,9 +76,7 @@ class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     golden_ = testing::LoadGoldenCases();
-    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
-    ASSERT_TRUE(w.ok()) << w.status();
-    config_ = w->config;
+    config_ = testing::Stories260KConfig();
     ClusterOptions o;
     o.engine.max_model_len = 257;
     cluster_ = std::make_unique<Cluster>(config_, o);

@@ -7,6 +7,12 @@
 
 namespace pagoda::testing {
 
+ModelConfig Stories260KConfig() {
+  auto w = LoadLlama2cCheckpoint(Stories260KModel());
+  CHECK(w.ok()) << w.status();
+  return w->config;
+}
+
 std::shared_ptr<Executor> NewWorker(int num_blocks) {
   auto w = LoadLlama2cCheckpoint(Stories260KModel());
   CHECK(w.ok()) << w.status();

@@ -9,9 +9,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/executor.h"
+#include "common/model/model_config.h"
 
 namespace pagoda::testing {
 
+// stories260K's configuration, which the router side is built with.
+ModelConfig Stories260KConfig();
 // A stories260K worker in this process.
 std::shared_ptr<Executor> NewWorker(int num_blocks = 256);
 

@@ -10,7 +10,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/model/llama2c_checkpoint.h"
 #include "gtest/gtest.h"
 #include "tests/router/test_workers.h"
 #include "tests/test_util.h"
@@ -71,9 +70,7 @@ class WorkerLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
     golden_ = testing::LoadGoldenCases();
-    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
-    ASSERT_TRUE(w.ok()) << w.status();
-    config_ = w->config;
+    config_ = testing::Stories260KConfig();
     options_.max_model_len = 257;
   }
 
