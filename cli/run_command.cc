@@ -2,7 +2,6 @@
 
 #include <memory>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/model/model_loader.h"
@@ -75,8 +74,9 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
   const SamplingParams sampling = ResolveSampling(set, config, options.sampling);
 
   // Queues one prompt (its ids go to `prompt_ids`) with the job's settings.
-  auto add_prompt = [&](const std::string& prompt,
-                        std::vector<int>* prompt_ids) -> absl::StatusOr<int64_t> {
+  // A prompt's index is its request id.
+  auto add_prompt = [&](int64_t id, const std::string& prompt,
+                        std::vector<int>* prompt_ids) -> absl::Status {
     ASSIGN_OR_RETURN(*prompt_ids, EncodePrompt(**tokenizer, prompt, engine.max_model_len()));
     GenerationRequest request;
     request.prompt_ids = *prompt_ids;
@@ -84,20 +84,18 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     request.max_tokens = options.max_tokens;
     request.n = options.n;
     request.ignore_eos = options.ignore_eos;
-    return engine.AddRequest(request);
+    return engine.AddRequest(id, request);
   };
 
   std::vector<PromptResult> results(options.prompts.size());
-  absl::flat_hash_map<int64_t, int> request_to_prompt;
   for (size_t i = 0; i < options.prompts.size(); ++i) {
     PromptResult& r = results[i];
-    absl::StatusOr<int64_t> id = add_prompt(options.prompts[i], &r.prompt_ids);
-    if (!id.ok()) {
-      r.error = std::string(id.status().message());
+    if (absl::Status added = add_prompt(static_cast<int64_t>(i), options.prompts[i], &r.prompt_ids);
+        !added.ok()) {
+      r.error = std::string(added.message());
       err << "error: prompt " << i + 1 << ": " << r.error << "\n";
       continue;
     }
-    request_to_prompt[*id] = static_cast<int>(i);
     r.outputs.resize(options.n);
     for (Output& o : r.outputs) {
       o.decoder = std::make_unique<IncrementalDecoder>(tokenizer->get(), r.prompt_ids.back());
@@ -115,7 +113,7 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
       return 1;
     }
     for (const SequenceUpdate& u : *updates) {
-      Output& o = results[request_to_prompt.at(u.request_id)].outputs[u.seq_index];
+      Output& o = results[u.request_id].outputs[u.seq_index];
       for (int id : u.new_token_ids) {
         o.output_ids.push_back(id);
         // A stop token ends the sequence but is not part of its text.

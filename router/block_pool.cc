@@ -1,5 +1,7 @@
 #include "router/block_pool.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 
 #include "glog/logging.h"
@@ -7,20 +9,23 @@
 namespace pagoda {
 
 uint64_t HashBlock(uint64_t parent, std::span<const int> tokens) {
-  // FNV-1a over (parent, tokens) followed by a 64-bit finaliser: deterministic, no seed.
-  uint64_t h = 0xCBF29CE484222325ULL;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xFF;
-      h *= 0x100000001B3ULL;
-    }
-  };
-  mix(parent);
-  for (int t : tokens) mix(static_cast<uint32_t>(t));
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDULL;
-  h ^= h >> 33;
-  return h;
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
+}
+
+void ExtendBlockHashes(std::span<const int> tokens, int block_size, int num_blocks,
+                       std::vector<uint64_t>* hashes) {
+  CHECK_LE(static_cast<int64_t>(num_blocks) * block_size, static_cast<int64_t>(tokens.size()))
+      << "only full blocks are hashed";
+  for (int i = static_cast<int>(hashes->size()); i < num_blocks; ++i) {
+    hashes->push_back(
+        HashBlock(i == 0 ? 0 : (*hashes)[i - 1], tokens.subspan(i * block_size, block_size)));
+  }
+}
+
+std::vector<uint64_t> BlockHashes(std::span<const int> tokens, int block_size) {
+  std::vector<uint64_t> hashes;
+  ExtendBlockHashes(tokens, block_size, static_cast<int>(tokens.size()) / block_size, &hashes);
+  return hashes;
 }
 
 BlockPool::BlockPool(int num_blocks) : blocks_(num_blocks) {

@@ -58,8 +58,16 @@ class BlockPool {
   int64_t num_evictions_ = 0;
 };
 
-// Chained block hash: H(parent, tokens of the block). Stable across processes and runs.
+// Chained block hash: H(parent, tokens of the block), XXH3 seeded with the parent's hash.
+// Stable across processes and runs (on one byte order: the router's, where it never leaves).
 uint64_t HashBlock(uint64_t parent, std::span<const int> tokens);
+
+// Extends `hashes`, the chained hashes of the first hashes->size() blocks of `tokens`, to its
+// first `num_blocks` blocks of `block_size` tokens. REQUIRES: tokens holds that many full blocks.
+void ExtendBlockHashes(std::span<const int> tokens, int block_size, int num_blocks,
+                       std::vector<uint64_t>* hashes);
+// The chained hashes of every full block of `tokens`.
+std::vector<uint64_t> BlockHashes(std::span<const int> tokens, int block_size);
 
 }  // namespace pagoda
 

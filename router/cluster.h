@@ -1,25 +1,20 @@
-// The router's core over many workers (DESIGN §1, §3, §5), plain C++ with no gRPC: one Engine
-// (scheduler + block manager over that worker's pool) per worker, each driven by its own loop
-// thread, so all workers step in parallel and only a worker's own thread touches its scheduler.
-// Requests and aborts reach a loop through its inbox.
+// The router's core over many workers (DESIGN §1, §3, §5), plain C++ with no gRPC: the
+// membership of the workers, the registry of requests and the delivery of their tokens. Each
+// worker has a WorkerLoop (its Engine on its own thread), so all workers step in parallel;
+// Placement chooses where a request goes.
 //
-//   Submit ─ validate ─ Place ─▶ worker inbox ─▶ loop: drain inbox → Engine::Step() → sinks
+//   Validate ─ Submit ─ Placement ─▶ WorkerLoop inbox ─▶ Engine::Step() ─▶ Deliver ─▶ sinks
 //
-// Placement is prefix-aware: the router remembers which worker holds which prompt blocks (by
-// chained block hash) and picks the lowest  w · uncached_prompt_blocks + active_blocks.
 // A worker whose Execute fails is dead: its unfinished sequences are resubmitted elsewhere with
 // the tokens generated so far; counter-based sampling makes their continuation identical.
-// Thread-safe.
+// Thread-safe. Lock order: mu_, then a WorkerLoop's own lock; sinks run under mu_.
 #ifndef PAGODA_ROUTER_CLUSTER_H_
 #define PAGODA_ROUTER_CLUSTER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <list>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -29,11 +24,11 @@
 #include "absl/time/time.h"
 #include "common/executor.h"
 #include "router/engine.h"
+#include "router/placement.h"
 #include "router/router_metrics.h"
+#include "router/worker_loop.h"
 
 namespace pagoda {
-
-enum class PlacementPolicy { kPrefixAware, kRoundRobin, kLeastLoaded };
 
 // What the router accepts from a worker's Hello. Everything in it crosses a port: ranges bound
 // the router's memory per worker (a block costs the router ~50 bytes of pool state) and keep
@@ -53,7 +48,7 @@ struct ClusterOptions {
   EngineOptions engine;
   WorkerLimits worker_limits;
   PlacementPolicy placement = PlacementPolicy::kPrefixAware;
-  double prefix_weight = 1.0;        // w in the placement cost
+  double prefix_weight = 1.0;        // w in the placement cost (Placement)
   int max_waiting = 1024;            // requests queued beyond this fail with RESOURCE_EXHAUSTED
   RouterMetrics* metrics = nullptr;  // fed when set; not owned
 };
@@ -103,7 +98,7 @@ struct WorkerStats {
   int num_waiting = 0;
 };
 
-class Cluster {
+class Cluster final : private WorkerLoopListener {
  public:
   explicit Cluster(const ModelConfig& config, const ClusterOptions& options);
   ~Cluster();  // stops every loop
@@ -121,11 +116,15 @@ class Cluster {
   // nothing more. If the worker dies first, its sequences move as usual.
   void DrainWorker(int worker_id, std::function<void()> on_drained);
 
-  // INVALID_ARGUMENT naming the field when `request` can never run here. Submit checks it
-  // too; a transport calls it first to refuse before it allocates per-sequence state.
+  // INVALID_ARGUMENT naming the field when `request` can never run here (ValidateRequest): the
+  // one check of a request's content. A transport calls it before it allocates anything.
   absl::Status Validate(const GenerationRequest& request) const;
-  // Validates and queues a request; `sink` gets every update until each sequence finished.
-  // A request still waiting for a worker at `give_up_at` ends with UNAVAILABLE (see Tick).
+  // Queues a request; `sink` gets every update until each sequence finished. A request still
+  // waiting for a worker at `give_up_at` ends with UNAVAILABLE (see Tick). RESOURCE_EXHAUSTED
+  // when max_waiting requests wait.
+  // REQUIRES: Validate(request) is OK. Submit re-checks only what costs O(1)
+  // (ValidateRequestLimits: n, lengths, sampling ranges), so a caller that skipped Validate
+  // still gets INVALID_ARGUMENT, never a crash, for those; token ids are Validate's alone.
   absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink,
                                  absl::Time give_up_at = absl::InfiniteFuture());
   // Ends the requests that waited for a worker past their give_up_at. Call it periodically.
@@ -144,20 +143,22 @@ class Cluster {
  private:
   struct Worker;
   struct Request;
-  struct Work {  // one engine request to add: a request, or one resumed sequence of it
-    int64_t request_id;
-    GenerationRequest request;
-  };
 
-  void Loop(Worker* w);
-  // REQUIRES: mu_ held. Joins the threads of dead workers whose loops have exited.
+  // WorkerLoopListener, on a worker's loop thread.
+  void OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRefused(int worker_id, int64_t request_id) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFailed(int worker_id) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Joins the threads of dead workers whose loops have exited.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // REQUIRES: mu_ held. Chooses a live worker for `work` and queues it (or parks it). New
-  // requests never go to a draining worker; resumed sequences may, rather than wait.
-  void PlaceLocked(Work work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // REQUIRES: mu_ held. Requeues every unfinished sequence that was on `w`.
-  void ResubmitLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Deliver(Worker* w, const std::vector<SequenceUpdate>& updates);
+  // Marks a worker dead and requeues every unfinished sequence that was on it.
+  void RemoveLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Chooses a live worker for `work` and queues it there (or parks it). New requests never go
+  // to a draining worker; resumed sequences may, rather than wait.
+  void PlaceLocked(QueuedRequest work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requests queued in the router, in schedulers or in loops' inboxes, not yet running.
+  int NumWaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const ModelConfig config_;
@@ -166,12 +167,9 @@ class Cluster {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);  // by id; dead ones stay
   absl::flat_hash_map<int64_t, std::shared_ptr<Request>> requests_ ABSL_GUARDED_BY(mu_);
-  std::deque<Work> parked_ ABSL_GUARDED_BY(mu_);  // waiting for a live worker
-  // Prefix locality: chained block hash -> worker that computed it (approximate, never wrong
-  // about correctness: the worker's own cache decides real hits).
-  absl::flat_hash_map<uint64_t, int> block_owner_ ABSL_GUARDED_BY(mu_);
+  std::deque<QueuedRequest> parked_ ABSL_GUARDED_BY(mu_);  // waiting for a live worker
+  Placement placement_ ABSL_GUARDED_BY(mu_);
   int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
-  int next_round_robin_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pagoda

@@ -58,25 +58,11 @@ Engine::Engine(const ModelConfig& config, Executor* executor, const EngineOption
       executor_(executor),
       scheduler_(MakeSchedulerOptions(config, executor->info(), options)) {}
 
-absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& config,
-                             int max_model_len, int max_n) {
+absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len, int max_n) {
   if (r.prompt_ids.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
-  for (int id : r.prompt_ids) {
-    if (id < 0 || id >= config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids: token id ", id,
-                                                     " is outside the vocabulary [0, ",
-                                                     config.vocab_size, ")"));
-    }
-  }
   if (r.stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
     return absl::InvalidArgumentError(absl::StrCat("stop_token_ids: ", r.stop_token_ids.size(),
                                                    " ids; at most ", kMaxStopTokenIds));
-  }
-  for (int id : r.stop_token_ids) {
-    if (id < 0 || id >= config.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stop_token_ids: token id ", id, " is outside the vocabulary"));
-    }
   }
   RETURN_IF_ERROR(r.sampling.Validate());
   if (r.n < 1 || r.n > max_n) {
@@ -103,15 +89,46 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
+absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& config,
+                             int max_model_len, int max_n) {
+  RETURN_IF_ERROR(ValidateRequestLimits(r, max_model_len, max_n));
+  for (int id : r.prompt_ids) {
+    if (id < 0 || id >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids: token id ", id,
+                                                     " is outside the vocabulary [0, ",
+                                                     config.vocab_size, ")"));
+    }
+  }
+  for (int id : r.stop_token_ids) {
+    if (id < 0 || id >= config.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop_token_ids: token id ", id, " is outside the vocabulary"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::AddRequest(int64_t request_id, const GenerationRequest& r) {
   RETURN_IF_ERROR(ValidateRequest(r, config_, max_model_len(), options_.max_n));
+  return AddValidatedRequest(request_id, r);
+}
+
+absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationRequest& r) {
   const int num_prompt = static_cast<int>(r.prompt_ids.size());
   const int max_tokens = r.max_tokens.value_or(max_model_len() - num_prompt);
   RETURN_IF_ERROR(scheduler_.CheckFits(num_prompt, max_tokens));
+  if (auto it = requests_.find(request_id); it != requests_.end()) {
+    for (int i = r.first_seq_index; i < r.first_seq_index + r.n; ++i) {
+      if (it->second.contains(i)) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("request ", request_id, " already has sequence ", i, " here"));
+      }
+    }
+  }
 
   auto seq = std::make_unique<Sequence>();
   seq->id = next_seq_id_;
-  seq->request_id = next_seq_id_;
+  seq->request_id = request_id;
   seq->seq_index = r.first_seq_index;
   seq->num_prompt_tokens = num_prompt;
   seq->sampling = r.sampling;
@@ -125,28 +142,37 @@ absl::StatusOr<int64_t> Engine::AddRequest(const GenerationRequest& r) {
   }
   seq->tokens = r.prompt_ids;
   seq->tokens.insert(seq->tokens.end(), r.output_ids.begin(), r.output_ids.end());
+  const int block_size = scheduler_.options().block_size;
+  if (r.prompt_block_size == block_size) {
+    const size_t num_full = r.prompt_ids.size() / block_size;  // never more than the prompt has
+    seq->block_hashes.assign(
+        r.prompt_block_hashes.begin(),
+        r.prompt_block_hashes.begin() + std::min(num_full, r.prompt_block_hashes.size()));
+  }
   seq->num_pending_forks = r.n - 1;
+  // Forks get the ids after their parent's (Scheduler::Add).
+  absl::flat_hash_map<int, int64_t>& seqs = requests_[request_id];
+  for (int i = 0; i < r.n; ++i) seqs[r.first_seq_index + i] = next_seq_id_ + i;
   next_seq_id_ += r.n;
-  requests_[seq->request_id] = {r.n, r.n, r.first_seq_index};
-  const int64_t id = seq->request_id;
   scheduler_.Add(std::move(seq), r.front_of_queue);
-  return id;
+  return absl::OkStatus();
 }
 
 void Engine::AbortRequest(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  for (int i = 0; i < it->second.n; ++i) scheduler_.Abort(request_id + i);
+  for (const auto& [seq_index, seq_id] : it->second) scheduler_.Abort(seq_id);
   requests_.erase(it);
 }
 
 bool Engine::AbortSequence(int64_t request_id, int seq_index) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
-  const int offset = seq_index - it->second.first_seq_index;
-  if (offset < 0 || offset >= it->second.n) return false;
-  scheduler_.Abort(request_id + offset);
-  if (--it->second.num_unfinished == 0) requests_.erase(it);
+  auto seq = it->second.find(seq_index);
+  if (seq == it->second.end()) return false;
+  scheduler_.Abort(seq->second);
+  it->second.erase(seq);
+  if (it->second.empty()) requests_.erase(it);
   return true;
 }
 
@@ -161,11 +187,13 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size));
   last_forward_seconds_ = result.forward_seconds;
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
-  // Forget requests whose sequences have all finished.
+  // Forget finished sequences, and requests once none of theirs is left here.
   for (const SequenceUpdate& u : updates) {
     if (!u.finished) continue;
     auto it = requests_.find(u.request_id);
-    if (it != requests_.end() && --it->second.num_unfinished == 0) requests_.erase(it);
+    if (it == requests_.end()) continue;
+    it->second.erase(u.seq_index);
+    if (it->second.empty()) requests_.erase(it);
   }
   return updates;
 }

@@ -15,6 +15,8 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/executor.h"
 #include "common/model/model_config.h"
@@ -46,25 +48,39 @@ struct GenerationRequest {
   // Set by the transport while its client is not reading: the request's sequences are not
   // scheduled meanwhile. Null: never paused.
   std::shared_ptr<const std::atomic<bool>> paused;
+  // The chained hashes (HashBlock) of the prompt's full blocks of prompt_block_size tokens, when
+  // the caller has them (the Cluster hashes the prompt to place it): a scheduler with the same
+  // block size starts from them instead of hashing the prompt again. REQUIRES: computed by
+  // BlockHashes(prompt_ids, prompt_block_size), or empty.
+  std::vector<uint64_t> prompt_block_hashes;
+  int prompt_block_size = 0;
 };
 
 // Extra stop token ids per request at most: each sampled token is compared with all of them.
 inline constexpr int kMaxStopTokenIds = 128;
 
 // INVALID_ARGUMENT naming the field when `request` can never run on `config` with sequences of
-// at most `max_model_len` tokens and at most `max_n` samples.
+// at most `max_model_len` tokens and at most `max_n` samples. The one check of a request's
+// content; a worker's own limit (its pool) is Engine::AddValidatedRequest's.
 absl::Status ValidateRequest(const GenerationRequest& request, const ModelConfig& config,
                              int max_model_len, int max_n);
+// The part of ValidateRequest that costs O(1): everything but the scans of the token ids.
+absl::Status ValidateRequestLimits(const GenerationRequest& request, int max_model_len, int max_n);
 
 class Engine {
  public:
   // `executor` is not owned and must outlive the engine.
   Engine(const ModelConfig& config, Executor* executor, const EngineOptions& options);
 
-  // Queues a request; INVALID_ARGUMENT naming the field for a bad one. Sequence i of the
-  // request reports seq_index first_seq_index + i and request_id = the returned id.
-  absl::StatusOr<int64_t> AddRequest(const GenerationRequest& request);
-  // Finishes every sequence of the request and frees its blocks.
+  // Queues a request under the caller's id: sequence i of it reports `request_id` and seq_index
+  // first_seq_index + i. INVALID_ARGUMENT naming the field for a bad request (ValidateRequest)
+  // or one that can never fit this worker; ALREADY_EXISTS when one of its seq_index values
+  // is already queued or running under `request_id`.
+  absl::Status AddRequest(int64_t request_id, const GenerationRequest& request);
+  // The same for a request that passed ValidateRequest with this engine's model, max_model_len()
+  // and max_n (the Cluster checks once for all workers): checks only this worker's pool.
+  absl::Status AddValidatedRequest(int64_t request_id, const GenerationRequest& request);
+  // Finishes every sequence of the request here and frees their blocks.
   void AbortRequest(int64_t request_id);
   // Finishes one sequence of the request (by its seq_index). Returns whether one was running.
   bool AbortSequence(int64_t request_id, int seq_index);
@@ -85,13 +101,10 @@ class Engine {
   const EngineOptions options_;
   Executor* executor_;  // Not owned.
   Scheduler scheduler_;
-  struct RequestState {
-    int n;  // its sequences are ids request_id .. request_id + n - 1
-    int num_unfinished;
-    int first_seq_index;
-  };
-  absl::flat_hash_map<int64_t, RequestState> requests_;  // by request id (= first sequence id)
-  int64_t next_seq_id_ = 0;
+  // Request id -> its unfinished sequences here: seq_index -> sequence id. A request may come
+  // in parts (sequences resumed after a worker failure), so the map grows as they arrive.
+  absl::flat_hash_map<int64_t, absl::flat_hash_map<int, int64_t>> requests_;
+  int64_t next_seq_id_ = 0;  // sequence ids are the engine's own: the worker sees only these
   double last_forward_seconds_ = 0;
   std::function<void()> after_schedule_;
 };

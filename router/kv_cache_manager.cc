@@ -11,18 +11,15 @@ KVCacheManager::KVCacheManager(int num_blocks, int block_size)
   CHECK_GT(block_size, 0);
 }
 
-PrefixHit KVCacheManager::FindCachedPrefix(std::span<const int> tokens) const {
+PrefixHit KVCacheManager::FindCachedPrefix(std::span<const int> tokens,
+                                           std::span<const uint64_t> block_hashes) const {
   PrefixHit hit;
-  const int max_blocks = tokens.empty() ? 0 : (static_cast<int>(tokens.size()) - 1) / block_size_;
-  uint64_t parent = 0;
+  const int max_blocks = MaxPrefixBlocks(static_cast<int>(tokens.size()));
+  CHECK_GE(static_cast<int>(block_hashes.size()), max_blocks) << "hash the blocks first";
   for (int i = 0; i < max_blocks; ++i) {
-    const auto block_tokens = tokens.subspan(i * block_size_, block_size_);
-    const uint64_t h = HashBlock(parent, block_tokens);
-    const int b = pool_.Lookup(h, block_tokens);
+    const int b = pool_.Lookup(block_hashes[i], tokens.subspan(i * block_size_, block_size_));
     if (b < 0) break;
     hit.blocks.push_back(b);
-    hit.hashes.push_back(h);
-    parent = h;
   }
   return hit;
 }
@@ -38,7 +35,7 @@ void KVCacheManager::Allocate(int64_t seq, const PrefixHit& hit, int num_tokens)
   Table& table = tables_[seq];
   for (int b : hit.blocks) pool_.Touch(b);
   table.blocks = hit.blocks;
-  table.hashes = hit.hashes;
+  table.num_cached_blocks = static_cast<int>(hit.blocks.size());
   while (static_cast<int>(table.blocks.size()) < BlocksFor(num_tokens)) {
     table.blocks.push_back(pool_.Allocate());
   }
@@ -91,15 +88,15 @@ void KVCacheManager::Free(int64_t seq) {
   tables_.erase(it);
 }
 
-void KVCacheManager::CacheFullBlocks(int64_t seq, std::span<const int> tokens, int num_computed) {
+void KVCacheManager::CacheFullBlocks(int64_t seq, std::span<const int> tokens,
+                                     std::span<const uint64_t> block_hashes, int num_computed) {
   Table& table = tables_.at(seq);
   const int full = std::min<int>(num_computed / block_size_, table.blocks.size());
-  for (int i = static_cast<int>(table.hashes.size()); i < full; ++i) {
-    const auto block_tokens = tokens.subspan(i * block_size_, block_size_);
-    const uint64_t h = HashBlock(i == 0 ? 0 : table.hashes[i - 1], block_tokens);
-    table.hashes.push_back(h);
-    pool_.Cache(table.blocks[i], h, block_tokens);
+  CHECK_GE(static_cast<int>(block_hashes.size()), full) << "hash the blocks first";
+  for (int i = table.num_cached_blocks; i < full; ++i) {
+    pool_.Cache(table.blocks[i], block_hashes[i], tokens.subspan(i * block_size_, block_size_));
   }
+  table.num_cached_blocks = std::max(table.num_cached_blocks, full);
 }
 
 void KVCacheManager::RecordPrefixQuery(int num_tokens, int num_hit) {

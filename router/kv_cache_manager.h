@@ -8,6 +8,9 @@
 //   tokens:  | 0 ... 15 | 16 ... 31 | 32 ... 37 ·· |
 //   table:   [   b4     ,    b9     ,    b2        ]   full blocks hashed, chained:
 //   hashes:  [ H(0, t0..15), H(h0, t16..31) ]         h_i = H(h_{i-1}, tokens of block i)
+//
+// The caller owns the hashes (a sequence keeps its own, see ExtendBlockHashes) and passes them
+// in: each block is hashed once, however often its sequence looks for a prefix.
 #ifndef PAGODA_ROUTER_KV_CACHE_MANAGER_H_
 #define PAGODA_ROUTER_KV_CACHE_MANAGER_H_
 
@@ -24,7 +27,6 @@ namespace pagoda {
 // The cached leading blocks of a token sequence.
 struct PrefixHit {
   std::vector<int> blocks;
-  std::vector<uint64_t> hashes;
   int num_tokens(int block_size) const { return static_cast<int>(blocks.size()) * block_size; }
 };
 
@@ -35,9 +37,16 @@ class KVCacheManager {
   int block_size() const { return block_size_; }
   const BlockPool& pool() const { return pool_; }
 
+  // The most leading blocks a prefix hit can cover in `num_tokens` tokens: the full blocks
+  // before the one holding the last token.
+  int MaxPrefixBlocks(int num_tokens) const {
+    return num_tokens > 0 ? (num_tokens - 1) / block_size_ : 0;
+  }
   // The longest run of cached full blocks at the start of `tokens`, leaving at least the last
-  // token uncovered (its logits are needed, so it is always computed).
-  PrefixHit FindCachedPrefix(std::span<const int> tokens) const;
+  // token uncovered (its logits are needed, so it is always computed). REQUIRES: `block_hashes`
+  // chain at least MaxPrefixBlocks(tokens.size()) blocks.
+  PrefixHit FindCachedPrefix(std::span<const int> tokens,
+                             std::span<const uint64_t> block_hashes) const;
 
   // Whether a new sequence with `hit` can get blocks for `num_tokens` computed tokens.
   bool CanAllocate(const PrefixHit& hit, int num_tokens) const;
@@ -57,7 +66,9 @@ class KVCacheManager {
   // Releases the table (blocks stay cached until reused). No-op for an unknown sequence.
   void Free(int64_t seq);
   // Registers the full blocks among the first `num_computed` tokens in the prefix cache.
-  void CacheFullBlocks(int64_t seq, std::span<const int> tokens, int num_computed);
+  // REQUIRES: `block_hashes` chain at least those blocks.
+  void CacheFullBlocks(int64_t seq, std::span<const int> tokens,
+                       std::span<const uint64_t> block_hashes, int num_computed);
 
   const std::vector<int>& block_table(int64_t seq) const { return tables_.at(seq).blocks; }
 
@@ -69,7 +80,7 @@ class KVCacheManager {
  private:
   struct Table {
     std::vector<int> blocks;
-    std::vector<uint64_t> hashes;  // of the first hashes.size() blocks (all full)
+    int num_cached_blocks = 0;  // leading full blocks already in the prefix cache
   };
   int BlocksFor(int num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
   // Whether writing at position `num_computed` needs a copy of a shared block first.

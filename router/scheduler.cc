@@ -92,14 +92,9 @@ void Scheduler::Preempt(Sequence* seq) {
   VLOG(1) << "preempted sequence " << seq->id << " at " << seq->num_tokens() << " tokens";
 }
 
-uint64_t Scheduler::BlockHash(Sequence* seq, int i) {
-  const int bs = options_.block_size;
-  CHECK_LE((i + 1) * bs, seq->num_tokens());
-  for (int j = static_cast<int>(seq->block_hashes.size()); j <= i; ++j) {
-    seq->block_hashes.push_back(HashBlock(j == 0 ? 0 : seq->block_hashes[j - 1],
-                                          std::span<const int>(seq->tokens).subspan(j * bs, bs)));
-  }
-  return seq->block_hashes[i];
+std::span<const uint64_t> Scheduler::BlockHashes(Sequence* seq, int num_blocks) {
+  ExtendBlockHashes(seq->tokens, options_.block_size, num_blocks, &seq->block_hashes);
+  return std::span<const uint64_t>(seq->block_hashes).first(num_blocks);
 }
 
 bool Scheduler::NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks) {
@@ -110,7 +105,7 @@ bool Scheduler::NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks) {
     if (r->paused_this_step || r->num_computed_tokens >= end || r->target_tokens() < end) {
       continue;
     }
-    if (BlockHash(r, i) == BlockHash(seq, i)) return true;
+    if (BlockHashes(r, i + 1)[i] == BlockHashes(seq, i + 1)[i]) return true;
   }
   return false;
 }
@@ -229,7 +224,8 @@ StepCommand Scheduler::Schedule() {
     const int target = seq->target_tokens();
     const PrefixHit hit =
         options_.enable_prefix_caching
-            ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target))
+            ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target),
+                                   BlockHashes(seq, kv_.MaxPrefixBlocks(target)))
             : PrefixHit();
     if (options_.enable_prefix_caching &&
         NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
@@ -283,7 +279,9 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
   for (const Scheduled& s : last_step_) {
     Sequence* seq = s.seq;
     seq->num_computed_tokens += s.num_tokens;
-    kv_.CacheFullBlocks(seq->id, seq->tokens, seq->num_computed_tokens);
+    kv_.CacheFullBlocks(seq->id, seq->tokens,
+                        BlockHashes(seq, seq->num_computed_tokens / options_.block_size),
+                        seq->num_computed_tokens);
     if (!s.sample) continue;
     // Samples come in scheduling order; those of sequences aborted meanwhile are skipped.
     while (next_sample < result.sampled.size() && result.sampled[next_sample].seq_id != seq->id) {

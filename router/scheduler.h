@@ -53,8 +53,9 @@ struct SequenceUpdate {
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
-  // On a sequence's first token: how long it waited from Add() to its first scheduling
-  // (negative otherwise, and for a sequence resumed after preemption or a move).
+  // On the first token a sequence samples here: how long it waited from Add() to its first
+  // scheduling (negative otherwise: not again after a preemption; a sequence moved from a
+  // dead worker was added here anew and reports its wait here).
   double queue_seconds = -1;
 };
 
@@ -93,8 +94,9 @@ class Scheduler {
  private:
   void ForkDueSequences(std::vector<SequenceUpdate>* forks);
   void Preempt(Sequence* seq);
-  // The chained hash of seq's block i. REQUIRES: the block is full.
-  uint64_t BlockHash(Sequence* seq, int i);
+  // The chained hashes of seq's first `num_blocks` blocks, hashed once per sequence.
+  // REQUIRES: those blocks are full.
+  std::span<const uint64_t> BlockHashes(Sequence* seq, int num_blocks);
   // Whether a running sequence that is not paused will compute the block after `seq`'s
   // cached `num_cached_blocks`, so waiting for it turns that block into a cache hit.
   bool NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks);

@@ -43,7 +43,8 @@ struct Sequence {
   std::chrono::steady_clock::time_point added_at;  // Scheduler::Add
   double queue_seconds = -1;                       // Add to first admission, once known
 
-  // Chained hashes of its leading full blocks (HashBlock), extended as the scheduler asks.
+  // Chained hashes of its leading full blocks (HashBlock), extended as the scheduler asks;
+  // seeded with the prompt's when the request brought them (GenerationRequest).
   std::vector<uint64_t> block_hashes;
 
   // What the worker knows about it.

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "glog/logging.h"
 #include "google/protobuf/struct.pb.h"
@@ -76,6 +77,19 @@ std::string TempDir() {
   if (info == nullptr) return dir;  // outside a test (SetUpTestSuite): its caller removes it
   temp_dir = dir;
   return temp_dir;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
+               std::string_view what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ADD_FAILURE() << "timed out after " << timeout.count() << " ms waiting until " << what;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 std::string ReadFile(const std::string& path) {

@@ -3,7 +3,10 @@
 #ifndef PAGODA_TESTS_TEST_UTIL_H_
 #define PAGODA_TESTS_TEST_UTIL_H_
 
+#include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pagoda::testing {
@@ -40,6 +43,12 @@ CommandResult RunCommand(const std::vector<std::string>& argv);
 // Returns its pid; the caller waits for it.
 int StartProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
                  const std::string& stderr_path);
+
+// Polls `condition` until it holds or `timeout` passes; then fails the running test with
+// "timed out waiting until <what>". Returns whether it held. For state another thread or process
+// changes and that has nothing to wait on (a counter, a gauge); never as a sleep.
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
+               std::string_view what);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data);

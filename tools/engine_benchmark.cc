@@ -49,6 +49,7 @@ struct Bench {
   std::unique_ptr<InProcessExecutor> executor;
   std::unique_ptr<Engine> engine;
   std::mt19937 rng{1};
+  int64_t next_request_id = 0;
   int kv_elem_bytes = 4;  // of the KV cache's dtype
 
   std::vector<int> RandomPrompt(int n) {
@@ -172,7 +173,8 @@ void BM_Prefill(benchmark::State& state) {
   const int prompt_len = std::min(static_cast<int>(state.range(0)), b.config.max_seq_len - 1);
   for (auto _ : state) {
     state.PauseTiming();
-    CHECK(b.engine->AddRequest(Request(b.RandomPrompt(prompt_len), 1)).ok());  // no cache hits
+    // Random prompts: no cache hits.
+    CHECK(b.engine->AddRequest(b.next_request_id++, Request(b.RandomPrompt(prompt_len), 1)).ok());
     state.ResumeTiming();
     b.RunToCompletion();
   }
@@ -188,7 +190,8 @@ void BM_Decode(benchmark::State& state) {
   const int num_seqs = static_cast<int>(state.range(0));
   const int prompt_len = 32, budget = 400;  // decode positions 32..~300: a typical short chat
   for (int i = 0; i < num_seqs; ++i) {
-    CHECK(b.engine->AddRequest(Request(b.RandomPrompt(prompt_len), budget)).ok());
+    CHECK(b.engine->AddRequest(b.next_request_id++, Request(b.RandomPrompt(prompt_len), budget))
+              .ok());
   }
   CHECK(b.engine->Step().ok());  // all prefills fit one step; from here every step decodes
   Bench::Work total;

@@ -148,7 +148,7 @@ TEST(MutationTest, HellosAreRefusedOrMakeAWorkingScheduler) {
     GenerationRequest r;
     r.prompt_ids = {1, 3, 4};
     r.max_tokens = 4;
-    if (engine.AddRequest(r).ok()) {
+    if (engine.AddRequest(/*request_id=*/0, r).ok()) {
       for (int s = 0; s < 8 && engine.has_unfinished(); ++s) ASSERT_TRUE(engine.Step().ok());
     }
   }
@@ -166,7 +166,7 @@ TEST(MutationTest, StepResultsAreErrorsOrValidNeverACrash) {
     r.prompt_ids = {1, 3, 4};
     r.n = 2;
     r.max_tokens = 3;
-    ASSERT_TRUE(engine.AddRequest(r).ok());
+    ASSERT_TRUE(engine.AddRequest(/*request_id=*/0, r).ok());
     for (int s = 0; s < 6 && engine.has_unfinished(); ++s) {
       if (!engine.Step().ok()) {
         ++errors;

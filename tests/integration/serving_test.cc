@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/http_client.h"
 #include "common/model/llama2c_checkpoint.h"
 #include "common/model/random_weights.h"
 #include "gmock/gmock.h"
@@ -43,12 +45,16 @@ TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
   WaitForWorkers(0);  // the router is up (health answers), with no worker
   testing::StreamOutput out;
   std::thread client([&] { out = Generate(Greedy(golden_[3].prompt)); });
-  // The request must wait for a worker, not fail: start one once it is queued.
-  for (int i = 0; i < 200 && Info().num_workers() == 0; ++i) {
-    if (i == 4) StartWorker();
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  // The request must wait for a worker, not fail: a worker starts once it is seen waiting.
+  const bool waited = testing::WaitUntil(
+      [&] {
+        return absl::StrContains(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
+                                 "\npagoda_num_requests_waiting{model_name=\"stories260K\"} 1\n");
+      },
+      std::chrono::seconds(30), "the request waits for a worker");
+  StartWorker();
   client.join();
+  ASSERT_TRUE(waited);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.ids[0], golden_[3].greedy_ids);
 }

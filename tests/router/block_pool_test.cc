@@ -70,8 +70,23 @@ TEST(BlockPoolTest, HashIsChainedAndStable) {
   EXPECT_EQ(HashBlock(0, t), HashBlock(0, t));
   EXPECT_NE(HashBlock(0, t), HashBlock(1, t));
   EXPECT_NE(HashBlock(0, t), HashBlock(0, std::vector<int>{1, 2, 4}));
-  // Pinned: the hash must not change between processes or builds.
-  EXPECT_EQ(HashBlock(0, t), HashBlock(0, std::vector<int>{1, 2, 3}));
+  // Pinned: XXH3 of the token ids' bytes, seeded with the parent's hash; it must not change
+  // between processes or builds.
+  EXPECT_EQ(HashBlock(0, t), 0x6BBF7429332BEA48ULL);
+  EXPECT_EQ(HashBlock(HashBlock(0, t), t), 0x11CDEE278F463CB9ULL);
+}
+
+TEST(BlockPoolTest, BlockHashesChainTheFullBlocksOnly) {
+  const std::vector<int> tokens = {1, 2, 3, 4, 5, 6, 7};  // two full blocks of 3, one partial
+  const std::vector<uint64_t> hashes = BlockHashes(tokens, 3);
+  ASSERT_EQ(hashes.size(), 2u);
+  EXPECT_EQ(hashes[0], HashBlock(0, std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(hashes[1], HashBlock(hashes[0], std::vector<int>{4, 5, 6}));
+  // Extending hashes only what is missing: a wrong first entry stays and feeds the chain.
+  std::vector<uint64_t> extended = {99};
+  ExtendBlockHashes(tokens, 3, 2, &extended);
+  EXPECT_EQ(extended[0], 99u);
+  EXPECT_EQ(extended[1], HashBlock(99, std::vector<int>{4, 5, 6}));
 }
 
 }  // namespace

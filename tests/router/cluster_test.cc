@@ -14,6 +14,7 @@
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/router/test_workers.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
 
@@ -39,7 +40,7 @@ class Collector {
   }
   bool Wait(absl::Duration timeout = absl::Seconds(120)) {
     absl::MutexLock lock(&mu_);
-    auto done = [this] {
+    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
     };
     return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
@@ -63,36 +64,26 @@ class Collector {
 
  private:
   absl::Mutex mu_;
-  std::vector<std::vector<int>> outputs_;
-  std::vector<bool> finished_;
-  std::vector<std::vector<int>> workers_;
-  int cached_ = 0;
+  std::vector<std::vector<int>> outputs_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int>> workers_ ABSL_GUARDED_BY(mu_);
+  int cached_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+constexpr std::chrono::milliseconds kTimeout = std::chrono::seconds(60);
 
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     golden_ = testing::LoadGoldenCases();
-    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
-    ASSERT_TRUE(w.ok()) << w.status();
-    config_ = w->config;
+    config_ = testing::Stories260KConfig();
     ClusterOptions o;
     o.engine.max_model_len = 257;
     cluster_ = std::make_unique<Cluster>(config_, o);
   }
 
-  std::shared_ptr<Executor> NewWorker(int num_blocks = 256) {
-    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
-    WorkerOptions wo;
-    wo.num_blocks = num_blocks;
-    wo.max_num_batched_tokens = 512;
-    auto engine = WorkerEngine::Create(*std::move(w), wo);
-    CHECK(engine.ok()) << engine.status();
-    return std::make_shared<InProcessExecutor>(*std::move(engine));
-  }
-
   int AddWorker(int num_blocks = 256) {
-    auto id = cluster_->AddWorker(NewWorker(num_blocks));
+    auto id = cluster_->AddWorker(testing::NewWorker(num_blocks));
     EXPECT_TRUE(id.ok()) << id.status();
     return id.value_or(-1);
   }
@@ -159,7 +150,7 @@ TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   Collector greedy(1), sampled_out(2);
   ASSERT_TRUE(cluster_->Submit(Greedy(golden_[0].prompt_ids), greedy.Sink()).ok());
   ASSERT_TRUE(cluster_->Submit(sampled, sampled_out.Sink()).ok());
-  while (greedy.num_tokens() < 40) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(testing::WaitUntil([&] { return greedy.num_tokens() >= 40; }, kTimeout, "40 tokens"));
   cluster_->RemoveWorker(a);  // no worker left: the sequences park
   EXPECT_EQ(cluster_->stats().num_workers, 0);
   const int b = AddWorker();  // a late joiner takes the load
@@ -178,39 +169,6 @@ TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   EXPECT_GE(after.forward_seconds, before.forward_seconds);
 }
 
-// Runs a real worker's steps, each only once the test allows it.
-class GatedExecutor final : public Executor {
- public:
-  explicit GatedExecutor(std::shared_ptr<Executor> real) : real_(std::move(real)) {}
-  const WorkerInfo& info() const override { return real_->info(); }
-  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
-    {
-      absl::MutexLock lock(&mu_);
-      std::pair<GatedExecutor*, int> me(this, ++entered_);
-      mu_.Await(absl::Condition(
-          +[](std::pair<GatedExecutor*, int>* a) { return a->first->allowed_ >= a->second; }, &me));
-    }
-    return real_->Execute(command);
-  }
-  void Allow(int steps) {
-    absl::MutexLock lock(&mu_);
-    allowed_ += steps;
-  }
-  // Blocks until `n` steps have reached the gate.
-  void WaitEntered(int n) {
-    absl::MutexLock lock(&mu_);
-    std::pair<GatedExecutor*, int> want(this, n);
-    mu_.Await(absl::Condition(
-        +[](std::pair<GatedExecutor*, int>* a) { return a->first->entered_ >= a->second; }, &want));
-  }
-
- private:
-  std::shared_ptr<Executor> real_;
-  absl::Mutex mu_;
-  int entered_ ABSL_GUARDED_BY(mu_) = 0;
-  int allowed_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
 // Requests the worker loop has taken from its inbox into the scheduler, while that step runs,
 // still count as waiting: --max-waiting is never exceeded (it let 112 wait with 64).
 TEST_F(ClusterTest, MaxWaitingCountsRequestsOnTheirWayIntoTheScheduler) {
@@ -219,7 +177,7 @@ TEST_F(ClusterTest, MaxWaitingCountsRequestsOnTheirWayIntoTheScheduler) {
   o.engine.max_num_seqs = 1;  // one runs, the others wait in the scheduler
   o.max_waiting = 2;
   Cluster cluster(config_, o);
-  auto gate = std::make_shared<GatedExecutor>(NewWorker());
+  auto gate = std::make_shared<testing::GatedExecutor>(testing::NewWorker());
   absl::Cleanup open_gate = [gate] { gate->Allow(1 << 20); };  // even when a check fails
   ASSERT_TRUE(cluster.AddWorker(gate).ok());
   Collector a(1), b(1), c(1), d(1);
@@ -248,7 +206,8 @@ TEST_F(ClusterTest, ADrainingWorkerFinishesWhatItHoldsAndGetsNothingNew) {
 
   Collector in_flight(1);
   ASSERT_TRUE(cluster_->Submit(long_one, in_flight.Sink()).ok());
-  while (in_flight.num_tokens() < 10) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return in_flight.num_tokens() >= 10; }, kTimeout, "10 tokens"));
   const int b = AddWorker();
   absl::Notification drained;
   cluster_->DrainWorker(a, [&] { drained.Notify(); });
@@ -296,12 +255,11 @@ TEST_F(ClusterTest, RequestsWaitForAWorkerAndAbortFreesBlocks) {
   long_one.ignore_eos = true;
   auto id = cluster_->Submit(long_one, dropped.Sink());
   ASSERT_TRUE(id.ok());
-  while (dropped.num_tokens() < 10) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return dropped.num_tokens() >= 10; }, kTimeout, "10 tokens"));
   cluster_->Abort(*id);
-  for (int i = 0; i < 2000 && cluster_->stats().num_used_blocks > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_EQ(cluster_->stats().num_used_blocks, 0);
+  EXPECT_TRUE(testing::WaitUntil([&] { return cluster_->stats().num_used_blocks == 0; }, kTimeout,
+                                 "every block is free"));
   EXPECT_EQ(cluster_->stats().num_running, 0);
 }
 
@@ -350,17 +308,34 @@ TEST_F(ClusterTest, AWorkerWithAnotherModelIsRefused) {
 }
 
 TEST_F(ClusterTest, BadRequestsAreRejectedNamingTheField) {
-  AddWorker();
   GenerationRequest r = Greedy({});
-  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status().message(),
-              HasSubstr("prompt"));
+  EXPECT_THAT(cluster_->Validate(r).message(), HasSubstr("prompt"));
   r.prompt_ids = {1, 5000};
-  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status().message(),
-              HasSubstr("5000"));
+  EXPECT_THAT(cluster_->Validate(r).message(), HasSubstr("5000"));
   r.prompt_ids = {1, 2};
   r.max_tokens = 300;
-  EXPECT_THAT(cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status().message(),
-              HasSubstr("max_tokens"));
+  EXPECT_THAT(cluster_->Validate(r).message(), HasSubstr("max_tokens"));
+  r.max_tokens = 4;
+  r.n = 17;
+  EXPECT_THAT(cluster_->Validate(r).message(), HasSubstr("n = 17"));
+}
+
+// Submit requires Validate; a caller that skipped it still gets a status for what would size
+// the router's state or never end, not a crash.
+TEST_F(ClusterTest, SubmitWithoutValidateStillRefusesWhatWouldBreakTheRouter) {
+  AddWorker();
+  auto submit = [&](const GenerationRequest& r) {
+    return cluster_->Submit(r, [](const RequestUpdate&) { return true; }).status();
+  };
+  GenerationRequest r = Greedy({});
+  EXPECT_EQ(submit(r).code(), absl::StatusCode::kInvalidArgument);
+  r.prompt_ids = {1, 2};
+  r.n = 1 << 30;
+  EXPECT_EQ(submit(r).code(), absl::StatusCode::kInvalidArgument);
+  r.n = 1;
+  r.prompt_ids.assign(300, 2);
+  EXPECT_EQ(submit(r).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster_->stats().num_waiting, 0);
 }
 
 }  // namespace

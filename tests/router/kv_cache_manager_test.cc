@@ -18,10 +18,18 @@ std::vector<int> Tokens(int n, int first = 100) {
   return t;
 }
 
+// The manager takes the caller's block hashes, as the scheduler passes a sequence's own.
+PrefixHit Find(const KVCacheManager& kv, const std::vector<int>& tokens) {
+  return kv.FindCachedPrefix(tokens, BlockHashes(tokens, kv.block_size()));
+}
+void Cache(KVCacheManager& kv, int64_t seq, const std::vector<int>& tokens, int num_computed) {
+  kv.CacheFullBlocks(seq, tokens, BlockHashes(tokens, kv.block_size()), num_computed);
+}
+
 TEST(KVCacheManagerTest, AllocateAndFreeReturnUsedBlocksToZero) {
   KVCacheManager kv(10, 4);
   const std::vector<int> t = Tokens(10);
-  const PrefixHit none = kv.FindCachedPrefix(t);
+  const PrefixHit none = Find(kv, t);
   ASSERT_TRUE(kv.CanAllocate(none, 10));
   kv.Allocate(1, none, 10);
   EXPECT_EQ(kv.block_table(1).size(), 3u);
@@ -33,14 +41,14 @@ TEST(KVCacheManagerTest, AllocateAndFreeReturnUsedBlocksToZero) {
 TEST(KVCacheManagerTest, ARepeatedPrefixReusesBlocks) {
   KVCacheManager kv(10, 4);
   const std::vector<int> t = Tokens(10);
-  kv.Allocate(1, kv.FindCachedPrefix(t), 10);
-  kv.CacheFullBlocks(1, t, 10);  // blocks 0 and 1 are full
+  kv.Allocate(1, Find(kv, t), 10);
+  Cache(kv, 1, t, 10);  // blocks 0 and 1 are full
   const std::vector<int> first = kv.block_table(1);
   kv.Free(1);
 
   std::vector<int> t2 = t;
   t2.push_back(7);
-  const PrefixHit hit = kv.FindCachedPrefix(t2);
+  const PrefixHit hit = Find(kv, t2);
   EXPECT_EQ(hit.num_tokens(4), 8);
   EXPECT_THAT(hit.blocks, ElementsAre(first[0], first[1]));
   kv.Allocate(2, hit, 11);
@@ -49,31 +57,31 @@ TEST(KVCacheManagerTest, ARepeatedPrefixReusesBlocks) {
   // A prompt that diverges inside block 1 only hits block 0.
   std::vector<int> t3 = t;
   t3[5] = 1;
-  EXPECT_EQ(kv.FindCachedPrefix(t3).num_tokens(4), 4);
+  EXPECT_EQ(Find(kv, t3).num_tokens(4), 4);
 }
 
 TEST(KVCacheManagerTest, TheLastTokenIsNeverACacheHit) {
   KVCacheManager kv(10, 4);
   const std::vector<int> t = Tokens(8);  // exactly two blocks
-  kv.Allocate(1, kv.FindCachedPrefix(t), 8);
-  kv.CacheFullBlocks(1, t, 8);
+  kv.Allocate(1, Find(kv, t), 8);
+  Cache(kv, 1, t, 8);
   // The same 8 tokens again: only the first block may hit, so the last token is recomputed.
-  EXPECT_EQ(kv.FindCachedPrefix(t).num_tokens(4), 4);
+  EXPECT_EQ(Find(kv, t).num_tokens(4), 4);
 }
 
 TEST(KVCacheManagerTest, EvictionIsLeastRecentlyUsedAndTailBlocksGoFirst) {
   KVCacheManager kv(4, 2);
   const std::vector<int> a = Tokens(5, 0), b = Tokens(5, 50);
-  kv.Allocate(1, kv.FindCachedPrefix(a), 4);
-  kv.CacheFullBlocks(1, a, 4);
-  kv.Allocate(2, kv.FindCachedPrefix(b), 4);
-  kv.CacheFullBlocks(2, b, 4);
+  kv.Allocate(1, Find(kv, a), 4);
+  Cache(kv, 1, a, 4);
+  kv.Allocate(2, Find(kv, b), 4);
+  Cache(kv, 2, b, 4);
   kv.Free(1);  // a's blocks are older in the free queue
   kv.Free(2);
   // One new block evicts a's tail block first: a keeps its first block, b keeps both.
   kv.Allocate(3, PrefixHit(), 1);
-  EXPECT_EQ(kv.FindCachedPrefix(a).num_tokens(2), 2);
-  EXPECT_EQ(kv.FindCachedPrefix(b).num_tokens(2), 4);
+  EXPECT_EQ(Find(kv, a).num_tokens(2), 2);
+  EXPECT_EQ(Find(kv, b).num_tokens(2), 4);
   EXPECT_EQ(kv.pool().num_evictions(), 1);
 }
 

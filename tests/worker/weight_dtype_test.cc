@@ -135,7 +135,8 @@ std::vector<std::vector<int>> Serve(ModelWeights w, std::optional<WeightDtype> d
     r.prompt_ids = c.prompt_ids;
     r.sampling.temperature = 0;
     r.max_tokens = 64;
-    ids.push_back(*engine.AddRequest(r));
+    ids.push_back(static_cast<int64_t>(ids.size()));
+    CHECK(engine.AddRequest(ids.back(), r).ok());
   }
   std::vector<std::vector<int>> out(golden.size());
   while (engine.has_unfinished()) {

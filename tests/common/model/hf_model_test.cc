@@ -142,7 +142,8 @@ TEST(HfModelTest, Stories260KHfGivesTheGoldenTokensAloneAndBatched) {
       r.prompt_ids = g.prompt_ids;
       r.sampling.temperature = 0;
       r.stop_token_ids = {1};  // run.c stops at BOS
-      ids.push_back(*engine.AddRequest(r));
+      ids.push_back(static_cast<int64_t>(ids.size()));
+      ASSERT_TRUE(engine.AddRequest(ids.back(), r).ok());
       while (!batched && engine.has_unfinished()) Step(engine, &out);
     }
     while (engine.has_unfinished()) Step(engine, &out);

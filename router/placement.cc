@@ -1,0 +1,48 @@
+#include "router/placement.h"
+
+#include "glog/logging.h"
+
+namespace pagoda {
+
+int Placement::NumHintedBlocks(int worker_id, std::span<const uint64_t> prompt_hashes) const {
+  int hit = 0;
+  for (uint64_t h : prompt_hashes) {
+    auto owner = block_owner_.find(h);
+    if (owner == block_owner_.end() || owner->second != worker_id) break;
+    ++hit;
+  }
+  return hit;
+}
+
+int Placement::Choose(std::span<const WorkerLoad> workers,
+                      std::span<const uint64_t> prompt_hashes) {
+  CHECK(!workers.empty()) << "placement needs a worker to choose";
+  const WorkerLoad* best = &workers.front();
+  if (options_.policy == PlacementPolicy::kRoundRobin) {
+    best = &workers[next_round_robin_++ % workers.size()];
+  } else {
+    const double num_blocks = static_cast<double>(prompt_hashes.size());
+    double best_cost = 0;
+    for (const WorkerLoad& w : workers) {
+      const int hit = options_.policy == PlacementPolicy::kPrefixAware
+                          ? NumHintedBlocks(w.worker_id, prompt_hashes)
+                          : 0;
+      // Active blocks, plus a rough share for requests queued there but not yet admitted.
+      const double load = w.num_used_blocks + w.num_waiting * (num_blocks + 1);
+      const double cost = options_.prefix_weight * (num_blocks - hit) + load;
+      if (&w == &workers.front() || cost < best_cost) {
+        best = &w;
+        best_cost = cost;
+      }
+    }
+  }
+  if (num_hints() > options_.max_hints) block_owner_.clear();
+  for (uint64_t h : prompt_hashes) block_owner_[h] = best->worker_id;
+  return best->worker_id;
+}
+
+void Placement::ForgetWorker(int worker_id) {
+  absl::erase_if(block_owner_, [worker_id](const auto& hint) { return hint.second == worker_id; });
+}
+
+}  // namespace pagoda

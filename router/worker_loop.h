@@ -1,0 +1,137 @@
+// One worker's loop (DESIGN §3): a thread that owns the worker's Engine, moves the requests
+// and aborts queued for it into the engine, steps it while it has work, and reports every
+// step to its listener:
+//
+//   wait for work → inbox and aborts into the Engine → Step() → publish load → listener
+//
+// Thread-safe: any thread queues work and reads the load figures; only the loop's thread
+// touches the Engine. Callers may hold their own lock when they call in (the Cluster does); the
+// loop calls its listener with none of its own locks held, so that order never inverts.
+#ifndef PAGODA_ROUTER_WORKER_LOOP_H_
+#define PAGODA_ROUTER_WORKER_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/executor.h"
+#include "router/engine.h"
+#include "router/router_metrics.h"
+
+namespace pagoda {
+
+// One request for a worker's engine: a client's request, or one resumed sequence of it.
+struct QueuedRequest {
+  int64_t request_id = 0;
+  GenerationRequest request;
+};
+
+// How a loop reports to its owner. Called on the loop's thread; must not block on the loop.
+class WorkerLoopListener {
+ public:
+  virtual ~WorkerLoopListener() = default;
+  // A step's updates, in order.
+  virtual void OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) = 0;
+  // The engine refused a request that passed ValidateRequest: a limit of this worker (its pool).
+  // The loop has logged why.
+  virtual void OnRefused(int worker_id, int64_t request_id) = 0;
+  // A step failed: the worker is broken. The loop exits right after this returns, with no
+  // further report; what it had not started is still there for TakeQueued.
+  virtual void OnFailed(int worker_id) = 0;
+};
+
+class WorkerLoop {
+ public:
+  // Starts the loop's thread. The executor is shared with the worker's transport; `listener`
+  // and `metrics` (fed when not null) are not owned and must outlive the loop.
+  WorkerLoop(int id, std::shared_ptr<Executor> executor, const ModelConfig& config,
+             const EngineOptions& options, RouterMetrics* metrics, WorkerLoopListener* listener);
+  ~WorkerLoop();  // Stop() and Join()
+
+  int id() const { return id_; }
+  const WorkerInfo& info() const { return info_; }
+
+  // Queues a request. REQUIRES: ValidateRequest passed it for this model (see OnRefused).
+  void Add(QueuedRequest request);
+  // Ends one sequence of a request (or, with seq_index -1, all of them) and frees its blocks.
+  void Abort(int64_t request_id, int seq_index = -1);
+  // A paused request it holds may run again (GenerationRequest::paused): wakes an idle loop.
+  void Resume();
+  // Runs `on_drained` once, on the loop's thread, when it holds nothing and nothing is queued.
+  void Drain(std::function<void()> on_drained);
+  // Takes back the requests queued here that the loop has not taken into the engine yet.
+  std::deque<QueuedRequest> TakeQueued();
+  // Ends the loop at its next wake, with no further report; it drops its engine's sequences.
+  void Stop();
+  // Whether the loop has ended: then Join() returns at once.
+  bool exited() const;
+  // Waits for the thread to end and lets go of the executor. REQUIRES: Stop() was called, or
+  // the listener heard OnFailed.
+  void Join();
+
+  // Load figures, published after every step (running and waiting also while it runs).
+  struct Load {
+    int64_t num_used_blocks = 0;
+    int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
+    int64_t num_slots_reserved = 0;  // ... of those their block tables hold
+    int num_running = 0;
+    int num_waiting = 0;  // in the scheduler or still queued here
+    // Since it started (never decrease): steps that ran tokens, their wall time in this loop
+    // and the part the worker spent in the forward pass.
+    int64_t num_steps = 0;
+    double step_seconds = 0;
+    double forward_seconds = 0;
+  };
+  Load load() const;
+
+ private:
+  struct AbortOrder {
+    int64_t request_id;
+    int seq_index;  // -1: every sequence of the request
+  };
+
+  void Run();
+  // Feeds the metrics and the load figures after a step that started at `step_start`.
+  void Publish(const std::vector<SequenceUpdate>& updates, absl::Time step_start);
+  // A finished loop holds nothing: its load figures fall to zero (the cumulative ones stay).
+  void ClearLoad();
+
+  // Constant after construction.
+  const int id_;
+  const WorkerInfo info_;
+  RouterMetrics* const metrics_;        // Not owned; may be null.
+  WorkerLoopListener* const listener_;  // Not owned.
+  Histogram* step_seconds_ = nullptr;   // this worker's series, when metrics are on
+  std::shared_ptr<Executor> executor_;  // shared with the transport; dropped by Join()
+  std::unique_ptr<Engine> engine_;      // the loop's thread only, after construction
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::deque<QueuedRequest> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<AbortOrder> aborts_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_drained_ ABSL_GUARDED_BY(mu_);
+  bool resumed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The loop's thread only: scheduler counters already added to the metrics.
+  int64_t reported_preemptions_ = 0, reported_queries_ = 0, reported_hits_ = 0;
+
+  // Written by the loop's thread, read by any (num_waiting_ also under mu_, with inbox_).
+  std::atomic<int64_t> num_used_blocks_{0}, num_slots_used_{0}, num_slots_reserved_{0};
+  std::atomic<int> num_running_{0}, num_waiting_{0};
+  std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_WORKER_LOOP_H_
