@@ -7,6 +7,7 @@
 #include "common/json.h"
 #include "common/model/model_loader.h"
 #include "common/text/incremental_decoder.h"
+#include "common/text/tokenizer_loader.h"
 #include "worker/in_process_executor.h"
 
 namespace pagoda {
