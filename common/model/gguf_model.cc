@@ -33,48 +33,40 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   ASSIGN_OR_RETURN(int64_t value_dim, f.IntOr(k + "attention.value_length", head_dim));
   ASSIGN_OR_RETURN(int64_t rope_dims, f.IntOr(k + "rope.dimension_count", head_dim));
   ASSIGN_OR_RETURN(std::string scaling, f.StringOr(k + "rope.scaling.type", "none"));
-  auto limit = [&](int64_t v, const char* name, int64_t lo) -> absl::Status {
-    if (v < lo || v > (1 << 20)) return bad(k, name, " = ", v, " is out of range");
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(limit(dim, "embedding_length", 1));
-  RETURN_IF_ERROR(limit(hidden, "feed_forward_length", 1));
-  RETURN_IF_ERROR(limit(layers, "block_count", 1));
-  RETURN_IF_ERROR(limit(heads, "attention.head_count", 1));
-  RETURN_IF_ERROR(limit(kv_heads, "attention.head_count_kv", 1));
-  RETURN_IF_ERROR(limit(head_dim, "attention.key_length", 2));
-  RETURN_IF_ERROR(limit(context, "context_length", 1));
-  if (heads % kv_heads != 0 || head_dim % 2 != 0) {
-    return bad("head_count (", heads, ") must be a multiple of head_count_kv (", kv_heads,
-               ") and the head size (", head_dim, ") even");
+  auto embd = f.tensors().find("token_embd.weight");
+  if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
+    return bad("no 2-dimensional token_embd.weight tensor");
   }
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.name, f.StringOr("general.name", ""));
+  if (c.name.empty()) c.name = std::filesystem::path(path).stem().string();
+  c.dim = SaturatedInt(dim);
+  c.hidden_dim = SaturatedInt(hidden);
+  c.num_layers = SaturatedInt(layers);
+  c.num_heads = SaturatedInt(heads);
+  c.num_kv_heads = SaturatedInt(kv_heads);
+  c.head_dim = SaturatedInt(head_dim);
+  c.vocab_size = SaturatedInt(embd->second.dims[1]);
+  c.max_seq_len = SaturatedInt(context);
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  ModelConfigKeys keys;
+  keys.dim = k + "embedding_length";
+  keys.hidden_dim = k + "feed_forward_length";
+  keys.num_layers = k + "block_count";
+  keys.num_heads = k + "attention.head_count";
+  keys.num_kv_heads = k + "attention.head_count_kv";
+  keys.head_dim = k + "attention.key_length";
+  keys.vocab_size = "vocabulary (token_embd.weight rows)";
+  keys.max_seq_len = k + "context_length";
+  keys.rms_norm_eps = k + "attention.layer_norm_rms_epsilon";
+  keys.rope_theta = k + "rope.freq_base";
+  RETURN_IF_ERROR(c.Validate(path, keys));
   if (value_dim != head_dim || rope_dims != head_dim) {
     return bad("attention.value_length (", value_dim, ") and rope.dimension_count (", rope_dims,
                ") must equal the head size (", head_dim, ")");
   }
   if (scaling != "none") return bad(k, "rope.scaling.type \"", scaling, "\" is not supported");
-  auto embd = f.tensors().find("token_embd.weight");
-  if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
-    return bad("no 2-dimensional token_embd.weight tensor");
-  }
-  const int64_t vocab = embd->second.dims[1];
-  RETURN_IF_ERROR(limit(vocab, "vocabulary (token_embd.weight rows)", 1));
-  if (!(eps > 0 && eps < 1) || !(theta > 0)) {
-    return bad("layer_norm_rms_epsilon ", eps, " or rope.freq_base ", theta, " is out of range");
-  }
-  ModelConfig c;
-  ASSIGN_OR_RETURN(c.name, f.StringOr("general.name", ""));
-  if (c.name.empty()) c.name = std::filesystem::path(path).stem().string();
-  c.dim = static_cast<int>(dim);
-  c.hidden_dim = static_cast<int>(hidden);
-  c.num_layers = static_cast<int>(layers);
-  c.num_heads = static_cast<int>(heads);
-  c.num_kv_heads = static_cast<int>(kv_heads);
-  c.head_dim = static_cast<int>(head_dim);
-  c.vocab_size = static_cast<int>(vocab);
-  c.max_seq_len = static_cast<int>(context);
-  c.rms_norm_eps = static_cast<float>(eps);
-  c.rope_theta = static_cast<float>(theta);
   c.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
   c.tied_embeddings = !f.HasTensor("output.weight");
   c.qkv_bias = f.HasTensor("blk.0.attn_q.bias");
@@ -95,7 +87,7 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
                           "tokenizer.ggml.eom_token_id"}) {
     if (!f.metadata().contains(key)) continue;
     ASSIGN_OR_RETURN(int64_t id, f.Int(key));
-    if (id < 0 || id >= vocab) return bad(key, " ", id, " is outside the vocabulary");
+    if (id < 0 || id >= c.vocab_size) return bad(key, " ", id, " is outside the vocabulary");
     c.eos_ids.push_back(static_cast<int>(id));
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());

@@ -85,26 +85,6 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   ASSIGN_OR_RETURN(bool tied, JsonBoolOr(j, "tie_word_embeddings", false, path));
   ASSIGN_OR_RETURN(bool attention_bias, JsonBoolOr(j, "attention_bias", false, path));
   ASSIGN_OR_RETURN(bool mlp_bias, JsonBoolOr(j, "mlp_bias", false, path));
-  auto limit = [&](int64_t v, const char* name, int64_t lo) -> absl::Status {
-    if (v < lo || v > (1 << 20)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": ", name, " = ", v, " is out of range"));
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(limit(dim, "hidden_size", 1));
-  RETURN_IF_ERROR(limit(hidden, "intermediate_size", 1));
-  RETURN_IF_ERROR(limit(layers, "num_hidden_layers", 1));
-  RETURN_IF_ERROR(limit(heads, "num_attention_heads", 1));
-  RETURN_IF_ERROR(limit(kv_heads, "num_key_value_heads", 1));
-  RETURN_IF_ERROR(limit(vocab, "vocab_size", 1));
-  RETURN_IF_ERROR(limit(head_dim, "head_dim", 2));
-  RETURN_IF_ERROR(limit(max_pos, "max_position_embeddings", 1));
-  if (heads % kv_heads != 0 || head_dim % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": num_attention_heads (", heads, ") must be a multiple of num_key_value_heads (",
-        kv_heads, ") and head_dim (", head_dim, ") even"));
-  }
   if (attention_bias || mlp_bias) {
     return absl::InvalidArgumentError(
         absl::StrCat(path,
@@ -116,14 +96,14 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": hidden_act \"", act, "\" is not supported (silu)"));
   }
-  c.dim = static_cast<int>(dim);
-  c.hidden_dim = static_cast<int>(hidden);
-  c.num_layers = static_cast<int>(layers);
-  c.num_heads = static_cast<int>(heads);
-  c.num_kv_heads = static_cast<int>(kv_heads);
-  c.head_dim = static_cast<int>(head_dim);
-  c.vocab_size = static_cast<int>(vocab);
-  c.max_seq_len = static_cast<int>(max_pos);
+  c.dim = SaturatedInt(dim);
+  c.hidden_dim = SaturatedInt(hidden);
+  c.num_layers = SaturatedInt(layers);
+  c.num_heads = SaturatedInt(heads);
+  c.num_kv_heads = SaturatedInt(kv_heads);
+  c.head_dim = SaturatedInt(head_dim);
+  c.vocab_size = SaturatedInt(vocab);
+  c.max_seq_len = SaturatedInt(max_pos);
   // Attention here is over the whole context: a sliding window caps the length instead, so
   // what is served is exact.
   ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
@@ -185,12 +165,16 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());
   c.eos_ids.erase(std::unique(c.eos_ids.begin(), c.eos_ids.end()), c.eos_ids.end());
-  for (int id : c.eos_ids) {
-    if (id < 0 || id >= c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": eos_token_id ", id, " is outside the vocabulary"));
-    }
-  }
+  ModelConfigKeys keys;
+  keys.dim = "hidden_size";
+  keys.hidden_dim = "intermediate_size";
+  keys.num_layers = "num_hidden_layers";
+  keys.num_heads = "num_attention_heads";
+  keys.num_kv_heads = "num_key_value_heads";
+  keys.vocab_size = "vocab_size";
+  keys.max_seq_len = "max_position_embeddings";
+  keys.eos_ids = "eos_token_id";
+  RETURN_IF_ERROR(c.Validate(path, keys));
   return c;
 }
 

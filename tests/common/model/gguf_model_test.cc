@@ -262,7 +262,7 @@ TEST(GgufModelTest, MetadataAndTensorsThatMakeNoModelAreRefusedNamingTheProblem)
         const size_t at = b.find("llama.attention.head_count_kv") + 29;
         testing::PutAt<uint32_t>(&b, at + 4, 3);
       },
-      "must be a multiple of head_count_kv (3)");
+      "must be a multiple of llama.attention.head_count_kv (3)");
   mutated(
       "shape",
       [](std::string& b) {
