@@ -422,8 +422,7 @@ void HfTokenizer::EncodeWord(std::string_view word, std::vector<int>* out) const
   for (int i = 0; i < n; i = next[i]) out->push_back(sym[i]);
 }
 
-std::vector<std::pair<size_t, size_t>> HfTokenizer::PreTokenize(
-    const std::vector<uint32_t>& cps) const {
+std::vector<std::pair<size_t, size_t>> HfTokenizer::PreTokenize(const std::u32string& cps) const {
   // The split pattern's alternatives in order, at each position; the first that matches wins.
   const size_t n = cps.size();
   auto letter = [&](size_t i) { return i < n && IsUnicodeLetter(cps[i]); };
@@ -494,7 +493,7 @@ void HfTokenizer::EncodeByteLevel(std::string_view text, std::vector<int>* out) 
     EncodeWord(mapped, out);
   };
   // Invalid UTF-8 becomes U+FFFD first, in both paths.
-  const std::vector<uint32_t> cps = DecodeUtf8(text);
+  const std::u32string cps = DecodeUtf8(text);
   if (splits_.empty()) {  // the hand-written fast path
     std::string piece;
     for (const auto& [begin, end] : PreTokenize(cps)) {

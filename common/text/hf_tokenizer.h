@@ -66,7 +66,7 @@ class HfTokenizer final : public Tokenizer {
   // BPE over one normalized piece of text (no added tokens in it).
   void EncodeWord(std::string_view word, std::vector<int>* out) const;
   // Byte-level: the regex pre-tokenizer's pieces of `text`, as code point ranges.
-  std::vector<std::pair<size_t, size_t>> PreTokenize(const std::vector<uint32_t>& cps) const;
+  std::vector<std::pair<size_t, size_t>> PreTokenize(const std::u32string& cps) const;
   void EncodeByteLevel(std::string_view text, std::vector<int>* out) const;
 
   std::vector<std::string> pieces_;  // (vocab) the token's string, "▁" kept
