@@ -20,16 +20,17 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
     return bad("general.architecture \"", arch, "\" is not supported (llama, qwen2, qwen3)");
   }
   const std::string k = arch + ".";
-  ASSIGN_OR_RETURN(int64_t dim, f.Int(k + "embedding_length"));
-  ASSIGN_OR_RETURN(int64_t hidden, f.Int(k + "feed_forward_length"));
-  ASSIGN_OR_RETURN(int64_t layers, f.Int(k + "block_count"));
-  ASSIGN_OR_RETURN(int64_t heads, f.Int(k + "attention.head_count"));
-  ASSIGN_OR_RETURN(int64_t kv_heads, f.IntOr(k + "attention.head_count_kv", heads));
-  ASSIGN_OR_RETURN(int64_t context, f.IntOr(k + "context_length", 2048));
+  ModelShape shape;
+  ASSIGN_OR_RETURN(shape.dim, f.Int(k + "embedding_length"));
+  ASSIGN_OR_RETURN(shape.hidden_dim, f.Int(k + "feed_forward_length"));
+  ASSIGN_OR_RETURN(shape.num_layers, f.Int(k + "block_count"));
+  ASSIGN_OR_RETURN(shape.num_heads, f.Int(k + "attention.head_count"));
+  ASSIGN_OR_RETURN(shape.num_kv_heads, f.IntOr(k + "attention.head_count_kv", shape.num_heads));
+  ASSIGN_OR_RETURN(shape.max_seq_len, f.IntOr(k + "context_length", 2048));
   ASSIGN_OR_RETURN(double eps, f.FloatOr(k + "attention.layer_norm_rms_epsilon", 1e-5));
   ASSIGN_OR_RETURN(double theta, f.FloatOr(k + "rope.freq_base", 10000.0));
-  ASSIGN_OR_RETURN(int64_t head_dim,
-                   f.IntOr(k + "attention.key_length", heads > 0 ? dim / heads : 0));
+  ASSIGN_OR_RETURN(shape.head_dim, f.IntOr(k + "attention.key_length", shape.DimPerHead()));
+  const int64_t head_dim = shape.head_dim;
   ASSIGN_OR_RETURN(int64_t value_dim, f.IntOr(k + "attention.value_length", head_dim));
   ASSIGN_OR_RETURN(int64_t rope_dims, f.IntOr(k + "rope.dimension_count", head_dim));
   ASSIGN_OR_RETURN(std::string scaling, f.StringOr(k + "rope.scaling.type", "none"));
@@ -40,27 +41,20 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   ModelConfig c;
   ASSIGN_OR_RETURN(c.name, f.StringOr("general.name", ""));
   if (c.name.empty()) c.name = std::filesystem::path(path).stem().string();
-  c.dim = SaturatedInt(dim);
-  c.hidden_dim = SaturatedInt(hidden);
-  c.num_layers = SaturatedInt(layers);
-  c.num_heads = SaturatedInt(heads);
-  c.num_kv_heads = SaturatedInt(kv_heads);
-  c.head_dim = SaturatedInt(head_dim);
-  c.vocab_size = SaturatedInt(embd->second.dims[1]);
-  c.max_seq_len = SaturatedInt(context);
+  shape.vocab_size = embd->second.dims[1];
+  c.SetShape(shape);
   c.rms_norm_eps = static_cast<float>(eps);
   c.rope_theta = static_cast<float>(theta);
-  ModelConfigKeys keys;
-  keys.dim = k + "embedding_length";
-  keys.hidden_dim = k + "feed_forward_length";
-  keys.num_layers = k + "block_count";
-  keys.num_heads = k + "attention.head_count";
-  keys.num_kv_heads = k + "attention.head_count_kv";
-  keys.head_dim = k + "attention.key_length";
-  keys.vocab_size = "vocabulary (token_embd.weight rows)";
-  keys.max_seq_len = k + "context_length";
-  keys.rms_norm_eps = k + "attention.layer_norm_rms_epsilon";
-  keys.rope_theta = k + "rope.freq_base";
+  const ModelConfigKeys keys = {.dim = k + "embedding_length",
+                                .hidden_dim = k + "feed_forward_length",
+                                .num_layers = k + "block_count",
+                                .num_heads = k + "attention.head_count",
+                                .num_kv_heads = k + "attention.head_count_kv",
+                                .head_dim = k + "attention.key_length",
+                                .vocab_size = "vocabulary (token_embd.weight rows)",
+                                .max_seq_len = k + "context_length",
+                                .rms_norm_eps = k + "attention.layer_norm_rms_epsilon",
+                                .rope_theta = k + "rope.freq_base"};
   RETURN_IF_ERROR(c.Validate(path, keys));
   if (value_dim != head_dim || rope_dims != head_dim) {
     return bad("attention.value_length (", value_dim, ") and rope.dimension_count (", rope_dims,
@@ -72,8 +66,8 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   c.qkv_bias = f.HasTensor("blk.0.attn_q.bias");
   c.qk_norm = arch == "qwen3";
   if (f.HasTensor("rope_freqs.weight")) {  // Llama 3.1's scaling, as llama.cpp stores it
-    const int64_t shape[] = {head_dim / 2};
-    ASSIGN_OR_RETURN(c.rope_freq_factors, f.Read("rope_freqs.weight", shape));
+    const int64_t freqs_shape[] = {head_dim / 2};
+    ASSIGN_OR_RETURN(c.rope_freq_factors, f.Read("rope_freqs.weight", freqs_shape));
     for (float factor : c.rope_freq_factors) {
       if (!(factor > 0) || !std::isfinite(factor)) {
         return bad("rope_freqs.weight holds ", factor, "; factors must be positive");

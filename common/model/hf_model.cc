@@ -72,14 +72,15 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   ModelConfig c;
   c.name = std::filesystem::path(dir).filename().string();
   if (c.name.empty()) c.name = std::filesystem::path(dir).parent_path().filename().string();
-  ASSIGN_OR_RETURN(int64_t dim, JsonInt(j, "hidden_size", path));
-  ASSIGN_OR_RETURN(int64_t hidden, JsonInt(j, "intermediate_size", path));
-  ASSIGN_OR_RETURN(int64_t layers, JsonInt(j, "num_hidden_layers", path));
-  ASSIGN_OR_RETURN(int64_t heads, JsonInt(j, "num_attention_heads", path));
-  ASSIGN_OR_RETURN(int64_t kv_heads, JsonIntOr(j, "num_key_value_heads", heads, path));
-  ASSIGN_OR_RETURN(int64_t vocab, JsonInt(j, "vocab_size", path));
-  ASSIGN_OR_RETURN(int64_t head_dim, JsonIntOr(j, "head_dim", heads > 0 ? dim / heads : 0, path));
-  ASSIGN_OR_RETURN(int64_t max_pos, JsonIntOr(j, "max_position_embeddings", 2048, path));
+  ModelShape shape;
+  ASSIGN_OR_RETURN(shape.dim, JsonInt(j, "hidden_size", path));
+  ASSIGN_OR_RETURN(shape.hidden_dim, JsonInt(j, "intermediate_size", path));
+  ASSIGN_OR_RETURN(shape.num_layers, JsonInt(j, "num_hidden_layers", path));
+  ASSIGN_OR_RETURN(shape.num_heads, JsonInt(j, "num_attention_heads", path));
+  ASSIGN_OR_RETURN(shape.num_kv_heads, JsonIntOr(j, "num_key_value_heads", shape.num_heads, path));
+  ASSIGN_OR_RETURN(shape.vocab_size, JsonInt(j, "vocab_size", path));
+  ASSIGN_OR_RETURN(shape.head_dim, JsonIntOr(j, "head_dim", shape.DimPerHead(), path));
+  ASSIGN_OR_RETURN(shape.max_seq_len, JsonIntOr(j, "max_position_embeddings", 2048, path));
   ASSIGN_OR_RETURN(double eps, JsonNumberOr(j, "rms_norm_eps", 1e-6, path));
   ASSIGN_OR_RETURN(double theta, JsonNumberOr(j, "rope_theta", 10000.0, path));
   ASSIGN_OR_RETURN(bool tied, JsonBoolOr(j, "tie_word_embeddings", false, path));
@@ -96,14 +97,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": hidden_act \"", act, "\" is not supported (silu)"));
   }
-  c.dim = SaturatedInt(dim);
-  c.hidden_dim = SaturatedInt(hidden);
-  c.num_layers = SaturatedInt(layers);
-  c.num_heads = SaturatedInt(heads);
-  c.num_kv_heads = SaturatedInt(kv_heads);
-  c.head_dim = SaturatedInt(head_dim);
-  c.vocab_size = SaturatedInt(vocab);
-  c.max_seq_len = SaturatedInt(max_pos);
+  c.SetShape(shape);
   // Attention here is over the whole context: a sliding window caps the length instead, so
   // what is served is exact.
   ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
@@ -165,15 +159,13 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());
   c.eos_ids.erase(std::unique(c.eos_ids.begin(), c.eos_ids.end()), c.eos_ids.end());
-  ModelConfigKeys keys;
-  keys.dim = "hidden_size";
-  keys.hidden_dim = "intermediate_size";
-  keys.num_layers = "num_hidden_layers";
-  keys.num_heads = "num_attention_heads";
-  keys.num_kv_heads = "num_key_value_heads";
-  keys.vocab_size = "vocab_size";
-  keys.max_seq_len = "max_position_embeddings";
-  keys.eos_ids = "eos_token_id";
+  const ModelConfigKeys keys = {.dim = "hidden_size",
+                                .hidden_dim = "intermediate_size",
+                                .num_layers = "num_hidden_layers",
+                                .num_heads = "num_attention_heads",
+                                .num_kv_heads = "num_key_value_heads",
+                                .max_seq_len = "max_position_embeddings",
+                                .eos_ids = "eos_token_id"};
   RETURN_IF_ERROR(c.Validate(path, keys));
   return c;
 }

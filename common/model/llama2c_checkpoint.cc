@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -52,16 +53,13 @@ class Reader {
 
 // The header's names for the fields ModelConfig::Validate() checks.
 const ModelConfigKeys& HeaderKeys() {
-  static const ModelConfigKeys* const kKeys = [] {
-    auto* keys = new ModelConfigKeys;
-    keys->num_layers = "n_layers";
-    keys->num_heads = "n_heads";
-    keys->num_kv_heads = "n_kv_heads";
-    keys->head_dim = "head size (dim / n_heads)";
-    keys->vocab_size = "|vocab_size|";
-    keys->max_seq_len = "seq_len";
-    return keys;
-  }();
+  static const ModelConfigKeys* const kKeys =
+      new ModelConfigKeys{.num_layers = "n_layers",
+                          .num_heads = "n_heads",
+                          .num_kv_heads = "n_kv_heads",
+                          .head_dim = "head size (dim / n_heads)",
+                          .vocab_size = "|vocab_size|",
+                          .max_seq_len = "seq_len"};
   return *kKeys;
 }
 
@@ -83,15 +81,16 @@ absl::StatusOr<ModelConfig> ReadHeader(const std::string& path, File& file, int6
   }
   ModelConfig c;
   c.name = path;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.num_layers = h[2];
-  c.num_heads = h[3];
-  c.num_kv_heads = h[4];
   c.tied_embeddings = h[5] > 0;
-  c.vocab_size = SaturatedInt(h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]));
-  c.max_seq_len = h[6];
-  c.head_dim = c.num_heads > 0 ? c.dim / c.num_heads : 0;  // not in the file
+  ModelShape shape = {.dim = h[0],
+                      .hidden_dim = h[1],
+                      .num_layers = h[2],
+                      .num_heads = h[3],
+                      .num_kv_heads = h[4],
+                      .vocab_size = std::abs(int64_t{h[5]}),
+                      .max_seq_len = h[6]};
+  shape.head_dim = shape.DimPerHead();  // not in the file
+  c.SetShape(shape);
   c.rope_style = RopeStyle::kInterleaved;
   c.bos_id = 1;
   c.eos_ids = {1, 2};

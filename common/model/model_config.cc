@@ -1,5 +1,7 @@
 #include "common/model/model_config.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,8 @@ constexpr int kMaxWidth = 1 << 16;  // dim, heads, head_dim; 4x for hidden_dim
 constexpr int kMaxLayers = 1 << 10;
 constexpr int kMaxVocab = 1 << 20;
 constexpr int kMaxSeqLen = 1 << 20;
+
+int SaturatedInt(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX)); }
 
 }  // namespace
 
@@ -85,6 +89,17 @@ absl::Status ModelConfig::Validate(absl::string_view source, const ModelConfigKe
     if (id < 0 || id >= vocab_size) return bad(keys.eos_ids, " ", id, " is outside the vocabulary");
   }
   return absl::OkStatus();
+}
+
+void ModelConfig::SetShape(const ModelShape& shape) {
+  dim = SaturatedInt(shape.dim);
+  hidden_dim = SaturatedInt(shape.hidden_dim);
+  num_layers = SaturatedInt(shape.num_layers);
+  num_heads = SaturatedInt(shape.num_heads);
+  num_kv_heads = SaturatedInt(shape.num_kv_heads);
+  head_dim = SaturatedInt(shape.head_dim);
+  vocab_size = SaturatedInt(shape.vocab_size);
+  max_seq_len = SaturatedInt(shape.max_seq_len);
 }
 
 }  // namespace pagoda

@@ -2,8 +2,6 @@
 #ifndef PAGODA_COMMON_MODEL_MODEL_CONFIG_H_
 #define PAGODA_COMMON_MODEL_MODEL_CONFIG_H_
 
-#include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +31,21 @@ struct ModelConfigKeys {
   std::string rms_norm_eps = "rms_norm_eps";
   std::string rope_theta = "rope_theta";
   std::string eos_ids = "eos_ids";
+};
+
+// A model's sizes as a file states them (any int64), for ModelConfig::SetShape.
+struct ModelShape {
+  int64_t dim = 0;
+  int64_t hidden_dim = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  int64_t max_seq_len = 0;
+
+  // dim / num_heads: the head size when a file does not state it.
+  int64_t DimPerHead() const { return num_heads > 0 ? dim / num_heads : 0; }
 };
 
 struct ModelConfig {
@@ -83,13 +96,10 @@ struct ModelConfig {
   // of num_kv_heads, head_dim even, rms_norm_eps in (0, 1), rope_theta positive, eos ids in the
   // vocabulary. Else INVALID_ARGUMENT "<source>: <key> ...", with `keys` naming the fields.
   absl::Status Validate(absl::string_view source, const ModelConfigKeys& keys = {}) const;
+  // Takes the sizes from `shape`; a value beyond int saturates, so that Validate() refuses it
+  // instead of seeing it wrapped into range.
+  void SetShape(const ModelShape& shape);
 };
-
-// `v` (an int64 read from a file) for an int field of ModelConfig: saturated, so that a value
-// beyond int stays out of Validate()'s range instead of wrapping into it.
-inline int SaturatedInt(int64_t v) {
-  return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX));
-}
 
 }  // namespace pagoda
 

@@ -38,16 +38,8 @@ TEST(GgufFileTest, MalformedFilesAreRefusedNamingTheField) {
     testing::WriteFile(path, good);
     ASSERT_TRUE(GgufFile::Open(path).ok());
   }
-  struct Case {
-    std::string name, bytes, message;
-  };
-  std::vector<Case> cases;
-  auto mutated = [&](const std::string& name, const std::function<void(std::string&)>& edit,
-                     const std::string& message) {
-    std::string b = good;
-    edit(b);
-    cases.push_back({name, b, message});
-  };
+  std::vector<testing::BadGguf> cases;
+  auto mutated = [&](auto&&... args) { cases.push_back(testing::MutatedGguf(good, args...)); };
   mutated(
       "short", [](std::string& b) { b.resize(20); }, "too short for a GGUF header");
   mutated(
@@ -154,7 +146,7 @@ TEST(GgufFileTest, MalformedFilesAreRefusedNamingTheField) {
                    "general.alignment is not an integer"});
   cases.push_back({"bad_magic", "GGUX" + std::string(60, '\0'), "not a GGUF file"});
   int n = 0;
-  for (const Case& c : cases) {
+  for (const testing::BadGguf& c : cases) {
     const std::string path = absl::StrCat(testing::TempDir(), "/bad", n++, ".gguf");
     testing::WriteFile(path, c.bytes);
     const absl::Status s = GgufFile::Open(path).status();

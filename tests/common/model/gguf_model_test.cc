@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "router/engine.h"
 #include "tests/common/model/gguf_writer.h"
+#include "tests/common/model/model_runs.h"
 #include "tests/common/model/reference_model.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
@@ -31,32 +32,6 @@ using testing::WriteGgufModel;
 
 std::string Stories260KGguf() {
   return testing::SharedPath("models/stories260K-gguf/stories260K.gguf");
-}
-
-// Logits of every position of one prompt, prefilled in one step.
-std::vector<float> PromptLogits(ModelWeights w, const std::vector<int>& tokens) {
-  const int t = static_cast<int>(tokens.size());
-  const int vocab = w.config.vocab_size;
-  auto model = LlamaModel::Create(std::move(w), t, t);
-  CHECK(model.ok()) << model.status();
-  const int blocks = (t + 15) / 16;
-  KvPool kv((*model)->config(), blocks, 16);
-  std::vector<int> positions(t), table(blocks), rows(t);
-  std::vector<int64_t> slots(t);
-  for (int i = 0; i < t; ++i) positions[i] = rows[i] = i, slots[i] = i;
-  for (int b = 0; b < blocks; ++b) table[b] = b;
-  const AttentionSequence seqs[] = {{0, t, 0, table.data()}};
-  const float* logits = (*model)->Forward({tokens, positions, slots, seqs, rows}, kv);
-  return std::vector<float>(logits, logits + static_cast<size_t>(t) * vocab);
-}
-
-void Step(Engine& engine, std::map<int64_t, std::vector<int>>* out) {
-  absl::StatusOr<std::vector<SequenceUpdate>> updates = engine.Step();
-  ASSERT_TRUE(updates.ok()) << updates.status();
-  for (const SequenceUpdate& u : *updates) {
-    (*out)[u.request_id].insert((*out)[u.request_id].end(), u.new_token_ids.begin(),
-                                u.new_token_ids.end());
-  }
 }
 
 TEST(GgufModelTest, Stories260KGgufHoldsTheCheckpointsWeightsInItsRopeLayout) {
@@ -101,28 +76,10 @@ TEST(GgufModelTest, Stories260KGgufGivesTheGoldenTokensAloneAndBatched) {
     // The file's context_length (128) is the converter's default; the checkpoint was trained
     // on 512 and run.c's golden runs go to 256 positions, as llama.cpp does with -c 256.
     w->config.max_seq_len = 512;
-    ModelConfig c = w->config;
-    WorkerOptions wo;
-    wo.num_blocks = 256;
-    auto worker = WorkerEngine::Create(*std::move(w), wo);
-    ASSERT_TRUE(worker.ok()) << worker.status();
-    InProcessExecutor executor(*std::move(worker));
-    EngineOptions eo;
-    eo.max_model_len = 257;
-    Engine engine(c, &executor, eo);
-    std::map<int64_t, std::vector<int>> out;
-    std::vector<int64_t> ids;
-    for (const auto& g : golden) {
-      GenerationRequest r;
-      r.prompt_ids = g.prompt_ids;
-      r.sampling.temperature = 0;
-      r.stop_token_ids = {1};  // run.c stops at BOS
-      ids.push_back(*engine.AddRequest(r));
-      while (!batched && engine.has_unfinished()) Step(engine, &out);
-    }
-    while (engine.has_unfinished()) Step(engine, &out);
+    const std::vector<std::vector<int>> out = testing::GreedyGoldenRuns(*std::move(w), batched);
+    ASSERT_EQ(out.size(), golden.size());
     for (size_t i = 0; i < golden.size(); ++i) {
-      EXPECT_EQ(out[ids[i]], golden[i].greedy_ids) << golden[i].prompt << " batched=" << batched;
+      EXPECT_EQ(out[i], golden[i].greedy_ids) << golden[i].prompt << " batched=" << batched;
     }
   }
 }
@@ -214,7 +171,7 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
       worst = std::max(worst, std::fabs(want[i] - scaled[i]));
     EXPECT_LE(worst, 1e-4);
   }
-  const std::vector<float> got = PromptLogits(*std::move(loaded), tokens);
+  const std::vector<float> got = testing::PromptLogits(*std::move(loaded), tokens);
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
@@ -236,16 +193,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(GgufModelTest, MetadataAndTensorsThatMakeNoModelAreRefusedNamingTheProblem) {
   const std::string good = testing::TinyGgufModelBytes();
-  struct Case {
-    std::string name, bytes, message;
-  };
-  std::vector<Case> cases;
-  auto mutated = [&](const std::string& name, const std::function<void(std::string&)>& edit,
-                     const std::string& message) {
-    std::string b = good;
-    edit(b);
-    cases.push_back({name, b, message});
-  };
+  std::vector<testing::BadGguf> cases;
+  auto mutated = [&](auto&&... args) { cases.push_back(testing::MutatedGguf(good, args...)); };
   mutated(
       "architecture", [](std::string& b) { b.replace(b.find("llama"), 5, "gpt2x"); },
       "general.architecture \"gpt2x\" is not supported");
@@ -280,7 +229,7 @@ TEST(GgufModelTest, MetadataAndTensorsThatMakeNoModelAreRefusedNamingTheProblem)
       },
       "tokenizer.ggml.eos_token_id 999 is outside the vocabulary");
   int n = 0;
-  for (const Case& c : cases) {
+  for (const testing::BadGguf& c : cases) {
     const std::string path = absl::StrCat(testing::TempDir(), "/bad", n++, ".gguf");
     testing::WriteFile(path, c.bytes);
     // The config first, then (when it is one) the weights.

@@ -52,6 +52,15 @@ std::string Typed(GgufType type, const void* v, size_t bytes) {
   return out;
 }
 
+// An array's type and header: kArray, the element type, the count.
+std::string ArrayHeader(GgufType element, size_t count) {
+  std::string out;
+  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kArray));
+  Put<uint32_t>(&out, static_cast<uint32_t>(element));
+  Put<uint64_t>(&out, count);
+  return out;
+}
+
 }  // namespace
 
 void GgufWriter::AddU32(const std::string& key, uint32_t v) {
@@ -74,28 +83,17 @@ void GgufWriter::AddString(const std::string& key, const std::string& v) {
   kvs_.push_back({key, out});
 }
 void GgufWriter::AddStringArray(const std::string& key, const std::vector<std::string>& v) {
-  std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kArray));
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kString));
-  Put<uint64_t>(&out, v.size());
+  std::string out = ArrayHeader(GgufType::kString, v.size());
   for (const std::string& s : v) PutString(&out, s);
   kvs_.push_back({key, out});
 }
 void GgufWriter::AddF32Array(const std::string& key, const std::vector<float>& v) {
-  std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kArray));
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kF32));
-  Put<uint64_t>(&out, v.size());
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  kvs_.push_back({key, out});
+  kvs_.push_back({key, ArrayHeader(GgufType::kF32, v.size()) +
+                           std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
 }
 void GgufWriter::AddI32Array(const std::string& key, const std::vector<int32_t>& v) {
-  std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kArray));
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kI32));
-  Put<uint64_t>(&out, v.size());
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  kvs_.push_back({key, out});
+  kvs_.push_back({key, ArrayHeader(GgufType::kI32, v.size()) +
+                           std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
 }
 
 void GgufWriter::AddTensor(const std::string& name, std::vector<int64_t> shape, GgmlType type,
@@ -229,6 +227,13 @@ std::string TinyGgufModelBytes() {
   const std::string path = TempDir() + "/tiny.gguf";
   WriteGgufModel(w, "llama", GgmlType::kF32, path);
   return ReadFile(path);
+}
+
+BadGguf MutatedGguf(const std::string& good, const std::string& name,
+                    const std::function<void(std::string&)>& edit, const std::string& message) {
+  std::string bytes = good;
+  edit(bytes);
+  return {name, std::move(bytes), message};
 }
 
 size_t GgufTensorInfoAt(const std::string& bytes, const std::string& name) {

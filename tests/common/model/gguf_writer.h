@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -58,6 +59,13 @@ void WriteGgufModel(const ModelWeights& w, const std::string& arch, GgmlType typ
 
 // The bytes of a small valid llama model (one layer, vocabulary 64, F32), to mutate.
 std::string TinyGgufModelBytes();
+// A file that must be refused, and words its error must hold.
+struct BadGguf {
+  std::string name, bytes, message;
+};
+// `good` edited by `edit`.
+BadGguf MutatedGguf(const std::string& good, const std::string& name,
+                    const std::function<void(std::string&)>& edit, const std::string& message);
 // Where tensor `name`'s info (n_dims, dims, type, offset) starts in GGUF `bytes`.
 size_t GgufTensorInfoAt(const std::string& bytes, const std::string& name);
 // Overwrites sizeof(T) bytes of `s` at `at` with `v`.

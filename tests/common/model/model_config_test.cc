@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "common/model/random_weights.h"
+#include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -13,15 +15,7 @@ using ::testing::HasSubstr;
 
 ModelConfig Stories260K() {
   ModelConfig c;
-  c.dim = 64;
-  c.hidden_dim = 172;
-  c.num_layers = 5;
-  c.num_heads = 8;
-  c.num_kv_heads = 4;
-  c.head_dim = 8;
-  c.vocab_size = 512;
-  c.max_seq_len = 512;
-  c.eos_ids = {1, 2};
+  CHECK(NamedModelConfig("stories260K", &c));  // eos {1, 2}
   return c;
 }
 
@@ -61,13 +55,20 @@ TEST(ModelConfigTest, EachBrokenInvariantIsRefused) {
   }
 }
 
-TEST(ModelConfigTest, ValuesBeyondIntSaturateOutOfRangeInsteadOfWrapping) {
-  EXPECT_EQ(SaturatedInt((int64_t{1} << 32) + 64), INT32_MAX);
-  EXPECT_EQ(SaturatedInt(-(int64_t{1} << 40)), INT32_MIN);
-  EXPECT_EQ(SaturatedInt(64), 64);
+TEST(ModelConfigTest, SizesBeyondIntSaturateOutOfRangeInsteadOfWrapping) {
   ModelConfig c = Stories260K();
-  c.dim = SaturatedInt((int64_t{1} << 32) + 64);
-  EXPECT_FALSE(c.Validate("m").ok());
+  c.SetShape({.dim = (int64_t{1} << 32) + 64,
+              .hidden_dim = 172,
+              .num_layers = 5,
+              .num_heads = 8,
+              .num_kv_heads = -(int64_t{1} << 40),
+              .head_dim = 8,
+              .vocab_size = 512,
+              .max_seq_len = 512});
+  EXPECT_EQ(c.dim, INT32_MAX);
+  EXPECT_EQ(c.num_kv_heads, INT32_MIN);
+  EXPECT_EQ(c.hidden_dim, 172);
+  EXPECT_THAT(c.Validate("m").message(), HasSubstr("dim = 2147483647 is out of range"));
 }
 
 }  // namespace
