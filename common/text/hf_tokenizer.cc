@@ -58,41 +58,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(const BpeSpec& 
   if (spec.pre_tokenizer == BpeSpec::PreTokenizer::kByteLevel) {
     RETURN_IF_ERROR(t->SetUpByteLevel(spec.split_patterns, fast_paths, what));
   }
-  auto add_piece = [&](const std::string& piece, int64_t id) -> absl::Status {
-    if (id < 0 || id > (1 << 24)) return bad("token id ", id, " of ", piece, " is out of range");
-    if (static_cast<size_t>(id) >= t->pieces_.size()) t->pieces_.resize(id + 1);
-    t->pieces_[id] = piece;
-    auto [it, inserted] = t->ids_.emplace(piece, static_cast<int>(id));
-    if (!inserted) it->second = std::min(it->second, static_cast<int>(id));
-    return absl::OkStatus();
-  };
-  for (const auto& [piece, id] : spec.vocab) RETURN_IF_ERROR(add_piece(piece, id));
-  t->byte_ids_.assign(256, -1);
-  for (size_t id = 0; spec.byte_fallback && id < t->pieces_.size(); ++id) {
-    const int b = ByteTokenValue(t->pieces_[id]);
-    if (b >= 0) t->byte_ids_[b] = static_cast<int>(id);
-  }
-  if (auto it = t->ids_.find(spec.unk_token); !spec.unk_token.empty() && it != t->ids_.end()) {
-    t->unk_id_ = it->second;
-  }
-  // Merges resolve against the vocabulary alone (added tokens do not merge). Rank = position.
-  for (const auto& [a, b] : spec.merges) {
-    auto ia = t->ids_.find(a), ib = t->ids_.find(b), im = t->ids_.find(a + b);
-    if (ia == t->ids_.end() || ib == t->ids_.end() || im == t->ids_.end()) {
-      return bad("merge \"", a, " ", b, "\" uses a token not in the vocabulary");
-    }
-    const int rank = static_cast<int>(t->merges_.size());
-    t->merges_.emplace(PairKey(ia->second, ib->second), std::make_pair(rank, im->second));
-  }
-  for (const BpeSpec::AddedToken& a : spec.added_tokens) {
-    if (a.content.empty()) continue;
-    RETURN_IF_ERROR(add_piece(a.content, a.id));
-    t->added_.push_back({a.content, static_cast<int>(a.id)});
-  }
-  t->is_added_.assign(t->pieces_.size(), false);
-  for (const Added& a : t->added_) t->is_added_[a.id] = true;
-  std::sort(t->added_.begin(), t->added_.end(),
-            [](const Added& x, const Added& y) { return x.content.size() > y.content.size(); });
+  RETURN_IF_ERROR(t->SetUpVocabulary(spec, what));
   t->bos_id_ =
       spec.bos_id >= 0 ? spec.bos_id : t->FirstId({"<s>", "<|begin_of_text|>", "<|endoftext|>"}, 1);
   t->eos_id_ =
@@ -117,6 +83,48 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(const BpeSpec& 
   }
   t->strip_leading_space_ = spec.strip_leading_space;
   return t;
+}
+
+absl::Status HfTokenizer::SetUpVocabulary(const BpeSpec& spec, const std::string& what) {
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", parts...));
+  };
+  auto add_piece = [&](const std::string& piece, int64_t id) -> absl::Status {
+    if (id < 0 || id > (1 << 24)) return bad("token id ", id, " of ", piece, " is out of range");
+    if (static_cast<size_t>(id) >= pieces_.size()) pieces_.resize(id + 1);
+    pieces_[id] = piece;
+    auto [it, inserted] = ids_.emplace(piece, static_cast<int>(id));
+    if (!inserted) it->second = std::min(it->second, static_cast<int>(id));
+    return absl::OkStatus();
+  };
+  for (const auto& [piece, id] : spec.vocab) RETURN_IF_ERROR(add_piece(piece, id));
+  byte_ids_.assign(256, -1);
+  for (size_t id = 0; spec.byte_fallback && id < pieces_.size(); ++id) {
+    const int b = ByteTokenValue(pieces_[id]);
+    if (b >= 0) byte_ids_[b] = static_cast<int>(id);
+  }
+  if (auto it = ids_.find(spec.unk_token); !spec.unk_token.empty() && it != ids_.end()) {
+    unk_id_ = it->second;
+  }
+  // Merges resolve against the vocabulary alone (added tokens do not merge). Rank = position.
+  int rank = 0;
+  for (const auto& [a, b] : spec.merges) {
+    auto ia = ids_.find(a), ib = ids_.find(b), im = ids_.find(a + b);
+    if (ia == ids_.end() || ib == ids_.end() || im == ids_.end()) {
+      return bad("merge \"", a, " ", b, "\" uses a token not in the vocabulary");
+    }
+    merges_.emplace(PairKey(ia->second, ib->second), std::make_pair(rank++, im->second));
+  }
+  for (const BpeSpec::AddedToken& a : spec.added_tokens) {
+    if (a.content.empty()) continue;
+    RETURN_IF_ERROR(add_piece(a.content, a.id));
+    added_.push_back({a.content, static_cast<int>(a.id)});
+  }
+  is_added_.assign(pieces_.size(), false);
+  for (const Added& a : added_) is_added_[a.id] = true;
+  std::sort(added_.begin(), added_.end(),
+            [](const Added& x, const Added& y) { return x.content.size() > y.content.size(); });
+  return absl::OkStatus();
 }
 
 absl::Status HfTokenizer::SetUpByteLevel(const std::vector<std::string>& patterns, bool fast_paths,

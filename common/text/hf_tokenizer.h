@@ -55,6 +55,8 @@ class HfTokenizer final : public Tokenizer {
   // byte <-> character mapping.
   absl::Status SetUpByteLevel(const std::vector<std::string>& patterns, bool fast_paths,
                               const std::string& what);
+  // Pieces, ids, byte-fallback and unknown tokens, merges and added tokens.
+  absl::Status SetUpVocabulary(const BpeSpec& spec, const std::string& what);
   // The id of the first of `pieces` in the vocabulary, else `fallback`.
   int FirstId(std::initializer_list<const char*> pieces, int fallback) const;
   // BPE over one normalized piece of text (no added tokens in it).
