@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "common/text/tokenizer.h"
+#include "common/text/tokenizer_loader.h"
 
 namespace pagoda {
 

@@ -10,6 +10,7 @@
 #include "common/model/model_loader.h"
 #include "common/model/weights_digest.h"
 #include "common/status_macros.h"
+#include "common/text/tokenizer_loader.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"

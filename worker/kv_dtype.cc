@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "common/model/safetensors.h"
+#include "common/numeric.h"
 
 namespace pagoda {
 namespace {

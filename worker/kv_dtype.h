@@ -1,8 +1,7 @@
 // The element type of the KV pool (KvDtype, named in common/dtype_names.h): its size and the
 // vectorized conversion into it. Kernel sources include this header (through
 // worker/kernels/kernels.h), so it holds only types and declarations: no inline function that
-// an AVX-512 object could emit. The scalar f32 ↔ bf16/f16 conversions are the model loader's
-// (common/model/safetensors.h).
+// an AVX-512 object could emit. The scalar f32 ↔ bf16/f16 conversions are common/numeric.h's.
 #ifndef PAGODA_WORKER_KV_DTYPE_H_
 #define PAGODA_WORKER_KV_DTYPE_H_
 

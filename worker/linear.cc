@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/model/safetensors.h"
+#include "common/numeric.h"
 #include "glog/logging.h"
 #include "worker/kernels/isa.h"
 

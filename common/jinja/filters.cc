@@ -16,6 +16,7 @@
 #include "common/jinja/text.h"
 #include "common/jinja/value_format.h"
 #include "common/status_macros.h"
+#include "common/text/utf8.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -27,7 +28,7 @@ absl::StatusOr<int64_t> Length(const Value& v) {
     case Value::Kind::kUndefined:
       return 0;
     case Value::Kind::kString:
-      return static_cast<int64_t>(CodePointCount(v.as_string()));
+      return static_cast<int64_t>(Utf8CodePointCount(v.as_string()));
     case Value::Kind::kList:
       return static_cast<int64_t>(v.as_list().size());
     case Value::Kind::kDict:
@@ -112,7 +113,7 @@ absl::StatusOr<Value> FilterReplace(Interpreter& interp, const Value& v, CallArg
   // Bound the result before building it: count the replacements first.
   int64_t matches = 0;
   if (f.empty()) {
-    matches = static_cast<int64_t>(CodePointCount(s)) + 1;
+    matches = static_cast<int64_t>(Utf8CodePointCount(s)) + 1;
   } else {
     for (size_t at = s.find(f); at != std::string::npos; at = s.find(f, at + f.size())) ++matches;
   }
@@ -145,9 +146,9 @@ absl::StatusOr<Value> FilterList(Interpreter& interp, const Value& v, CallArgs&)
 
 absl::StatusOr<Value> FilterReverse(Interpreter& interp, const Value& v, CallArgs&) {
   if (v.is_string()) {
-    std::u32string cps = ToCodePoints(v.as_string());
+    std::u32string cps = DecodeUtf8(v.as_string());
     std::reverse(cps.begin(), cps.end());
-    return Value::String(FromCodePoints(cps));
+    return Value::String(EncodeUtf8(cps));
   }
   ASSIGN_OR_RETURN(ValueList items, Iterate(interp, v));
   std::reverse(items.begin(), items.end());
@@ -366,7 +367,7 @@ absl::StatusOr<Value> FilterWordcount(Interpreter&, const Value& v, CallArgs&) {
 absl::StatusOr<Value> FilterCenter(Interpreter& interp, const Value& v, CallArgs& args) {
   ASSIGN_OR_RETURN(const std::string s, Str(v));
   ASSIGN_OR_RETURN(const int64_t width, IntArg(args, 0, "width", 80));
-  const int64_t length = static_cast<int64_t>(CodePointCount(s));
+  const int64_t length = static_cast<int64_t>(Utf8CodePointCount(s));
   if (width <= length) return Value::String(s);
   RETURN_IF_ERROR(interp.CheckSize(width));
   const int64_t pad = width - length;

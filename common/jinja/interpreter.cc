@@ -11,6 +11,7 @@
 #include "common/jinja/text.h"
 #include "common/jinja/value_format.h"
 #include "common/status_macros.h"
+#include "common/text/utf8.h"
 
 namespace pagoda::jinja {
 
@@ -469,7 +470,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       std::u32string cps;
       int64_t n;
       if (obj.is_string()) {
-        cps = ToCodePoints(obj.as_string());
+        cps = DecodeUtf8(obj.as_string());
         n = static_cast<int64_t>(cps.size());
       } else if (obj.is_list()) {
         n = static_cast<int64_t>(obj.as_list().size());
@@ -493,7 +494,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       if (obj.is_string()) {
         std::u32string out;
         for (const int64_t i : picked) out += cps[i];
-        return Value::String(FromCodePoints(out));
+        return Value::String(EncodeUtf8(out));
       }
       ValueList out;
       for (const int64_t i : picked) out.push_back(obj.as_list()[i]);

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/jinja/text.h"
+#include "common/text/utf8.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -60,7 +61,7 @@ std::string Unescape(std::string_view s) {
         value = value * 16 + d;
       }
       if (value > 0x10FFFF) return false;
-      AppendCodePoint(value, &out);
+      AppendUtf8(value, &out);
       i += digits;
       return true;
     };
@@ -108,7 +109,7 @@ std::string Unescape(std::string_view s) {
           for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k) {
             value = value * 8 + (s[++i] - '0');
           }
-          AppendCodePoint(static_cast<char32_t>(value), &out);
+          AppendUtf8(static_cast<char32_t>(value), &out);
         } else {
           out += '\\';
           out += c;
@@ -194,7 +195,7 @@ class Lexer {
   void SkipWhitespace() {
     while (pos_ < src_.size()) {
       size_t length = 0;
-      const char32_t c = DecodeCodePoint(src_, pos_, &length);
+      const char32_t c = Utf8CodePointAt(src_, pos_, &length);
       if (!IsPythonSpace(c)) break;
       if (c == '\n') ++line_;
       line_starting_ = c == '\n';

@@ -16,6 +16,7 @@
 #include "common/jinja/text.h"
 #include "common/jinja/value_format.h"
 #include "common/status_macros.h"
+#include "common/text/utf8.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -145,7 +146,7 @@ absl::StatusOr<Value> StringMethod(Interpreter& interp, const std::string& s,
     }
     const std::string& t = sub->as_string();
     if (name == "count") {
-      if (t.empty()) return Value::Int(static_cast<int64_t>(CodePointCount(s)) + 1);
+      if (t.empty()) return Value::Int(static_cast<int64_t>(Utf8CodePointCount(s)) + 1);
       int64_t n = 0;
       for (size_t at = s.find(t); at != std::string::npos; at = s.find(t, at + t.size())) ++n;
       return Value::Int(n);
@@ -156,7 +157,7 @@ absl::StatusOr<Value> StringMethod(Interpreter& interp, const std::string& s,
         return TemplateError("ValueError", "substring not found");
       return Value::Int(-1);
     }
-    return Value::Int(static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, at))));
+    return Value::Int(static_cast<int64_t>(Utf8CodePointCount(std::string_view(s).substr(0, at))));
   }
   if (name == "join") {
     const Value* items = Arg(args, 0, "iterable");
@@ -214,7 +215,7 @@ absl::StatusOr<ValueList> Iterate(Interpreter& interp, const Value& v) {
       const std::string& s = v.as_string();
       for (size_t i = 0; i < s.size();) {
         size_t length = 0;
-        DecodeCodePoint(s, i, &length);
+        Utf8CodePointAt(s, i, &length);
         out.push_back(Value::String(s.substr(i, length)));
         i += length;
       }
@@ -287,10 +288,10 @@ Value GetItem(Interpreter& interp, const Value& obj, const Value& key) {
       return Value::Undefined(absl::StrCat("UndefinedError: ", obj.TypeName(),
                                            " object has no element ", key.as_int()));
     }
-    const std::u32string cps = ToCodePoints(obj.as_string());
+    const std::u32string cps = DecodeUtf8(obj.as_string());
     const int64_t n = static_cast<int64_t>(cps.size());
     if (i < 0) i += n;
-    if (i >= 0 && i < n) return Value::String(FromCodePoints(cps.substr(i, 1)));
+    if (i >= 0 && i < n) return Value::String(EncodeUtf8(cps.substr(i, 1)));
     return Value::Undefined(
         absl::StrCat("UndefinedError: str object has no element ", key.as_int()));
   }

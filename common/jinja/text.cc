@@ -2,82 +2,9 @@
 
 #include <cctype>
 
+#include "common/text/utf8.h"
+
 namespace pagoda::jinja {
-
-char32_t DecodeCodePoint(std::string_view s, size_t i, size_t* length) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char lead = b(0);
-  *length = 1;
-  if (lead < 0x80) return lead;
-  size_t n;
-  char32_t c;
-  char32_t min;
-  if ((lead & 0xE0) == 0xC0) {
-    n = 2, c = lead & 0x1F, min = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    n = 3, c = lead & 0x0F, min = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    n = 4, c = lead & 0x07, min = 0x10000;
-  } else {
-    return 0xFFFD;
-  }
-  if (i + n > s.size()) return 0xFFFD;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(k) & 0xC0) != 0x80) return 0xFFFD;
-    c = (c << 6) | (b(k) & 0x3F);
-  }
-  // Overlong forms, surrogates and values past U+10FFFF are invalid, one byte at a time.
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0xFFFD;
-  *length = n;
-  return c;
-}
-
-std::u32string ToCodePoints(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t length = 0;
-    out += DecodeCodePoint(s, i, &length);
-    i += length;
-  }
-  return out;
-}
-
-void AppendCodePoint(char32_t c, std::string* out) {
-  if (c < 0x80) {
-    *out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    *out += static_cast<char>(0xC0 | (c >> 6));
-    *out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    *out += static_cast<char>(0xE0 | (c >> 12));
-    *out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    *out += static_cast<char>(0xF0 | (c >> 18));
-    *out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    *out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
-
-std::string FromCodePoints(std::u32string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char32_t c : s) AppendCodePoint(c, &out);
-  return out;
-}
-
-size_t CodePointCount(std::string_view s) {
-  size_t count = 0;
-  for (size_t i = 0; i < s.size();) {
-    size_t length = 0;
-    DecodeCodePoint(s, i, &length);
-    i += length;
-    ++count;
-  }
-  return count;
-}
 
 bool IsPythonSpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
@@ -87,8 +14,8 @@ bool IsPythonSpace(char32_t c) {
 
 std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left,
                   bool right) {
-  const std::u32string cps = ToCodePoints(s);
-  const std::u32string set = chars ? ToCodePoints(*chars) : std::u32string();
+  const std::u32string cps = DecodeUtf8(s);
+  const std::u32string set = chars ? DecodeUtf8(*chars) : std::u32string();
   const auto strippable = [&](char32_t c) {
     return chars ? set.find(c) != std::u32string::npos : IsPythonSpace(c);
   };
@@ -100,7 +27,7 @@ std::string Strip(std::string_view s, const std::optional<std::string>& chars, b
   if (right) {
     while (end > begin && strippable(cps[end - 1])) --end;
   }
-  return FromCodePoints(std::u32string_view(cps).substr(begin, end - begin));
+  return EncodeUtf8(std::u32string_view(cps).substr(begin, end - begin));
 }
 
 std::vector<std::string> Split(std::string_view s, const std::optional<std::string>& sep,
@@ -117,7 +44,7 @@ std::vector<std::string> Split(std::string_view s, const std::optional<std::stri
     parts.emplace_back(s.substr(start));
     return parts;
   }
-  const std::u32string cps = ToCodePoints(s);
+  const std::u32string cps = DecodeUtf8(s);
   size_t i = 0;
   while (true) {
     while (i < cps.size() && IsPythonSpace(cps[i])) ++i;
@@ -125,12 +52,12 @@ std::vector<std::string> Split(std::string_view s, const std::optional<std::stri
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
       size_t end = cps.size();
       while (end > i && IsPythonSpace(cps[end - 1])) --end;
-      parts.push_back(FromCodePoints(std::u32string_view(cps).substr(i, end - i)));
+      parts.push_back(EncodeUtf8(std::u32string_view(cps).substr(i, end - i)));
       break;
     }
     const size_t start = i;
     while (i < cps.size() && !IsPythonSpace(cps[i])) ++i;
-    parts.push_back(FromCodePoints(std::u32string_view(cps).substr(start, i - start)));
+    parts.push_back(EncodeUtf8(std::u32string_view(cps).substr(start, i - start)));
   }
   return parts;
 }
@@ -146,7 +73,7 @@ std::string Replace(std::string_view s, std::string_view from, std::string_view 
         ++done;
       }
       size_t length = 0;
-      DecodeCodePoint(s, i, &length);
+      Utf8CodePointAt(s, i, &length);
       out += s.substr(i, length);
       i += length;
     }

@@ -1,5 +1,6 @@
 // Python's str methods over UTF-8: Python strings index by code point, so lengths, slices
-// and reversal count code points, not bytes. Case mapping covers ASCII only.
+// and reversal count code points, not bytes (common/text/utf8.h decodes them). Case mapping
+// covers ASCII only.
 #ifndef PAGODA_COMMON_JINJA_TEXT_H_
 #define PAGODA_COMMON_JINJA_TEXT_H_
 
@@ -9,14 +10,6 @@
 #include <vector>
 
 namespace pagoda::jinja {
-
-// The code point starting at s[i] and its byte length (U+FFFD, 1 for an invalid byte).
-char32_t DecodeCodePoint(std::string_view s, size_t i, size_t* length);
-std::u32string ToCodePoints(std::string_view s);
-std::string FromCodePoints(std::u32string_view s);
-void AppendCodePoint(char32_t c, std::string* out);
-// len(s).
-size_t CodePointCount(std::string_view s);
 
 // str.isspace() for one code point.
 bool IsPythonSpace(char32_t c);

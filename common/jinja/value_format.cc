@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/jinja/text.h"
 #include "common/status_macros.h"
+#include "common/text/utf8.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -149,7 +150,7 @@ void AppendJsonString(const std::string& s, bool ensure_ascii, std::string* out)
       *out += buf;
     } else if (c >= 0x80 && ensure_ascii) {
       size_t length = 0;
-      char32_t cp = DecodeCodePoint(s, i, &length);
+      char32_t cp = Utf8CodePointAt(s, i, &length);
       i += length - 1;
       if (cp >= 0x10000) {
         cp -= 0x10000;

@@ -15,26 +15,17 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/model/ggml_quant.h"
 
 namespace pagoda {
 
-// ggml tensor types Pagoda reads (converted to float32 at load).
-enum class GgmlType : uint32_t {
-  kF32 = 0,
-  kF16 = 1,
-  kQ4_0 = 2,
-  kQ8_0 = 8,
-  kQ4_K = 12,
-  kQ6_K = 14,
-  kBF16 = 30,
-};
+inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 
 // Metadata value types.
 enum class GgufType : uint32_t {
@@ -112,38 +103,6 @@ class GgufFile {
 
 // Whether the file at `path` starts with the GGUF magic.
 bool IsGgufFile(const std::string& path);
-
-// Q8_0 blocks of 32 values (f16 scale + 32 int8), as llama.cpp quantizes them.
-std::vector<uint8_t> QuantizeQ8_0(std::span<const float> values);
-
-// Writes a GGUF v3 file, metadata and tensors in the order added (for tests and tools).
-class GgufWriter {
- public:
-  void AddU32(const std::string& key, uint32_t v);
-  void AddI32(const std::string& key, int32_t v);
-  void AddF32(const std::string& key, float v);
-  void AddBool(const std::string& key, bool v);
-  void AddString(const std::string& key, const std::string& v);
-  void AddStringArray(const std::string& key, const std::vector<std::string>& v);
-  void AddF32Array(const std::string& key, const std::vector<float>& v);
-  void AddI32Array(const std::string& key, const std::vector<int32_t>& v);
-  // `shape` row-major (outermost first); `data` already in `type`'s encoding.
-  void AddTensor(const std::string& name, std::vector<int64_t> shape, GgmlType type,
-                 std::vector<uint8_t> data);
-  void AddF32Tensor(const std::string& name, std::vector<int64_t> shape,
-                    const std::vector<float>& values);
-  absl::Status Write(const std::string& path) const;
-
- private:
-  struct Tensor {
-    std::string name;
-    std::vector<int64_t> shape;
-    GgmlType type;
-    std::vector<uint8_t> data;
-  };
-  std::vector<std::pair<std::string, std::string>> kvs_;  // key, encoded type + value
-  std::vector<Tensor> tensors_;
-};
 
 }  // namespace pagoda
 

@@ -20,68 +20,54 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
     return bad("general.architecture \"", arch, "\" is not supported (llama, qwen2, qwen3)");
   }
   const std::string k = arch + ".";
-  ASSIGN_OR_RETURN(int64_t dim, f.Int(k + "embedding_length"));
-  ASSIGN_OR_RETURN(int64_t hidden, f.Int(k + "feed_forward_length"));
-  ASSIGN_OR_RETURN(int64_t layers, f.Int(k + "block_count"));
-  ASSIGN_OR_RETURN(int64_t heads, f.Int(k + "attention.head_count"));
-  ASSIGN_OR_RETURN(int64_t kv_heads, f.IntOr(k + "attention.head_count_kv", heads));
-  ASSIGN_OR_RETURN(int64_t context, f.IntOr(k + "context_length", 2048));
+  ModelShape shape;
+  ASSIGN_OR_RETURN(shape.dim, f.Int(k + "embedding_length"));
+  ASSIGN_OR_RETURN(shape.hidden_dim, f.Int(k + "feed_forward_length"));
+  ASSIGN_OR_RETURN(shape.num_layers, f.Int(k + "block_count"));
+  ASSIGN_OR_RETURN(shape.num_heads, f.Int(k + "attention.head_count"));
+  ASSIGN_OR_RETURN(shape.num_kv_heads, f.IntOr(k + "attention.head_count_kv", shape.num_heads));
+  ASSIGN_OR_RETURN(shape.max_seq_len, f.IntOr(k + "context_length", 2048));
   ASSIGN_OR_RETURN(double eps, f.FloatOr(k + "attention.layer_norm_rms_epsilon", 1e-5));
   ASSIGN_OR_RETURN(double theta, f.FloatOr(k + "rope.freq_base", 10000.0));
-  ASSIGN_OR_RETURN(int64_t head_dim,
-                   f.IntOr(k + "attention.key_length", heads > 0 ? dim / heads : 0));
+  ASSIGN_OR_RETURN(shape.head_dim, f.IntOr(k + "attention.key_length", shape.DimPerHead()));
+  const int64_t head_dim = shape.head_dim;
   ASSIGN_OR_RETURN(int64_t value_dim, f.IntOr(k + "attention.value_length", head_dim));
   ASSIGN_OR_RETURN(int64_t rope_dims, f.IntOr(k + "rope.dimension_count", head_dim));
   ASSIGN_OR_RETURN(std::string scaling, f.StringOr(k + "rope.scaling.type", "none"));
-  auto limit = [&](int64_t v, const char* name, int64_t lo) -> absl::Status {
-    if (v < lo || v > (1 << 20)) return bad(k, name, " = ", v, " is out of range");
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(limit(dim, "embedding_length", 1));
-  RETURN_IF_ERROR(limit(hidden, "feed_forward_length", 1));
-  RETURN_IF_ERROR(limit(layers, "block_count", 1));
-  RETURN_IF_ERROR(limit(heads, "attention.head_count", 1));
-  RETURN_IF_ERROR(limit(kv_heads, "attention.head_count_kv", 1));
-  RETURN_IF_ERROR(limit(head_dim, "attention.key_length", 2));
-  RETURN_IF_ERROR(limit(context, "context_length", 1));
-  if (heads % kv_heads != 0 || head_dim % 2 != 0) {
-    return bad("head_count (", heads, ") must be a multiple of head_count_kv (", kv_heads,
-               ") and the head size (", head_dim, ") even");
+  auto embd = f.tensors().find("token_embd.weight");
+  if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
+    return bad("no 2-dimensional token_embd.weight tensor");
   }
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.name, f.StringOr("general.name", ""));
+  if (c.name.empty()) c.name = std::filesystem::path(path).stem().string();
+  shape.vocab_size = embd->second.dims[1];
+  c.SetShape(shape);
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  const ModelConfigKeys keys = {.dim = k + "embedding_length",
+                                .hidden_dim = k + "feed_forward_length",
+                                .num_layers = k + "block_count",
+                                .num_heads = k + "attention.head_count",
+                                .num_kv_heads = k + "attention.head_count_kv",
+                                .head_dim = k + "attention.key_length",
+                                .vocab_size = "vocabulary (token_embd.weight rows)",
+                                .max_seq_len = k + "context_length",
+                                .rms_norm_eps = k + "attention.layer_norm_rms_epsilon",
+                                .rope_theta = k + "rope.freq_base"};
+  RETURN_IF_ERROR(c.Validate(path, keys));
   if (value_dim != head_dim || rope_dims != head_dim) {
     return bad("attention.value_length (", value_dim, ") and rope.dimension_count (", rope_dims,
                ") must equal the head size (", head_dim, ")");
   }
   if (scaling != "none") return bad(k, "rope.scaling.type \"", scaling, "\" is not supported");
-  auto embd = f.tensors().find("token_embd.weight");
-  if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
-    return bad("no 2-dimensional token_embd.weight tensor");
-  }
-  const int64_t vocab = embd->second.dims[1];
-  RETURN_IF_ERROR(limit(vocab, "vocabulary (token_embd.weight rows)", 1));
-  if (!(eps > 0 && eps < 1) || !(theta > 0)) {
-    return bad("layer_norm_rms_epsilon ", eps, " or rope.freq_base ", theta, " is out of range");
-  }
-  ModelConfig c;
-  ASSIGN_OR_RETURN(c.name, f.StringOr("general.name", ""));
-  if (c.name.empty()) c.name = std::filesystem::path(path).stem().string();
-  c.dim = static_cast<int>(dim);
-  c.hidden_dim = static_cast<int>(hidden);
-  c.num_layers = static_cast<int>(layers);
-  c.num_heads = static_cast<int>(heads);
-  c.num_kv_heads = static_cast<int>(kv_heads);
-  c.head_dim = static_cast<int>(head_dim);
-  c.vocab_size = static_cast<int>(vocab);
-  c.max_seq_len = static_cast<int>(context);
-  c.rms_norm_eps = static_cast<float>(eps);
-  c.rope_theta = static_cast<float>(theta);
   c.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
   c.tied_embeddings = !f.HasTensor("output.weight");
   c.qkv_bias = f.HasTensor("blk.0.attn_q.bias");
   c.qk_norm = arch == "qwen3";
   if (f.HasTensor("rope_freqs.weight")) {  // Llama 3.1's scaling, as llama.cpp stores it
-    const int64_t shape[] = {head_dim / 2};
-    ASSIGN_OR_RETURN(c.rope_freq_factors, f.Read("rope_freqs.weight", shape));
+    const int64_t freqs_shape[] = {head_dim / 2};
+    ASSIGN_OR_RETURN(c.rope_freq_factors, f.Read("rope_freqs.weight", freqs_shape));
     for (float factor : c.rope_freq_factors) {
       if (!(factor > 0) || !std::isfinite(factor)) {
         return bad("rope_freqs.weight holds ", factor, "; factors must be positive");
@@ -95,7 +81,7 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
                           "tokenizer.ggml.eom_token_id"}) {
     if (!f.metadata().contains(key)) continue;
     ASSIGN_OR_RETURN(int64_t id, f.Int(key));
-    if (id < 0 || id >= vocab) return bad(key, " ", id, " is outside the vocabulary");
+    if (id < 0 || id >= c.vocab_size) return bad(key, " ", id, " is outside the vocabulary");
     c.eos_ids.push_back(static_cast<int>(id));
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());

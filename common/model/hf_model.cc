@@ -72,39 +72,20 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   ModelConfig c;
   c.name = std::filesystem::path(dir).filename().string();
   if (c.name.empty()) c.name = std::filesystem::path(dir).parent_path().filename().string();
-  ASSIGN_OR_RETURN(int64_t dim, JsonInt(j, "hidden_size", path));
-  ASSIGN_OR_RETURN(int64_t hidden, JsonInt(j, "intermediate_size", path));
-  ASSIGN_OR_RETURN(int64_t layers, JsonInt(j, "num_hidden_layers", path));
-  ASSIGN_OR_RETURN(int64_t heads, JsonInt(j, "num_attention_heads", path));
-  ASSIGN_OR_RETURN(int64_t kv_heads, JsonIntOr(j, "num_key_value_heads", heads, path));
-  ASSIGN_OR_RETURN(int64_t vocab, JsonInt(j, "vocab_size", path));
-  ASSIGN_OR_RETURN(int64_t head_dim, JsonIntOr(j, "head_dim", heads > 0 ? dim / heads : 0, path));
-  ASSIGN_OR_RETURN(int64_t max_pos, JsonIntOr(j, "max_position_embeddings", 2048, path));
+  ModelShape shape;
+  ASSIGN_OR_RETURN(shape.dim, JsonInt(j, "hidden_size", path));
+  ASSIGN_OR_RETURN(shape.hidden_dim, JsonInt(j, "intermediate_size", path));
+  ASSIGN_OR_RETURN(shape.num_layers, JsonInt(j, "num_hidden_layers", path));
+  ASSIGN_OR_RETURN(shape.num_heads, JsonInt(j, "num_attention_heads", path));
+  ASSIGN_OR_RETURN(shape.num_kv_heads, JsonIntOr(j, "num_key_value_heads", shape.num_heads, path));
+  ASSIGN_OR_RETURN(shape.vocab_size, JsonInt(j, "vocab_size", path));
+  ASSIGN_OR_RETURN(shape.head_dim, JsonIntOr(j, "head_dim", shape.DimPerHead(), path));
+  ASSIGN_OR_RETURN(shape.max_seq_len, JsonIntOr(j, "max_position_embeddings", 2048, path));
   ASSIGN_OR_RETURN(double eps, JsonNumberOr(j, "rms_norm_eps", 1e-6, path));
   ASSIGN_OR_RETURN(double theta, JsonNumberOr(j, "rope_theta", 10000.0, path));
   ASSIGN_OR_RETURN(bool tied, JsonBoolOr(j, "tie_word_embeddings", false, path));
   ASSIGN_OR_RETURN(bool attention_bias, JsonBoolOr(j, "attention_bias", false, path));
   ASSIGN_OR_RETURN(bool mlp_bias, JsonBoolOr(j, "mlp_bias", false, path));
-  auto limit = [&](int64_t v, const char* name, int64_t lo) -> absl::Status {
-    if (v < lo || v > (1 << 20)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": ", name, " = ", v, " is out of range"));
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(limit(dim, "hidden_size", 1));
-  RETURN_IF_ERROR(limit(hidden, "intermediate_size", 1));
-  RETURN_IF_ERROR(limit(layers, "num_hidden_layers", 1));
-  RETURN_IF_ERROR(limit(heads, "num_attention_heads", 1));
-  RETURN_IF_ERROR(limit(kv_heads, "num_key_value_heads", 1));
-  RETURN_IF_ERROR(limit(vocab, "vocab_size", 1));
-  RETURN_IF_ERROR(limit(head_dim, "head_dim", 2));
-  RETURN_IF_ERROR(limit(max_pos, "max_position_embeddings", 1));
-  if (heads % kv_heads != 0 || head_dim % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": num_attention_heads (", heads, ") must be a multiple of num_key_value_heads (",
-        kv_heads, ") and head_dim (", head_dim, ") even"));
-  }
   if (attention_bias || mlp_bias) {
     return absl::InvalidArgumentError(
         absl::StrCat(path,
@@ -116,14 +97,7 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": hidden_act \"", act, "\" is not supported (silu)"));
   }
-  c.dim = static_cast<int>(dim);
-  c.hidden_dim = static_cast<int>(hidden);
-  c.num_layers = static_cast<int>(layers);
-  c.num_heads = static_cast<int>(heads);
-  c.num_kv_heads = static_cast<int>(kv_heads);
-  c.head_dim = static_cast<int>(head_dim);
-  c.vocab_size = static_cast<int>(vocab);
-  c.max_seq_len = static_cast<int>(max_pos);
+  c.SetShape(shape);
   // Attention here is over the whole context: a sliding window caps the length instead, so
   // what is served is exact.
   ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
@@ -185,12 +159,14 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());
   c.eos_ids.erase(std::unique(c.eos_ids.begin(), c.eos_ids.end()), c.eos_ids.end());
-  for (int id : c.eos_ids) {
-    if (id < 0 || id >= c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": eos_token_id ", id, " is outside the vocabulary"));
-    }
-  }
+  const ModelConfigKeys keys = {.dim = "hidden_size",
+                                .hidden_dim = "intermediate_size",
+                                .num_layers = "num_hidden_layers",
+                                .num_heads = "num_attention_heads",
+                                .num_kv_heads = "num_key_value_heads",
+                                .max_seq_len = "max_position_embeddings",
+                                .eos_ids = "eos_token_id"};
+  RETURN_IF_ERROR(c.Validate(path, keys));
   return c;
 }
 

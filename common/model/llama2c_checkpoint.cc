@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -11,11 +12,6 @@ namespace pagoda {
 namespace {
 
 constexpr int kHeaderInts = 7;
-// Generous upper bounds that keep every size computation far from int64 overflow.
-constexpr int64_t kMaxDim = 1 << 16;
-constexpr int64_t kMaxLayers = 1 << 10;
-constexpr int64_t kMaxVocab = 1 << 22;
-constexpr int64_t kMaxSeqLen = 1 << 22;
 
 struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
@@ -55,13 +51,16 @@ class Reader {
   int64_t offset_ = kHeaderInts * sizeof(int32_t);
 };
 
-absl::Status CheckRange(const std::string& path, const char* name, int64_t v, int64_t lo,
-                        int64_t hi) {
-  if (v < lo || v > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": bad header: ", name, " = ", v, " is outside [", lo, ", ", hi, "]"));
-  }
-  return absl::OkStatus();
+// The header's names for the fields ModelConfig::Validate() checks.
+const ModelConfigKeys& HeaderKeys() {
+  static const ModelConfigKeys* const kKeys =
+      new ModelConfigKeys{.num_layers = "n_layers",
+                          .num_heads = "n_heads",
+                          .num_kv_heads = "n_kv_heads",
+                          .head_dim = "head size (dim / n_heads)",
+                          .vocab_size = "|vocab_size|",
+                          .max_seq_len = "seq_len"};
+  return *kKeys;
 }
 
 // Opens `path`, parses and checks the header and the file size. On success `file` is
@@ -82,42 +81,31 @@ absl::StatusOr<ModelConfig> ReadHeader(const std::string& path, File& file, int6
   }
   ModelConfig c;
   c.name = path;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.num_layers = h[2];
-  c.num_heads = h[3];
-  c.num_kv_heads = h[4];
   c.tied_embeddings = h[5] > 0;
-  const int64_t vocab = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
-  c.max_seq_len = h[6];
-  RETURN_IF_ERROR(CheckRange(path, "dim", c.dim, 1, kMaxDim));
-  RETURN_IF_ERROR(CheckRange(path, "hidden_dim", c.hidden_dim, 1, 4 * kMaxDim));
-  RETURN_IF_ERROR(CheckRange(path, "n_layers", c.num_layers, 1, kMaxLayers));
-  RETURN_IF_ERROR(CheckRange(path, "n_heads", c.num_heads, 1, c.dim));
-  RETURN_IF_ERROR(CheckRange(path, "n_kv_heads", c.num_kv_heads, 1, c.num_heads));
-  RETURN_IF_ERROR(CheckRange(path, "|vocab_size|", vocab, 1, kMaxVocab));
-  RETURN_IF_ERROR(CheckRange(path, "seq_len", c.max_seq_len, 1, kMaxSeqLen));
-  if (c.dim % c.num_heads != 0 || (c.dim / c.num_heads) % 2 != 0) {
+  ModelShape shape = {.dim = h[0],
+                      .hidden_dim = h[1],
+                      .num_layers = h[2],
+                      .num_heads = h[3],
+                      .num_kv_heads = h[4],
+                      .vocab_size = std::abs(int64_t{h[5]}),
+                      .max_seq_len = h[6]};
+  shape.head_dim = shape.DimPerHead();  // not in the file
+  c.SetShape(shape);
+  c.rope_style = RopeStyle::kInterleaved;
+  c.bos_id = 1;
+  c.eos_ids = {1, 2};
+  RETURN_IF_ERROR(c.Validate(path + ": bad header", HeaderKeys()));
+  if (c.dim != c.num_heads * c.head_dim) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: dim ", c.dim,
                                                    " is not n_heads ", c.num_heads,
                                                    " x an even head size"));
   }
-  if (c.num_heads % c.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: n_heads ", c.num_heads,
-                                                   " is not a multiple of n_kv_heads ",
-                                                   c.num_kv_heads));
-  }
-  c.vocab_size = static_cast<int>(vocab);
-  c.head_dim = c.dim / c.num_heads;
-  c.rope_style = RopeStyle::kInterleaved;
-  c.bos_id = 1;
-  c.eos_ids = {1, 2};
 
   const int64_t dim = c.dim, hidden = c.hidden_dim, layers = c.num_layers, kv_dim = c.kv_dim();
   const int64_t per_layer = 2 * dim + 2 * dim * dim + 2 * kv_dim * dim + 3 * dim * hidden;
-  const int64_t floats = vocab * dim + layers * per_layer + dim +
+  const int64_t floats = c.vocab_size * dim + layers * per_layer + dim +
                          static_cast<int64_t>(c.max_seq_len) * c.head_dim +
-                         (c.tied_embeddings ? 0 : vocab * dim);
+                         (c.tied_embeddings ? 0 : c.vocab_size * dim);
   const int64_t expected = kHeaderInts * 4 + floats * 4;
   if (size > expected) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": oversized checkpoint: ", size,

@@ -2,8 +2,12 @@
 #ifndef PAGODA_COMMON_MODEL_MODEL_CONFIG_H_
 #define PAGODA_COMMON_MODEL_MODEL_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace pagoda {
 
@@ -11,6 +15,37 @@ namespace pagoda {
 enum class RopeStyle {
   kInterleaved,  // llama2.c / Meta: dims (2i, 2i+1) rotate together.
   kHalf,         // Hugging Face: dims (i, i + head_dim/2) rotate together.
+};
+
+// What a file format calls the fields ModelConfig::Validate() checks, so that its errors name
+// the key the user finds in the file. The defaults are ModelConfig's own names.
+struct ModelConfigKeys {
+  std::string dim = "dim";
+  std::string hidden_dim = "hidden_dim";
+  std::string num_layers = "num_layers";
+  std::string num_heads = "num_heads";
+  std::string num_kv_heads = "num_kv_heads";
+  std::string head_dim = "head_dim";
+  std::string vocab_size = "vocab_size";
+  std::string max_seq_len = "max_seq_len";
+  std::string rms_norm_eps = "rms_norm_eps";
+  std::string rope_theta = "rope_theta";
+  std::string eos_ids = "eos_ids";
+};
+
+// A model's sizes as a file states them (any int64), for ModelConfig::SetShape.
+struct ModelShape {
+  int64_t dim = 0;
+  int64_t hidden_dim = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  int64_t max_seq_len = 0;
+
+  // dim / num_heads: the head size when a file does not state it.
+  int64_t DimPerHead() const { return num_heads > 0 ? dim / num_heads : 0; }
 };
 
 struct ModelConfig {
@@ -55,6 +90,15 @@ struct ModelConfig {
   std::string Fingerprint() const;
   // RoPE's rotation frequency of dimension pair i (of head_dim / 2), scaling included.
   float RopeFrequency(int i) const;  // in float, as llama2.c computes it
+
+  // OK when the shape is one Pagoda can run, whatever file it came from: every size in range
+  // (generous bounds that keep every size computation far from overflow), num_heads a multiple
+  // of num_kv_heads, head_dim even, rms_norm_eps in (0, 1), rope_theta positive, eos ids in the
+  // vocabulary. Else INVALID_ARGUMENT "<source>: <key> ...", with `keys` naming the fields.
+  absl::Status Validate(absl::string_view source, const ModelConfigKeys& keys = {}) const;
+  // Takes the sizes from `shape`; a value beyond int saturates, so that Validate() refuses it
+  // instead of seeing it wrapped into range.
+  void SetShape(const ModelShape& shape);
 };
 
 }  // namespace pagoda

@@ -7,7 +7,6 @@
 #include "common/model/gguf_model.h"
 #include "common/model/hf_model.h"
 #include "common/model/llama2c_checkpoint.h"
-#include "common/text/gguf_tokenizer.h"
 
 namespace pagoda {
 namespace {
@@ -69,21 +68,6 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path) {
   absl::StatusOr<ModelConfig> c = LoadLlama2cConfig(model_path);
   if (!c.ok()) return NotAModel(c.status());
   return c;
-}
-
-std::string DefaultTokenizerPath(const std::string& model_path) {
-  if (IsHfModelDir(model_path)) {
-    return (std::filesystem::path(model_path) / "tokenizer.json").string();
-  }
-  if (IsGgufFile(model_path)) return model_path;  // the vocabulary is in the metadata
-  return (std::filesystem::path(model_path).parent_path() / "tokenizer.bin").string();
-}
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path,
-                                                              const std::string& tokenizer_path,
-                                                              const ModelConfig& config) {
-  return LoadTokenizer(tokenizer_path.empty() ? DefaultTokenizerPath(model_path) : tokenizer_path,
-                       config.vocab_size);
 }
 
 }  // namespace pagoda

@@ -76,11 +76,6 @@ struct TensorToWrite {
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               TensorDtype dtype);
 
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);  // round to nearest even
-float Bf16ToFloat(uint16_t b);
-uint16_t FloatToBf16(float f);  // round to nearest even
-
 }  // namespace pagoda
 
 #endif  // PAGODA_COMMON_MODEL_SAFETENSORS_H_

@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/json.h"
 #include "common/status_macros.h"
+#include "common/text/bpe_spec.h"
 #include "common/text/hf_tokenizer.h"
 #include "common/text/llama2c_tokenizer.h"
 
@@ -25,36 +25,31 @@ constexpr PreTokenizer kPreTokenizers[] = {
     {"gpt-2", kGpt2Pattern, false, false},
 };
 
-// A tokenizer.json equivalent of a GGUF "gpt2" vocabulary, for HfTokenizer.
-absl::StatusOr<Json> ByteLevelJson(const GgufFile& f, const std::vector<absl::string_view>& tokens,
-                                   const std::vector<int32_t>& types, const PreTokenizer& pre) {
+// A GGUF "gpt2" vocabulary as a BpeSpec: control and user-defined tokens are added tokens.
+absl::StatusOr<BpeSpec> ByteLevelSpec(const GgufFile& f,
+                                      const std::vector<absl::string_view>& tokens,
+                                      const std::vector<int32_t>& types, const PreTokenizer& pre) {
   ASSIGN_OR_RETURN(std::vector<absl::string_view> merges, f.StringArray("tokenizer.ggml.merges"));
-  Json vocab = Json::object();
-  Json added = Json::array();
+  BpeSpec spec;
   for (size_t id = 0; id < tokens.size(); ++id) {
-    std::string piece(tokens[id]);
     const int type = types.empty() ? kNormal : types[id];
     if (type == kControl || type == kUserDefined) {
-      added.push_back({{"id", id}, {"content", std::move(piece)}});
+      spec.added_tokens.push_back({std::string(tokens[id]), static_cast<int64_t>(id)});
     } else {
-      vocab[std::move(piece)] = id;
+      spec.vocab.push_back({std::string(tokens[id]), static_cast<int64_t>(id)});
     }
   }
-  Json merge_list = Json::array();
-  for (absl::string_view m : merges) merge_list.push_back(std::string(m));
-  Json j = Json::object();
-  j["model"] = {{"type", "BPE"},
-                {"ignore_merges", pre.ignore_merges},
-                {"vocab", std::move(vocab)},
-                {"merges", std::move(merge_list)}};
-  j["added_tokens"] = std::move(added);
-  j["pre_tokenizer"] = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       Json::array(
-           {{{"type", "Split"}, {"pattern", {{"Regex", pre.pattern}}}, {"behavior", "Isolated"}},
-            {{"type", "ByteLevel"}, {"use_regex", false}}})}};
-  return j;
+  for (absl::string_view m : merges) {
+    std::pair<std::string, std::string> pieces;
+    if (!SplitMerge(std::string_view(m.data(), m.size()), &pieces)) {
+      return absl::InvalidArgumentError(absl::StrCat(f.path(), ": merge \"", m, "\" has no space"));
+    }
+    spec.merges.push_back(std::move(pieces));
+  }
+  spec.ignore_merges = pre.ignore_merges;
+  spec.pre_tokenizer = BpeSpec::PreTokenizer::kByteLevel;
+  spec.split_patterns = {pre.pattern};
+  return spec;
 }
 
 }  // namespace
@@ -87,7 +82,6 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& f) 
   }
   ASSIGN_OR_RETURN(std::string chat_template, f.StringOr("tokenizer.chat_template", ""));
   std::unique_ptr<Tokenizer> tokenizer;
-  bool add_bos = false;
   if (model == "llama") {
     Llama2cTokenizer::Vocab v;
     if (f.metadata().contains("tokenizer.ggml.scores")) {
@@ -120,16 +114,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& f) 
       return bad("tokenizer.ggml.pre \"", pre_name,
                  "\" is not supported (llama3, llama-v3, llama-bpe, qwen2, gpt-2)");
     }
-    ASSIGN_OR_RETURN(Json json, ByteLevelJson(f, tokens, types, *pre));
-    ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::FromJson(json, path, ""));
-    ASSIGN_OR_RETURN(add_bos, f.BoolOr("tokenizer.ggml.add_bos_token", pre->add_bos));
+    ASSIGN_OR_RETURN(BpeSpec spec, ByteLevelSpec(f, tokens, types, *pre));
+    ASSIGN_OR_RETURN(bool add_bos, f.BoolOr("tokenizer.ggml.add_bos_token", pre->add_bos));
     ASSIGN_OR_RETURN(bool add_eos, f.BoolOr("tokenizer.ggml.add_eos_token", false));
     if ((add_bos && bos < 0) || (add_eos && eos < 0)) {
       return bad("add_bos_token / add_eos_token without bos_token_id / eos_token_id");
     }
-    t->SetSpecialTokens(add_bos ? std::vector<int>{static_cast<int>(bos)} : std::vector<int>{},
-                        add_eos ? std::vector<int>{static_cast<int>(eos)} : std::vector<int>{},
-                        static_cast<int>(bos), static_cast<int>(eos));
+    spec.bos_id = static_cast<int>(bos);  // -1: HfTokenizer guesses from the names
+    spec.eos_id = static_cast<int>(eos);
+    if (add_bos) spec.prefix_ids = {static_cast<int>(bos)};
+    if (add_eos) spec.suffix_ids = {static_cast<int>(eos)};
+    ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::Create(spec, path));
     tokenizer = std::move(t);
   } else {
     return bad("tokenizer.ggml.model \"", model, "\" is not supported (llama, gpt2)");

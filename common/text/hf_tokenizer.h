@@ -1,18 +1,17 @@
-// Hugging Face `tokenizer.json` with a BPE model, in both families:
-//  - SentencePiece style (Llama 2, TinyLlama, Mistral): normalizer Prepend("▁") +
-//    Replace(" " -> "▁") or the Metaspace pre-tokenizer, byte fallback to <0xXX> tokens;
+// A BPE tokenizer as Hugging Face's `tokenizers` runs one, built from a BpeSpec (a
+// tokenizer.json, tokenizer_json.h, or a GGUF "gpt2" vocabulary), in both families:
+//  - SentencePiece style (Llama 2, TinyLlama, Mistral): normalizer or Metaspace marks the
+//    words, byte fallback to <0xXX> tokens;
 //  - byte-level (Llama 3, Qwen2/3, SmolLM, GPT-2 style): any Split regex pre-tokenizers (PCRE2;
 //    the Llama 3 and Qwen ones also by hand), then GPT-2's bytes-to-unicode mapping;
 //    `ignore_merges` honoured.
 // Merges apply by rank. Added tokens (special ones included) are matched in the text before
-// anything else, as Hugging Face does. Other pre-tokenizers and normalizers are refused.
-// Special tokens added around a text: the post_processor (TemplateProcessing, Bert/Roberta,
-// ByteLevel, a Sequence of them), overridden by add_bos_token / add_eos_token in a
-// tokenizer_config.json beside the file when it sets them (as LlamaTokenizerFast does).
+// anything else, as Hugging Face does. Thread-safe: constant after construction.
 #ifndef PAGODA_COMMON_TEXT_HF_TOKENIZER_H_
 #define PAGODA_COMMON_TEXT_HF_TOKENIZER_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,22 +19,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/json.h"
+#include "common/text/bpe_spec.h"
 #include "common/text/split_regex.h"
 #include "common/text/tokenizer.h"
 
 namespace pagoda {
 
-// The split patterns of the byte-level tokenizers pre-tokenized by hand (PreTokenize).
-inline constexpr char kLlama3Pattern[] =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-// GPT-2's, which ByteLevel(use_regex: true) and GGUF's "gpt-2" pre-tokenizer stand for.
-inline constexpr char kGpt2Pattern[] =
-    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
-inline constexpr char kQwenPattern[] =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-
 class HfTokenizer final : public Tokenizer {
  public:
+  // A tokenizer.json file; tokenizer_config.json is read from its directory.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& path);
   // From a parsed tokenizer.json (`what` names it in errors); tokenizer_config.json is read
   // from `config_dir` when that is not empty.
@@ -44,6 +36,11 @@ class HfTokenizer final : public Tokenizer {
                                                                const std::string& what,
                                                                const std::string& config_dir,
                                                                bool fast_paths = true);
+  // Checks `spec` (token ids, merges, special tokens, split patterns) and builds the
+  // tokenizer; INVALID_ARGUMENT naming `what` when the spec is inconsistent.
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Create(const BpeSpec& spec,
+                                                             const std::string& what,
+                                                             bool fast_paths = true);
 
   using Tokenizer::Encode;
   std::vector<int> Encode(std::string_view text) const override;
@@ -52,21 +49,20 @@ class HfTokenizer final : public Tokenizer {
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }
 
-  // For loaders that know better than the file's names (GGUF): the special tokens around a
-  // text, and BOS / EOS (kept when negative).
-  void SetSpecialTokens(std::vector<int> prefix, std::vector<int> suffix, int bos, int eos) {
-    prefix_ids_ = std::move(prefix);
-    suffix_ids_ = std::move(suffix);
-    if (bos >= 0) bos_id_ = bos;
-    if (eos >= 0) eos_id_ = eos;
-  }
-
  private:
   HfTokenizer() = default;
+  // Byte-level pre-tokenization: the split regexes (or the hand-written splitter) and GPT-2's
+  // byte <-> character mapping.
+  absl::Status SetUpByteLevel(const std::vector<std::string>& patterns, bool fast_paths,
+                              const std::string& what);
+  // Pieces, ids, byte-fallback and unknown tokens, merges and added tokens.
+  absl::Status SetUpVocabulary(const BpeSpec& spec, const std::string& what);
+  // The id of the first of `pieces` in the vocabulary, else `fallback`.
+  int FirstId(std::initializer_list<const char*> pieces, int fallback) const;
   // BPE over one normalized piece of text (no added tokens in it).
   void EncodeWord(std::string_view word, std::vector<int>* out) const;
   // Byte-level: the regex pre-tokenizer's pieces of `text`, as code point ranges.
-  std::vector<std::pair<size_t, size_t>> PreTokenize(const std::vector<uint32_t>& cps) const;
+  std::vector<std::pair<size_t, size_t>> PreTokenize(const std::u32string& cps) const;
   void EncodeByteLevel(std::string_view text, std::vector<int>* out) const;
 
   std::vector<std::string> pieces_;  // (vocab) the token's string, "▁" kept

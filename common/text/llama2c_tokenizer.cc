@@ -1,5 +1,6 @@
 #include "common/text/llama2c_tokenizer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -7,19 +8,12 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/text/utf8.h"
 
 namespace pagoda {
 namespace {
 
 constexpr int kMaxPieceBytes = 1 << 16;
-
-// Length of the UTF-8 sequence starting with byte `c` (1 for stray continuation bytes).
-int Utf8Length(unsigned char c) {
-  if (c >= 0xF0 && c < 0xF8) return 4;
-  if (c >= 0xE0) return c < 0xF0 ? 3 : 1;
-  if (c >= 0xC0) return 2;
-  return 1;
-}
 
 }  // namespace
 
@@ -131,7 +125,8 @@ std::vector<int> Llama2cTokenizer::Encode(std::string_view text) const {
   // run.c prepends the dummy-prefix space token whenever the text is non-empty.
   if (int space = Lookup(" "); space >= 0) ids.push_back(space);
   for (size_t i = 0; i < text.size();) {
-    const size_t n = std::min<size_t>(Utf8Length(text[i]), text.size() - i);
+    // As run.c: the length the lead byte announces, unchecked (1 for a byte that starts none).
+    const size_t n = std::min<size_t>(std::max(1, Utf8SequenceLength(text[i])), text.size() - i);
     if (int id = Lookup(text.substr(i, n)); id >= 0) {
       ids.push_back(id);
     } else {

@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/text/utf8.h"
 
 namespace pagoda {
 namespace {
@@ -49,7 +50,7 @@ std::vector<std::pair<size_t, size_t>> SplitRegex::Split(absl::string_view text)
       // An empty match isolates nothing; step over one character.
       if (begin >= text.size()) break;
       at = begin + 1;
-      while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+      while (at < text.size() && IsUtf8Continuation(text[at])) ++at;
       continue;
     }
     if (begin > gap) pieces.push_back({gap, begin});

@@ -2,13 +2,10 @@
 #ifndef PAGODA_COMMON_TEXT_TOKENIZER_H_
 #define PAGODA_COMMON_TEXT_TOKENIZER_H_
 
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "absl/status/statusor.h"
 
 namespace pagoda {
 
@@ -51,12 +48,6 @@ class Tokenizer {
   std::vector<int> prefix_ids_, suffix_ids_;
   std::string chat_template_;
 };
-
-// Loads a tokenizer: a llama2.c `tokenizer.bin`, a Hugging Face `tokenizer.json`, a GGUF file's
-// vocabulary, or a model directory holding a tokenizer (tokenizer.json first).
-// `expected_vocab_size` > 0 makes a different vocabulary size an error.
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path,
-                                                         int expected_vocab_size = 0);
 
 }  // namespace pagoda
 

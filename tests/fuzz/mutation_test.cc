@@ -13,7 +13,7 @@
 #include "common/model/hf_model.h"
 #include "common/model/llama2c_checkpoint.h"
 #include "common/step_proto.h"
-#include "common/text/tokenizer.h"
+#include "common/text/tokenizer_loader.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "common/model/safetensors.h"
+#include "common/numeric.h"
 #include "gtest/gtest.h"
 
 namespace pagoda {

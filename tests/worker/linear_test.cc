@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/model/safetensors.h"
+#include "common/numeric.h"
 #include "gtest/gtest.h"
 #include "worker/kernels/isa.h"
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "common/model/safetensors.h"
+#include "common/numeric.h"
 #include "gtest/gtest.h"
 #include "worker/kernels/isa.h"
 #include "worker/kv_dtype.h"

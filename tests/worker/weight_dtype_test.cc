@@ -14,6 +14,7 @@
 #include "common/model/hf_model.h"
 #include "common/model/llama2c_checkpoint.h"
 #include "common/model/safetensors.h"
+#include "common/numeric.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "router/engine.h"

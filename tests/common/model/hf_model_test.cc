@@ -12,10 +12,12 @@
 #include "common/model/llama2c_checkpoint.h"
 #include "common/model/model_loader.h"
 #include "common/model/random_weights.h"
+#include "common/numeric.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/engine.h"
+#include "tests/common/model/model_runs.h"
 #include "tests/common/model/reference_model.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
@@ -27,65 +29,6 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string HfDir() { return testing::SharedPath("models/stories260K-hf"); }
-
-// Logits of every position of one prompt, prefilled in one step.
-std::vector<float> PromptLogits(ModelWeights w, const std::vector<int>& tokens) {
-  const int t = static_cast<int>(tokens.size());
-  const int vocab = w.config.vocab_size;
-  auto model = LlamaModel::Create(std::move(w), t, t);
-  CHECK(model.ok()) << model.status();
-  const int blocks = (t + 15) / 16;
-  KvPool kv((*model)->config(), blocks, 16);
-  std::vector<int> positions(t), table(blocks), rows(t);
-  std::vector<int64_t> slots(t);
-  for (int i = 0; i < t; ++i) positions[i] = rows[i] = i, slots[i] = i;
-  for (int b = 0; b < blocks; ++b) table[b] = b;
-  const AttentionSequence seqs[] = {{0, t, 0, table.data()}};
-  const float* logits = (*model)->Forward({tokens, positions, slots, seqs, rows}, kv);
-  return std::vector<float>(logits, logits + static_cast<size_t>(t) * vocab);
-}
-
-// Logits of every position of several prompts, prefilled together in one step.
-std::vector<std::vector<float>> BatchLogits(ModelWeights w,
-                                            const std::vector<std::vector<int>>& prompts) {
-  std::vector<int> tokens, positions, rows;
-  std::vector<int64_t> slots;
-  std::vector<std::vector<int>> tables;
-  int block = 0;
-  for (const std::vector<int>& p : prompts) {
-    const int blocks = (static_cast<int>(p.size()) + 15) / 16;
-    tables.emplace_back();
-    for (int b = 0; b < blocks; ++b) tables.back().push_back(block + b);
-    for (size_t i = 0; i < p.size(); ++i) {
-      rows.push_back(static_cast<int>(tokens.size()));
-      tokens.push_back(p[i]);
-      positions.push_back(static_cast<int>(i));
-      slots.push_back(static_cast<int64_t>(block) * 16 + static_cast<int64_t>(i));
-    }
-    block += blocks;
-  }
-  std::vector<AttentionSequence> seqs;
-  int start = 0;
-  for (size_t s = 0; s < prompts.size(); ++s) {
-    const int len = static_cast<int>(prompts[s].size());
-    seqs.push_back({start, len, 0, tables[s].data()});
-    start += len;
-  }
-  const int t = static_cast<int>(tokens.size());
-  const int vocab = w.config.vocab_size;
-  auto model = LlamaModel::Create(std::move(w), t, t);
-  CHECK(model.ok()) << model.status();
-  KvPool kv((*model)->config(), block, 16);
-  const float* logits = (*model)->Forward({tokens, positions, slots, seqs, rows}, kv);
-  std::vector<std::vector<float>> out;
-  start = 0;
-  for (const std::vector<int>& p : prompts) {
-    out.emplace_back(logits + static_cast<size_t>(start) * vocab,
-                     logits + static_cast<size_t>(start + p.size()) * vocab);
-    start += static_cast<int>(p.size());
-  }
-  return out;
-}
 
 // Pagoda's float32 logits against the float64 reference of the same weights.
 void ExpectNearReference(const std::vector<float>& got, const std::vector<double>& want,
@@ -103,16 +46,6 @@ void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float 
   EXPECT_LE(worst, tolerance);
 }
 
-// One engine step, its tokens appended to `out` by request.
-void Step(Engine& engine, std::map<int64_t, std::vector<int>>* out) {
-  absl::StatusOr<std::vector<SequenceUpdate>> updates = engine.Step();
-  ASSERT_TRUE(updates.ok()) << updates.status();
-  for (const SequenceUpdate& u : *updates) {
-    (*out)[u.request_id].insert((*out)[u.request_id].end(), u.new_token_ids.begin(),
-                                u.new_token_ids.end());
-  }
-}
-
 TEST(HfModelTest, Stories260KHfGivesTheGoldenTokensAloneAndBatched) {
   absl::StatusOr<ModelConfig> config = LoadModelConfig(HfDir());
   ASSERT_TRUE(config.ok()) << config.status();
@@ -126,29 +59,10 @@ TEST(HfModelTest, Stories260KHfGivesTheGoldenTokensAloneAndBatched) {
   for (bool batched : {false, true}) {
     absl::StatusOr<ModelWeights> w = LoadModelWeights(HfDir());
     ASSERT_TRUE(w.ok()) << w.status();
-    ModelConfig c = w->config;
-    WorkerOptions wo;
-    wo.num_blocks = 256;
-    auto worker = WorkerEngine::Create(*std::move(w), wo);
-    ASSERT_TRUE(worker.ok()) << worker.status();
-    InProcessExecutor executor(*std::move(worker));
-    EngineOptions eo;
-    eo.max_model_len = 257;  // run.c -n 256
-    Engine engine(c, &executor, eo);
-    std::map<int64_t, std::vector<int>> out;
-    std::vector<int64_t> ids;
-    for (const auto& g : golden) {
-      GenerationRequest r;
-      r.prompt_ids = g.prompt_ids;
-      r.sampling.temperature = 0;
-      r.stop_token_ids = {1};  // run.c stops at BOS
-      ids.push_back(static_cast<int64_t>(ids.size()));
-      ASSERT_TRUE(engine.AddRequest(ids.back(), r).ok());
-      while (!batched && engine.has_unfinished()) Step(engine, &out);
-    }
-    while (engine.has_unfinished()) Step(engine, &out);
+    const std::vector<std::vector<int>> out = testing::GreedyGoldenRuns(*std::move(w), batched);
+    ASSERT_EQ(out.size(), golden.size());
     for (size_t i = 0; i < golden.size(); ++i) {
-      EXPECT_EQ(out[ids[i]], golden[i].greedy_ids) << golden[i].prompt << " batched=" << batched;
+      EXPECT_EQ(out[i], golden[i].greedy_ids) << golden[i].prompt << " batched=" << batched;
     }
   }
 }
@@ -238,14 +152,14 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   const std::vector<int> other = {1, 3, 5, 7, 300, 2, 4};
   const std::vector<double> want = testing::ReferenceLogits(*loaded, tokens);
   const std::vector<double> want_other = testing::ReferenceLogits(*loaded, other);
-  ExpectNearReference(PromptLogits(reference, tokens), testing::ReferenceLogits(reference, tokens),
-                      1e-3, "in memory");
-  ExpectNearReference(PromptLogits(*loaded, tokens), want, 1e-3, "alone");
-  const auto batched = BatchLogits(*loaded, {other, tokens});
+  ExpectNearReference(testing::PromptLogits(reference, tokens),
+                      testing::ReferenceLogits(reference, tokens), 1e-3, "in memory");
+  ExpectNearReference(testing::PromptLogits(*loaded, tokens), want, 1e-3, "alone");
+  const auto batched = testing::BatchLogits(*loaded, {other, tokens});
   ExpectNearReference(batched[0], want_other, 1e-3, "batched, first");
   ExpectNearReference(batched[1], want, 1e-3, "batched, second");
-  const std::vector<float> expected = PromptLogits(std::move(reference), tokens);
-  ExpectNear(PromptLogits(*std::move(loaded), tokens), expected, 2e-4f);
+  const std::vector<float> expected = testing::PromptLogits(std::move(reference), tokens);
+  ExpectNear(testing::PromptLogits(*std::move(loaded), tokens), expected, 2e-4f);
 
   // The llama2.c format can hold the same model when it has no bias and no RoPE scaling.
   if (!v.bias && !v.qk_norm && v.rope_scaling == 0 && v.dtype == TensorDtype::kF32) {
@@ -253,7 +167,7 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
     ASSERT_TRUE(WriteLlama2cCheckpoint(w, bin).ok());
     absl::StatusOr<ModelWeights> via_bin = LoadModelWeights(bin);
     ASSERT_TRUE(via_bin.ok()) << via_bin.status();
-    ExpectNear(PromptLogits(*std::move(via_bin), tokens), expected, 2e-4f);
+    ExpectNear(testing::PromptLogits(*std::move(via_bin), tokens), expected, 2e-4f);
   }
 }
 
@@ -265,8 +179,8 @@ TEST(HfRoundTripTest, Llama3RopeScalingChangesTheModel) {
   ModelWeights scaled = plain;
   scaled.config.rope_scaling_factor = 8;
   const std::vector<int> tokens(40, 5);
-  const auto a = PromptLogits(std::move(plain), tokens);
-  const auto b = PromptLogits(std::move(scaled), tokens);
+  const auto a = testing::PromptLogits(std::move(plain), tokens);
+  const auto b = testing::PromptLogits(std::move(scaled), tokens);
   EXPECT_NE(a, b);
   EXPECT_NEAR(ModelConfig(c).RopeFrequency(0), 1.0f, 1e-6) << "pair 0 turns at 1 rad per token";
 }
@@ -285,24 +199,6 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"qwen3_untied_bf16", 2, false, false, 0, TensorDtype::kBF16, true, ""},
         Variant{"qwen3_mha_f16", 8, true, false, 0, TensorDtype::kF16, true, ""}),
     [](const auto& info) { return info.param.name; });
-
-TEST(HfModelTest, HalfAndBfloat16ConvertExactly) {
-  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
-  EXPECT_EQ(HalfToFloat(0xC000), -2.0f);
-  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0f);
-  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(HalfToFloat(0x3555), 0.333251953125f);
-  EXPECT_TRUE(std::isinf(HalfToFloat(0x7C00)));
-  EXPECT_TRUE(std::isnan(HalfToFloat(0x7E00)));
-  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
-  EXPECT_EQ(FloatToHalf(1.0f / 3), 0x3555);
-  EXPECT_EQ(FloatToHalf(-65504.0f), 0xFBFF);
-  EXPECT_EQ(FloatToHalf(1e6f), 0x7C00);  // overflow -> infinity
-  EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
-  EXPECT_EQ(Bf16ToFloat(0xC0490FDB >> 16), -3.140625f);
-  EXPECT_EQ(FloatToBf16(3.14159265f), 0x4049);
-  EXPECT_EQ(FloatToBf16(1.00390625f), 0x3F80) << "a tie rounds to even";
-}
 
 // --- Malformed files --------------------------------------------------------------------
 
@@ -442,7 +338,8 @@ TEST(HfModelTest, ShardedCheckpointsLoadThroughTheirIndex) {
   absl::StatusOr<ModelWeights> loaded = LoadModelWeights(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const std::vector<int> tokens = {1, 5, 9, 100, 42};
-  ExpectNear(PromptLogits(*std::move(loaded), tokens), PromptLogits(w, tokens), 2e-4f);
+  ExpectNear(testing::PromptLogits(*std::move(loaded), tokens), testing::PromptLogits(w, tokens),
+             2e-4f);
 }
 
 }  // namespace

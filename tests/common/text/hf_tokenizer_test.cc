@@ -14,6 +14,7 @@
 #include "common/text/incremental_decoder.h"
 #include "common/text/llama2c_tokenizer.h"
 #include "common/text/split_regex.h"
+#include "common/text/tokenizer_loader.h"
 #include "common/text/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

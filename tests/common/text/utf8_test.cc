@@ -4,7 +4,6 @@
 
 #include "common/text/incremental_decoder.h"
 #include "common/text/llama2c_tokenizer.h"
-#include "common/text/unicode.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -50,17 +49,31 @@ TEST(Utf8Test, TheDecoderEmitsOnlyValidUtf8WhateverTheBytes) {
             "\xEF\xBF\xBD");
 }
 
-TEST(UnicodeTest, NfcComposesReordersAndLeavesComposedTextAlone) {
-  // Expected values from Python's unicodedata.normalize("NFC", ...), Unicode 14.
-  EXPECT_EQ(NormalizeNfc("cafe\u0301"), "caf\u00E9");
-  EXPECT_EQ(NormalizeNfc("caf\u00E9 na\u00EFve"), "caf\u00E9 na\u00EFve");
-  EXPECT_EQ(NormalizeNfc("\u1100\u1161\u11A8"), "\uAC01");   // Hangul L V T
-  EXPECT_EQ(NormalizeNfc("a\u0323\u0302"), "\u1EAD");        // ậ: dot below, circumflex
-  EXPECT_EQ(NormalizeNfc("a\u0302\u0323"), "\u1EAD");        // ... in either order
-  EXPECT_EQ(NormalizeNfc("\u212B"), "\u00C5");               // Angstrom sign -> Å
-  EXPECT_EQ(NormalizeNfc("\u0958"), "\u0915\u093C");         // excluded from composing
-  EXPECT_EQ(NormalizeNfc("e\u0301\u0301"), "\u00E9\u0301");  // the second one blocked
-  EXPECT_EQ(NormalizeNfc("日本語のテキスト"), "日本語のテキスト");
+TEST(Utf8Test, DecodersGiveOneReplacementPerByteThatStartsNoCharacter) {
+  // é, a stray continuation, an overlong '/', 😀 cut short by 'a', U+10FFFF.
+  const std::string text =
+      "\xC3\xA9\x80\xC0\xAF\xF0\x9F\x98"
+      "a\xF4\x8F\xBF\xBF";
+  const std::u32string cps = DecodeUtf8(text);
+  EXPECT_EQ(cps,
+            std::u32string({0xE9, 0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD, 'a', 0x10FFFF}));
+  EXPECT_EQ(Utf8CodePointCount(text), cps.size());
+  size_t length = 0;
+  EXPECT_EQ(Utf8CodePointAt(text, 0, &length), 0xE9u);
+  EXPECT_EQ(length, 2u);
+  EXPECT_EQ(Utf8CodePointAt(text, 5, &length), 0xFFFDu) << "an incomplete character";
+  EXPECT_EQ(length, 1u);
+  EXPECT_EQ(EncodeUtf8(cps), ValidUtf8(text)) << "re-encoding is what ValidUtf8 keeps";
+  EXPECT_EQ(EncodeUtf8(U"\u00E9\u20AC\U0001F600"), "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
+}
+
+TEST(Utf8Test, SequenceLengthReadsOnlyTheLeadByte) {
+  EXPECT_EQ(Utf8SequenceLength('a'), 1);
+  EXPECT_EQ(Utf8SequenceLength(0xC0), 2) << "overlong, but a two-byte lead";
+  EXPECT_EQ(Utf8SequenceLength(0xE4), 3);
+  EXPECT_EQ(Utf8SequenceLength(0xF7), 4);
+  EXPECT_EQ(Utf8SequenceLength(0x80), 0);
+  EXPECT_EQ(Utf8SequenceLength(0xF8), 0);
 }
 
 }  // namespace
