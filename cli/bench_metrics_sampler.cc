@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/http_client.h"
+#include "common/process/http_client.h"
 
 namespace pagoda {
 

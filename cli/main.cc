@@ -17,8 +17,8 @@
 #include "cli/render_template_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
-#include "common/command_line.h"
-#include "common/secret.h"
+#include "common/process/command_line.h"
+#include "common/process/secret.h"
 #include "glog/logging.h"
 #include "worker/worker_options.h"
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype_flags.h"
-#include "common/secret.h"
+#include "common/process/secret.h"
 #include "glog/logging.h"
 
 namespace pagoda {

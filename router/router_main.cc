@@ -14,9 +14,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/command_line.h"
 #include "common/dtype_flags.h"
-#include "common/secret.h"
+#include "common/process/command_line.h"
+#include "common/process/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "router/router_server.h"

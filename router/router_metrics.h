@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-#include "common/metrics.h"
+#include "common/process/metrics.h"
 
 namespace pagoda {
 

@@ -4,10 +4,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/secret.h"
-#include "common/step_proto.h"
+#include "common/process/secret.h"
 #include "glog/logging.h"
 #include "grpcpp/security/server_credentials.h"
+#include "proto/step_proto.h"
 
 namespace pagoda {
 namespace {

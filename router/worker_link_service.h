@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
-#include "common/secret.h"
+#include "common/process/secret.h"
 #include "pagoda/v1/worker.grpc.pb.h"
 #include "router/cluster.h"
 

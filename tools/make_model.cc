@@ -6,10 +6,10 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "common/command_line.h"
 #include "common/model/hf_model.h"
 #include "common/model/llama2c_checkpoint.h"
 #include "common/model/random_weights.h"
+#include "common/process/command_line.h"
 
 ABSL_FLAG(std::string, shape, "stories110M",
           "stories260K, stories15M, stories42M, stories110M, 1B");

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "common/command_line.h"
+#include "common/process/command_line.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 

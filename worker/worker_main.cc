@@ -15,10 +15,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/command_line.h"
 #include "common/model/model_loader.h"
 #include "common/model/weights_digest.h"
-#include "common/secret.h"
+#include "common/process/command_line.h"
+#include "common/process/secret.h"
 #include "glog/logging.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"

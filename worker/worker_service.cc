@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <thread>
 
-#include "common/step_proto.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/worker.grpc.pb.h"
+#include "proto/step_proto.h"
 
 namespace pagoda {
 namespace {

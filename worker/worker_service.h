@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "common/secret.h"
+#include "common/process/secret.h"
 #include "worker/worker_engine.h"
 
 namespace pagoda {

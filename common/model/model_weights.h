@@ -1,5 +1,5 @@
 // Model weights as loaded from a checkpoint, in the checkpoint's [out, in] row-major layout.
-// The worker reorders them once into oneDNN's layout and then drops this copy.
+// The worker packs them once into its kernels' panels (worker/linear.h), then drops this copy.
 #ifndef PAGODA_COMMON_MODEL_MODEL_WEIGHTS_H_
 #define PAGODA_COMMON_MODEL_MODEL_WEIGHTS_H_
 

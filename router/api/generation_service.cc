@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/secret.h"
+#include "common/process/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "router/api/generation_stream.h"

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/jinja/chat_template.h"
-#include "common/metrics.h"
+#include "common/process/metrics.h"
 #include "common/text/tokenizer.h"
 #include "router/cluster.h"
 #include "router/router_metrics.h"

@@ -6,7 +6,7 @@
 #include <climits>
 #include <filesystem>
 
-#include "common/http_client.h"
+#include "common/process/http_client.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "tests/integration/fake_worker.h"
 #include "tests/integration/serving_fixture.h"

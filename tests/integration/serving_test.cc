@@ -6,9 +6,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/http_client.h"
 #include "common/model/llama2c_checkpoint.h"
 #include "common/model/random_weights.h"
+#include "common/process/http_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/serving_fixture.h"

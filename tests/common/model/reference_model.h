@@ -1,5 +1,5 @@
 // An independent float64 forward pass of a Llama-family model, written the way Hugging Face's
-// modeling code reads (one token at a time, plain loops, no KV pool, no oneDNN), for checking
+// modeling code reads (one token at a time, plain loops, no KV pool, no packing), for checking
 // Pagoda's logits against the same tensors.
 #ifndef PAGODA_TESTS_COMMON_MODEL_REFERENCE_MODEL_H_
 #define PAGODA_TESTS_COMMON_MODEL_REFERENCE_MODEL_H_

@@ -1,4 +1,4 @@
-#include "common/step_proto.h"
+#include "proto/step_proto.h"
 
 namespace pagoda {
 namespace {

@@ -2,8 +2,8 @@
 // (--worker-port), Abseil names them with underscores; both spellings are accepted.
 // --help and --version are answered here, with the program's flags grouped and spelled as
 // the README writes them (Abseil's own --help lists every linked library's flags by file).
-#ifndef PAGODA_COMMON_COMMAND_LINE_H_
-#define PAGODA_COMMON_COMMAND_LINE_H_
+#ifndef PAGODA_COMMON_PROCESS_COMMAND_LINE_H_
+#define PAGODA_COMMON_PROCESS_COMMAND_LINE_H_
 
 #include <string>
 #include <string_view>
@@ -39,4 +39,4 @@ std::vector<std::string> RepeatedFlagValues(int argc, char** argv, std::string_v
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_COMMAND_LINE_H_
+#endif  // PAGODA_COMMON_PROCESS_COMMAND_LINE_H_

@@ -1,4 +1,4 @@
-#include "common/version.h"
+#include "common/process/version.h"
 
 #include "absl/strings/str_cat.h"
 #include "pagoda_version.h"  // generated in the build tree

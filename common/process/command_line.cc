@@ -1,4 +1,4 @@
-#include "common/command_line.h"
+#include "common/process/command_line.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,7 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/version.h"
+#include "common/process/version.h"
 
 namespace pagoda {
 namespace {

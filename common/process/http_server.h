@@ -5,8 +5,8 @@
 // gets 405, an unknown path 404, a malformed request 400.
 //
 // Thread-safety: handlers run on the pool's threads, possibly several at once.
-#ifndef PAGODA_COMMON_HTTP_SERVER_H_
-#define PAGODA_COMMON_HTTP_SERVER_H_
+#ifndef PAGODA_COMMON_PROCESS_HTTP_SERVER_H_
+#define PAGODA_COMMON_PROCESS_HTTP_SERVER_H_
 
 #include <functional>
 #include <map>
@@ -53,4 +53,4 @@ class HttpServer {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_HTTP_SERVER_H_
+#endif  // PAGODA_COMMON_PROCESS_HTTP_SERVER_H_

@@ -1,6 +1,6 @@
 // One HTTP GET on cpp-httplib, for scraping /metrics (pagoda bench --metrics) and for tests.
-#ifndef PAGODA_COMMON_HTTP_CLIENT_H_
-#define PAGODA_COMMON_HTTP_CLIENT_H_
+#ifndef PAGODA_COMMON_PROCESS_HTTP_CLIENT_H_
+#define PAGODA_COMMON_PROCESS_HTTP_CLIENT_H_
 
 #include <string>
 
@@ -19,4 +19,4 @@ HttpResult HttpGet(const std::string& host, int port, const std::string& path,
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_HTTP_CLIENT_H_
+#endif  // PAGODA_COMMON_PROCESS_HTTP_CLIENT_H_

@@ -1,7 +1,7 @@
 // Shared secrets that guard Pagoda's ports: the cluster's worker token and the public API key,
 // both sent as gRPC metadata `authorization: Bearer <secret>` (DESIGN §10).
-#ifndef PAGODA_COMMON_SECRET_H_
-#define PAGODA_COMMON_SECRET_H_
+#ifndef PAGODA_COMMON_PROCESS_SECRET_H_
+#define PAGODA_COMMON_PROCESS_SECRET_H_
 
 #include <string>
 #include <string_view>
@@ -38,4 +38,4 @@ absl::StatusOr<TlsPem> ReadTlsPem(const std::string& cert_path, const std::strin
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_SECRET_H_
+#endif  // PAGODA_COMMON_PROCESS_SECRET_H_

@@ -1,4 +1,4 @@
-#include "common/secret.h"
+#include "common/process/secret.h"
 
 #include <sys/random.h>
 

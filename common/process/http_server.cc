@@ -1,4 +1,4 @@
-#include "common/http_server.h"
+#include "common/process/http_server.h"
 
 #include <httplib.h>
 

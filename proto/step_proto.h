@@ -1,8 +1,8 @@
 // Translation between the step-protocol structs (common/step.h) and their wire form
 // (proto/pagoda/v1/worker.proto). The only code besides the *_service files that sees the
 // generated types; both the router's and the worker's service use it.
-#ifndef PAGODA_COMMON_STEP_PROTO_H_
-#define PAGODA_COMMON_STEP_PROTO_H_
+#ifndef PAGODA_PROTO_STEP_PROTO_H_
+#define PAGODA_PROTO_STEP_PROTO_H_
 
 #include "common/executor.h"
 #include "common/step.h"
@@ -21,4 +21,4 @@ WorkerInfo FromProto(const v1::Hello& in);
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_STEP_PROTO_H_
+#endif  // PAGODA_PROTO_STEP_PROTO_H_

@@ -1,5 +1,5 @@
 // --help text and repeated flags, on flags defined here.
-#include "common/command_line.h"
+#include "common/process/command_line.h"
 
 #include "absl/flags/flag.h"
 #include "gmock/gmock.h"

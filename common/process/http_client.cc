@@ -1,4 +1,4 @@
-#include "common/http_client.h"
+#include "common/process/http_client.h"
 
 #include <httplib.h>
 

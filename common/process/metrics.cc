@@ -1,4 +1,4 @@
-#include "common/metrics.h"
+#include "common/process/metrics.h"
 
 #include <algorithm>
 #include <charconv>

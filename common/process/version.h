@@ -1,7 +1,7 @@
 // What was built: the project's version (CMake's project(VERSION)) and the git commit of the
 // checkout it was built from ("unknown" outside one; "-dirty" with uncommitted changes).
-#ifndef PAGODA_COMMON_VERSION_H_
-#define PAGODA_COMMON_VERSION_H_
+#ifndef PAGODA_COMMON_PROCESS_VERSION_H_
+#define PAGODA_COMMON_PROCESS_VERSION_H_
 
 #include <string>
 
@@ -14,4 +14,4 @@ std::string VersionLine(const std::string& program);
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_VERSION_H_
+#endif  // PAGODA_COMMON_PROCESS_VERSION_H_

@@ -6,8 +6,8 @@
 //   Counter* tokens = registry.AddCounter("pagoda_generation_tokens_total", "Tokens generated.");
 //   tokens->Add(3);
 //   registry.Render();   // "# HELP pagoda_generation_tokens_total ...\n...  3\n"
-#ifndef PAGODA_COMMON_METRICS_H_
-#define PAGODA_COMMON_METRICS_H_
+#ifndef PAGODA_COMMON_PROCESS_METRICS_H_
+#define PAGODA_COMMON_PROCESS_METRICS_H_
 
 #include <atomic>
 #include <functional>
@@ -94,4 +94,4 @@ class MetricsRegistry {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_COMMON_METRICS_H_
+#endif  // PAGODA_COMMON_PROCESS_METRICS_H_

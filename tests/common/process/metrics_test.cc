@@ -1,6 +1,6 @@
 // Prometheus text rendering of counters, gauges and histograms, and the HTTP endpoint that
 // serves it, through real sockets on loopback.
-#include "common/metrics.h"
+#include "common/process/metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/http_client.h"
-#include "common/http_server.h"
+#include "common/process/http_client.h"
+#include "common/process/http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
