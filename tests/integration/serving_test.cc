@@ -38,9 +38,6 @@ TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
   WaitForNoUsedBlocks();
 }
 
-// The value of one series (`name` with its labels, exactly as rendered) in a scrape; NaN if
-// it is not there.
-
 TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
   WaitForWorkers(0);  // the router is up (health answers), with no worker
   testing::StreamOutput out;
