@@ -48,7 +48,7 @@ TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
         return absl::StrContains(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
                                  "\npagoda_num_requests_waiting{model_name=\"stories260K\"} 1\n");
       },
-      std::chrono::seconds(30), "the request waits for a worker");
+      std::chrono::seconds(30), "the request waits for a worker", std::chrono::milliseconds(25));
   StartWorker();
   client.join();
   ASSERT_TRUE(waited);
