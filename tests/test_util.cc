@@ -80,14 +80,14 @@ std::string TempDir() {
 }
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
-               std::string_view what) {
+               std::string_view what, std::chrono::milliseconds poll) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!condition()) {
     if (std::chrono::steady_clock::now() >= deadline) {
       ADD_FAILURE() << "timed out after " << timeout.count() << " ms waiting until " << what;
       return false;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(poll);
   }
   return true;
 }

@@ -44,11 +44,14 @@ CommandResult RunCommand(const std::vector<std::string>& argv);
 int StartProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
                  const std::string& stderr_path);
 
-// Polls `condition` until it holds or `timeout` passes; then fails the running test with
-// "timed out waiting until <what>". Returns whether it held. For state another thread or process
-// changes and that has nothing to wait on (a counter, a gauge); never as a sleep.
+// Polls `condition` every `poll` until it holds or `timeout` passes; then fails the running test
+// with "timed out waiting until <what>". Returns whether it held. For state another thread or
+// process changes and that has nothing to wait on (a counter, a gauge); never as a sleep. A
+// condition that costs a call to a server (a health check, a /metrics scrape) takes a longer
+// `poll`, so the waiting does not load the machine it waits on.
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
-               std::string_view what);
+               std::string_view what,
+               std::chrono::milliseconds poll = std::chrono::milliseconds(1));
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data);

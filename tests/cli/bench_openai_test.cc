@@ -5,6 +5,7 @@
 // README and docs/BENCHMARKS.md.
 #include <httplib.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -72,7 +73,12 @@ class FakeOpenAiServer {
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
   ~FakeOpenAiServer() {
-    while (!server_.is_running()) std::this_thread::yield();
+    // httplib's stop() does nothing before listen_after_bind has begun, and join() would then
+    // never return: a server that does not listen in time ends the run, not hangs it.
+    if (!testing::WaitUntil([this] { return server_.is_running(); }, std::chrono::seconds(30),
+                            "the fake OpenAI server listens")) {
+      std::abort();
+    }
     server_.stop();
     thread_.join();
   }

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <utility>
 
 #include "common/process/http_client.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -243,13 +244,15 @@ TEST_F(BoundaryTest, AClientThatStopsReadingIsPausedWhileOthersAreServed) {
     readers.push_back(slow->Generate(contexts.back().get(), request));
   }
   // The slow streams stall: no token is generated for a while, yet their sequences remain.
+  // Nothing reports a paused call, so a stall is the token counter unchanged over 300 ms.
   double generated = -1;
-  for (int i = 0; i < 300; ++i) {
-    const double now = Metric("pagoda_generation_tokens_total");
-    if (now > 0 && now == generated) break;
-    generated = now;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  testing::WaitUntil(
+      [&] {
+        const double before = std::exchange(generated, Metric("pagoda_generation_tokens_total"));
+        return generated > 0 && generated == before;
+      },
+      std::chrono::seconds(90), "no token is generated for 300 ms (the slow streams stall)",
+      std::chrono::milliseconds(300));
   EXPECT_LT(generated, kStreams * kN * kMaxTokens / 2) << "the slow streams were not paused";
   ExpectGoldenStory();  // an honest client is served meanwhile
   EXPECT_GT(Metric("pagoda_num_requests_running") + Metric("pagoda_num_requests_waiting"), 0);
@@ -342,9 +345,8 @@ TEST_F(StepTimeoutTest, AHungWorkersRequestsMoveToAHealthyOne) {
   WaitForWorkers(1);
   testing::StreamOutput out;
   std::thread client([&] { out = Generate(Greedy(golden_[0].prompt)); });
-  for (int i = 0; i < 400 && hung.num_steps_seen() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  testing::WaitUntil([&] { return hung.num_steps_seen() > 0; }, std::chrono::seconds(30),
+                     "the hung worker is sent a step");
   EXPECT_GT(hung.num_prompts_seen(), 0);
   StartWorker();
   client.join();

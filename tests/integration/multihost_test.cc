@@ -175,24 +175,18 @@ class MultiHostTest : public ::testing::Test {
     waitpid(pid, nullptr, 0);
   }
 
-  // Waits until the router, seen from the client host, is ready with `n` workers.
+  // Waits until the router, seen from the client host, is ready with `n` workers; after 60 s
+  // fails the test.
   void WaitForWorkers(int n) {
     const std::string router = absl::StrCat(kRouter.address, ":50051");
-    for (int i = 0; i < 600; ++i) {
-      if (testing::CheckHealth(router, "") == testing::kServing &&
-          testing::GetModelInfo(*stub_).num_workers() == n) {
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL() << "the router never had " << n << " workers; logs in " << dir_;
-  }
-
-  void WaitForNoUsedBlocks() {
-    for (int i = 0; i < 400 && testing::GetModelInfo(*stub_).num_used_blocks() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    EXPECT_EQ(testing::GetModelInfo(*stub_).num_used_blocks(), 0);
+    testing::WaitUntil(
+        [&] {
+          return testing::CheckHealth(router, "") == testing::kServing &&
+                 testing::GetModelInfo(*stub_).num_workers() == n;
+        },
+        std::chrono::seconds(60),
+        absl::StrCat("the router is serving with ", n, " workers; logs in ", dir_),
+        std::chrono::milliseconds(50));
   }
 
   TestNetwork* network_ = nullptr;
@@ -226,7 +220,7 @@ TEST_F(MultiHostTest, AClientOnAnotherHostGetsTheGoldenTokens) {
     EXPECT_EQ(outputs[i].ids[0], golden_[i % golden_.size()].greedy_ids)
         << golden_[i % golden_.size()].prompt;
   }
-  WaitForNoUsedBlocks();
+  testing::WaitForNoUsedBlocks(*stub_);
 }
 
 TEST_F(MultiHostTest, ALinkCutAndAKillLoseNoToken) {
@@ -246,7 +240,7 @@ TEST_F(MultiHostTest, ALinkCutAndAKillLoseNoToken) {
   // Now worker 2 is killed mid-stream; worker 1 takes over.
   testing::ExpectNoTokenLostWhen(*stub_, golden_, [&] { kill(workers_[1], SIGKILL); });
   WaitForWorkers(1);
-  WaitForNoUsedBlocks();
+  testing::WaitForNoUsedBlocks(*stub_);
 }
 
 }  // namespace

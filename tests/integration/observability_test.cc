@@ -32,21 +32,7 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
   StartWorker();
   StartWorker();
   WaitForWorkers(2);
-  // A poller reads /metrics until a snapshot shows the load in flight, so the test does not
-  // depend on which of the clients, the engine or the poller the scheduler runs first.
-  auto in_flight = [](const std::string& text) {
-    return Metric(text, "pagoda_num_requests_running") >= 1 &&
-           Metric(text, "pagoda_kv_cache_usage{worker=\"0\"}") +
-                   Metric(text, "pagoda_kv_cache_usage{worker=\"1\"}") >
-               0;
-  };
   std::atomic<int> finished{0};
-  std::string during;
-  std::thread poller([&] {
-    do {
-      during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
-    } while (!in_flight(during) && finished.load() < 16);
-  });
   std::vector<testing::StreamOutput> outputs(16);
   std::vector<std::thread> clients;
   for (int i = 0; i < 16; ++i) {
@@ -58,8 +44,20 @@ TEST_F(ServingTest, MetricsMoveDuringALoadAndSettleAfterIt) {
       ++finished;
     });
   }
+  // /metrics is read until a snapshot shows the load in flight, so the test does not depend on
+  // which of the clients, the engine or this thread the scheduler runs first.
+  std::string during;
+  testing::WaitUntil(
+      [&] {
+        during = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
+        const bool in_flight = Metric(during, "pagoda_num_requests_running") >= 1 &&
+                               Metric(during, "pagoda_kv_cache_usage{worker=\"0\"}") +
+                                       Metric(during, "pagoda_kv_cache_usage{worker=\"1\"}") >
+                                   0;
+        return in_flight || finished.load() == 16;  // the checks below tell which
+      },
+      std::chrono::seconds(120), "a /metrics snapshot shows the load in flight, or the load ends");
   for (auto& t : clients) t.join();
-  poller.join();
   for (const char* name :
        {"pagoda_num_requests_running", "pagoda_num_requests_waiting", "pagoda_kv_cache_usage",
         "pagoda_prefix_cache_queries_total", "pagoda_prefix_cache_hits_total",
@@ -134,11 +132,13 @@ TEST_F(ServingTest, EverySeriesNamesTheModelAndFinishedRequestsAreCountedByReaso
   slow.set_ignore_eos(true);
   Generate(slow, 2, [](grpc::ClientContext& ctx) { ctx.TryCancel(); });
   WaitForNoUsedBlocks();
-  for (int i = 0; i < 100; ++i) {
-    const std::string now = HttpGet("127.0.0.1", metrics_port_, "/metrics").body;
-    if (Metric(now, "pagoda_request_success_total{finished_reason=\"abort\"}") == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::WaitUntil(
+      [&] {
+        return Metric(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
+                      "pagoda_request_success_total{finished_reason=\"abort\"}") >= 1;
+      },
+      std::chrono::seconds(30), "the cancelled call is counted as an abort",
+      std::chrono::milliseconds(20));
   EXPECT_EQ(Metric(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
                    "pagoda_request_success_total{finished_reason=\"abort\"}"),
             1);
@@ -241,10 +241,11 @@ TEST_F(ServingTest, BenchReportsTheLoadItSent) {
 TEST_F(ServingTest, BenchOverTheOpenAiApiSendsWhatGrpcSends) {
   StartWorker();
   WaitForWorkers(1);
-  for (int i = 0; i < 200 && HttpGet("127.0.0.1", http_port_, "/health").status != 200; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  ASSERT_EQ(HttpGet("127.0.0.1", http_port_, "/health").status, 200) << dir_;
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return HttpGet("127.0.0.1", http_port_, "/health").status == 200; },
+                         std::chrono::seconds(30), "the HTTP port's /health answers 200",
+                         std::chrono::milliseconds(25)))
+      << dir_;
   const std::vector<std::string> workload = {
       "--num-prompts=8",     "--input-len=20", "--output-len=10", "--ignore-eos",
       "--max-concurrency=4", "--seed=3",       "--json"};

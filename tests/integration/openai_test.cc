@@ -250,9 +250,9 @@ TEST_F(OpenAiTest, AStreamingClientThatLeavesAbortsItsSequences) {
              /*stop_after=*/3);
   EXPECT_EQ(events.size(), 3u);
   WaitForNoUsedBlocks();
-  for (int i = 0; i < 200 && AbortCount() == aborted_before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  testing::WaitUntil([&] { return AbortCount() > aborted_before; }, std::chrono::seconds(30),
+                     "the stream its client left is counted as an abort",
+                     std::chrono::milliseconds(25));
   EXPECT_EQ(AbortCount(), aborted_before + 1) << "the sequence ran on after its client left";
 }
 
@@ -287,12 +287,9 @@ TEST_F(OpenAiTest, WithoutAWorkerBothApisWaitTheirBoundThenAnswerUnavailable) {
   EXPECT_EQ(models["data"][0]["id"], "chat-model");
   EXPECT_EQ(models["data"][0]["max_model_len"], 257);
   StopWorkers();
-  int status = 0;
-  for (int i = 0; i < 100 && status != 503; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    status = client.Get("/health")->status;
-  }
-  EXPECT_EQ(status, 503);
+  testing::WaitUntil([&] { return client.Get("/health")->status == 503; }, std::chrono::seconds(30),
+                     "the HTTP port's /health answers 503 with no worker",
+                     std::chrono::milliseconds(50));
 
   grpc::Status grpc_status;
   absl::Duration grpc_waited;
@@ -337,9 +334,9 @@ TEST_F(OpenAiTest, AnHttpCallSentBeforeAnyWorkerIsServedWhenOneJoins) {
     reply = PostJson("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 5}});
   });
   // Queued, not refused: then a worker joins.
-  for (int i = 0; i < 400 && Gauge("pagoda_num_requests_waiting") < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  testing::WaitUntil([&] { return Gauge("pagoda_num_requests_waiting") >= 1; },
+                     std::chrono::seconds(30), "the call waits for a worker",
+                     std::chrono::milliseconds(25));
   EXPECT_EQ(Gauge("pagoda_num_requests_waiting"), 1);
   StartWorker(model_);
   call.join();

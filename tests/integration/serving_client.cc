@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace pagoda::testing {
@@ -20,11 +21,22 @@ HealthStatus CheckHealth(const std::string& address, const std::string& service)
 }
 
 bool WaitForHealth(const std::string& address, const std::string& service, HealthStatus want) {
-  for (int i = 0; i < 600; ++i) {
-    if (CheckHealth(address, service) == want) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return WaitUntil([&] { return CheckHealth(address, service) == want; }, std::chrono::seconds(60),
+                   absl::StrCat(address, " reports ",
+                                grpc::health::v1::HealthCheckResponse::ServingStatus_Name(want),
+                                " for service \"", service, "\""),
+                   std::chrono::milliseconds(50));
+}
+
+void WaitForNoUsedBlocks(v1::Generation::Stub& stub) {
+  int zeros = 0;  // reads in a row that found every block free
+  WaitUntil(
+      [&] {
+        zeros = GetModelInfo(stub).num_used_blocks() == 0 ? zeros + 1 : 0;
+        return zeros == 10;
+      },
+      std::chrono::seconds(30), "every block is free, 10 reads 25 ms apart in a row",
+      std::chrono::milliseconds(25));
 }
 
 v1::ModelInfo GetModelInfo(v1::Generation::Stub& stub) {

@@ -20,11 +20,16 @@ inline constexpr HealthStatus kNotServing = grpc::health::v1::HealthCheckRespons
 
 // What grpc.health.v1 at `address` says of `service`; UNKNOWN when nothing answers in 1 s.
 HealthStatus CheckHealth(const std::string& address, const std::string& service);
-// Polls until `address` reports `want` for `service`; false after 30 s.
+// Polls until `address` reports `want` for `service`; after 60 s fails the test and returns
+// false.
 bool WaitForHealth(const std::string& address, const std::string& service, HealthStatus want);
 
 // GetModelInfo with a 2 s deadline (an empty message when the router does not answer).
 v1::ModelInfo GetModelInfo(v1::Generation::Stub& stub);
+// Waits until no block is in use and it stays so for 250 ms (a client can see its call end,
+// e.g. DEADLINE_EXCEEDED, before the router has even admitted the request it then aborts, and
+// nothing counts calls not yet admitted); after 30 s fails the test.
+void WaitForNoUsedBlocks(v1::Generation::Stub& stub);
 
 struct StreamOutput {
   grpc::Status status;

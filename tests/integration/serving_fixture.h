@@ -125,38 +125,30 @@ class ServingTest : public ::testing::Test {
     return model;
   }
 
-  // Waits until health says SERVING and `n` workers are connected.
+  // Waits until health says SERVING and `n` workers are connected; after 60 s fails the test.
   void WaitForWorkers(int n) {
     auto health = grpc::health::v1::Health::NewStub(channel_);
-    for (int i = 0; i < 600; ++i) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      ctx.set_wait_for_ready(true);  // wait for the connection rather than fail fast
-      grpc::health::v1::HealthCheckRequest req;
-      grpc::health::v1::HealthCheckResponse resp;
-      // SERVING needs a worker; with n == 0 any answer shows the router is up.
-      const bool answered = health->Check(&ctx, req, &resp).ok();
-      const bool serving = resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-      if (answered && (n == 0 || serving) && Info().num_workers() == n) {
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL() << "router never had " << n << " workers; see " << dir_;
+    testing::WaitUntil(
+        [&] {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+          ctx.set_wait_for_ready(true);  // wait for the connection rather than fail fast
+          grpc::health::v1::HealthCheckRequest req;
+          grpc::health::v1::HealthCheckResponse resp;
+          // SERVING needs a worker; with n == 0 any answer shows the router is up.
+          const bool answered = health->Check(&ctx, req, &resp).ok();
+          const bool serving = resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+          return answered && (n == 0 || serving) && Info().num_workers() == n;
+        },
+        std::chrono::seconds(60),
+        absl::StrCat("the router is up with ", n, " workers", n > 0 ? ", SERVING" : "", "; see ",
+                     dir_),
+        std::chrono::milliseconds(50));
   }
 
   v1::ModelInfo Info() { return testing::GetModelInfo(*stub_); }
 
-  // Waits until no block is in use and it stays so for 250 ms: a client can see its call end
-  // (e.g. DEADLINE_EXCEEDED) before the router has even admitted the request it then aborts.
-  void WaitForNoUsedBlocks() {
-    int zeros = 0;
-    for (int i = 0; i < 400 && zeros < 10; ++i) {
-      zeros = Info().num_used_blocks() == 0 ? zeros + 1 : 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    EXPECT_EQ(zeros, 10) << "blocks still in use: " << Info().num_used_blocks();
-  }
+  void WaitForNoUsedBlocks() { testing::WaitForNoUsedBlocks(*stub_); }
 
   static v1::GenerateRequest Greedy(const std::string& prompt) {
     return testing::GreedyRequest(prompt);
@@ -169,17 +161,17 @@ class ServingTest : public ::testing::Test {
     testing::ExpectNoTokenLostWhen(*stub_, golden_, fault);
   }
 
-  // The exit status of a child that is ending (or -1 if it did not exit normally in 30 s).
+  // The exit status of a child that is ending (-1 if it did not exit normally; after 30 s fails
+  // the test).
   int ExitCode(pid_t pid) {
     int status = 0;
-    for (int i = 0; i < 600; ++i) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        std::erase(workers_, pid);
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!testing::WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                            std::chrono::seconds(30),
+                            absl::StrCat("process ", pid, " exits; see ", dir_))) {
+      return -1;
     }
-    return -1;
+    std::erase(workers_, pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
   std::vector<testing::GoldenCase> golden_;

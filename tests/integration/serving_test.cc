@@ -38,9 +38,6 @@ TEST_F(ServingTest, ThirtyTwoConcurrentStreamsThroughTwoWorkersMatchRunC) {
   WaitForNoUsedBlocks();
 }
 
-// The value of one series (`name` with its labels, exactly as rendered) in a scrape; NaN if
-// it is not there.
-
 TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
   WaitForWorkers(0);  // the router is up (health answers), with no worker
   testing::StreamOutput out;
@@ -51,7 +48,7 @@ TEST_F(ServingTest, ARequestSentBeforeAnyWorkerIsServedWhenOneJoins) {
         return absl::StrContains(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
                                  "\npagoda_num_requests_waiting{model_name=\"stories260K\"} 1\n");
       },
-      std::chrono::seconds(30), "the request waits for a worker");
+      std::chrono::seconds(30), "the request waits for a worker", std::chrono::milliseconds(25));
   StartWorker();
   client.join();
   ASSERT_TRUE(waited);
