@@ -12,8 +12,8 @@
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/router/test_workers.h"
 #include "tests/test_util.h"
-#include "worker/in_process_executor.h"
 
 namespace pagoda {
 namespace {
@@ -46,13 +46,7 @@ class GenerationStreamTest : public ::testing::Test {
   }
 
   void AddWorker(int num_blocks = 256) {
-    auto w = LoadLlama2cCheckpoint(testing::Stories260KModel());
-    WorkerOptions wo;
-    wo.num_blocks = num_blocks;
-    wo.max_num_batched_tokens = 512;
-    auto engine = WorkerEngine::Create(*std::move(w), wo);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    ASSERT_TRUE(cluster_->AddWorker(std::make_shared<InProcessExecutor>(*std::move(engine))).ok());
+    ASSERT_TRUE(cluster_->AddWorker(testing::NewWorker(num_blocks)).ok());
   }
 
   std::unique_ptr<GenerationStream> NewStream(std::function<void()> on_output = nullptr) {
