@@ -145,7 +145,7 @@ absl::StatusOr<Value> FilterRound(Interpreter&, const Value& v, CallArgs& args) 
 absl::StatusOr<Value> FilterAttr(Interpreter& interp, const Value& v, CallArgs& args) {
   const Value* name = Arg(args, 0, "name");
   if (name == nullptr || !name->is_string()) return TemplateError("TypeError", "attr takes a name");
-  if (v.is_undefined()) return absl::InvalidArgumentError(v.undefined_error());
+  if (v.is_undefined()) return UndefinedError(v);
   return GetAttribute(interp, v, name->as_string());
 }
 
