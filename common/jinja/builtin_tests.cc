@@ -92,7 +92,7 @@ absl::StatusOr<bool> Test(Interpreter& interp, absl::string_view name, const Val
   if (name == "lt" || name == "lessthan" || name == "<" || name == "gt" || name == "greaterthan" ||
       name == ">" || name == "le" || name == "<=" || name == "ge" || name == ">=") {
     RETURN_IF_ERROR(need_other());
-    if (v.is_undefined()) return absl::InvalidArgumentError(v.undefined_error());
+    if (v.is_undefined()) return UndefinedError(v);
     const bool lt = name == "lt" || name == "lessthan" || name == "<";
     const bool gt = name == "gt" || name == "greaterthan" || name == ">";
     if (lt) return Less(v, *other, false);

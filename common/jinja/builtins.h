@@ -1,4 +1,4 @@
-// jinja2's and Python's library as templates see it: filters (filters.cc), tests
+// jinja2's and Python's library as templates see it: filters (filters.h), tests
 // (builtin_tests.cc), the methods of str, dict and list, where the sandbox refuses the mutating
 // ones (methods.cc), and the globals (globals.cc).
 #ifndef PAGODA_COMMON_JINJA_BUILTINS_H_

@@ -47,6 +47,8 @@ class Scope {
   absl::flat_hash_map<std::string, Value> vars_;
 };
 
+// Statements in interpreter.cc, expressions in interpreter_expressions.cc, operators in
+// interpreter_operators.cc.
 class Interpreter {
  public:
   // `now` is what strftime_now() formats.
@@ -71,6 +73,16 @@ class Interpreter {
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
+
+  // Depth of nested Eval/Exec/macro calls, released on scope exit.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(int* depth) : depth_(depth) { ++*depth_; }
+    ~DepthGuard() { --*depth_; }
+
+   private:
+    int* depth_;
+  };
 
   absl::Status ExecBody(const Body& body, const ScopePtr& scope, std::string* out);
   absl::Status Exec(const Stmt& s, const ScopePtr& scope, std::string* out);
@@ -108,6 +120,10 @@ absl::Status WithLine(absl::Status status, int line);
 absl::Status StoreInNamespace(const Value& ns, const std::string& name, const Value& value);
 // An error of a kind jinja2 names ("TypeError", "UndefinedError", ...).
 absl::Status TemplateError(absl::string_view kind, absl::string_view message);
+// The error an undefined value raises when it is used. REQUIRES: v.is_undefined().
+absl::Status UndefinedError(const Value& v);
+// `r` as an int, or OverflowError (RESOURCE_EXHAUSTED) outside the int64 range.
+absl::StatusOr<Value> IntResult(__int128 r);
 
 }  // namespace pagoda::jinja
 
