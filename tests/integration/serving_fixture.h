@@ -11,9 +11,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/process/http_client.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -25,16 +30,38 @@
 
 namespace pagoda {
 
-inline int FreePort() {
+// A loopback port nobody listens on, drawn at random below the kernel's ephemeral range: a
+// port bind(0) hands out comes from that range, where every outgoing connection of a test
+// running alongside may take it before our child binds it. A child that still loses a race
+// is restarted on fresh ports (StartRouter).
+inline bool CanBind(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+inline int FreePort() {
+  static std::mt19937 rng(std::random_device{}());
+  static std::set<int> given;  // never the same port twice in one test process
+  int ephemeral_low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> ephemeral_low;
+  const int lo = 10000, hi = std::max(lo + 1000, ephemeral_low);
+  std::uniform_int_distribution<int> pick(lo, hi - 1);
+  for (int tries = 0; tries < 1000; ++tries) {
+    const int port = pick(rng);
+    if (!given.contains(port) && CanBind(port)) {
+      given.insert(port);
+      return port;
+    }
+  }
+  LOG(FATAL) << "no free loopback port in [" << lo << ", " << hi << ")";
+  return -1;
 }
 
 inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
@@ -70,8 +97,9 @@ class ServingTest : public ::testing::Test {
   // Flags a test adds to the router's command line.
   virtual std::vector<std::string> ExtraRouterFlags() const { return {}; }
 
-  // The llama2.c stories260K by default; `model` (with its own tokenizer) otherwise.
-  void StartRouter(const std::string& model = "") {
+  // The router's command line: the llama2.c stories260K by default, `model` (with its own
+  // tokenizer) otherwise.
+  std::vector<std::string> RouterArgv(const std::string& model) const {
     std::vector<std::string> argv = {
         testing::BinaryPath("pagoda-router"),
         absl::StrCat("--port=", port_),
@@ -85,7 +113,37 @@ class ServingTest : public ::testing::Test {
         absl::StrCat("--http-port=", http_port_),
         absl::StrCat("--worker-token=", kToken)};
     for (const std::string& flag : ExtraRouterFlags()) argv.push_back(flag);
-    router_ = Spawn(argv, dir_ + "/router.log");
+    return argv;
+  }
+
+  void StartRouter(const std::string& model = "") {
+    // Up means the OpenAI port, which the router opens last, answers. A router that exits
+    // first lost one of its ports to a process beside us: it is started again on new ones,
+    // unless workers already dial its worker port.
+    for (int attempt = 1;; ++attempt) {
+      const std::string log = dir_ + "/router.log";
+      router_ = Spawn(RouterArgv(model), log);
+      int status = 0;
+      bool exited = false;
+      testing::WaitUntil(
+          [&] {
+            exited = waitpid(router_, &status, WNOHANG) == router_;
+            return exited || HttpGet("127.0.0.1", http_port_, "/health", 1000).status != -1;
+          },
+          std::chrono::seconds(60), absl::StrCat("the router answers on its ports; see ", log),
+          std::chrono::milliseconds(20));
+      if (!exited) break;
+      router_ = -1;
+      const std::string why = testing::ReadFile(log);
+      std::filesystem::rename(log, absl::StrCat(dir_, "/router_exited", attempt, ".log"));
+      ASSERT_TRUE(attempt < 3 && workers_.empty() && absl::StrContains(why, "cannot listen"))
+          << "the router exited at start:\n"
+          << why;
+      port_ = FreePort();
+      worker_port_ = FreePort();
+      metrics_port_ = FreePort();
+      http_port_ = FreePort();
+    }
     // Reconnect quickly while the router starts (the default backoff grows to seconds).
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
