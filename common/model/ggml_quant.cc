@@ -23,17 +23,6 @@ T Load(const uint8_t* p) {
 
 float F16(const uint8_t* p) { return HalfToFloat(Load<uint16_t>(p)); }
 
-// llama.cpp's get_scale_min_k4: the 6-bit scale and min of sub-block j of a Q4_K block.
-void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // One block of `type` at `b` into `y` (block values), as llama.cpp's dequantize_row_*.
 void DequantizeBlock(GgmlType type, const uint8_t* b, float* y) {
   switch (type) {
@@ -65,9 +54,9 @@ void DequantizeBlock(GgmlType type, const uint8_t* b, float* y) {
       const uint8_t* q = b + 16;
       for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
         uint8_t sc, m;
-        ScaleMinK4(is, scales, &sc, &m);
+        Q4KScaleMin(is, scales, &sc, &m);
         const float d1 = d * sc, m1 = min * m;
-        ScaleMinK4(is + 1, scales, &sc, &m);
+        Q4KScaleMin(is + 1, scales, &sc, &m);
         const float d2 = d * sc, m2 = min * m;
         for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
         for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -98,6 +87,16 @@ void DequantizeBlock(GgmlType type, const uint8_t* b, float* y) {
 }
 
 }  // namespace
+
+void Q4KScaleMin(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 
 const GgmlTypeInfo* FindGgmlType(uint32_t type) {
   for (const GgmlTypeInfo& t : kTypes) {

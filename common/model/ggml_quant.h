@@ -44,6 +44,10 @@ const GgmlTypeInfo* FindGgmlType(uint32_t type);
 // (num_blocks * block_values floats), exactly as llama.cpp's dequantize_row_* does.
 void DequantizeGgml(GgmlType type, const uint8_t* blocks, int64_t num_blocks, float* out);
 
+// Q4_K's 6-bit scale and min of sub-block j (0..7, 32 values each) from the block's 12 packed
+// scale bytes (llama.cpp's get_scale_min_k4): sub-block j's values are d·scale·q − dmin·min.
+void Q4KScaleMin(int j, const uint8_t* scales, uint8_t* scale, uint8_t* min);
+
 }  // namespace pagoda
 
 #endif  // PAGODA_COMMON_MODEL_GGML_QUANT_H_
