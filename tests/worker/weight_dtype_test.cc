@@ -173,7 +173,7 @@ TEST(WeightDtypeFlagTest, TheWorkerRefusesAnUnknownDtypeBeforeLoading) {
   const testing::CommandResult r = testing::RunCommand(
       {testing::BinaryPath("pagoda-worker"), "--model=/nonexistent", "--weight-dtype=fp8"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--weight-dtype=fp8: expected auto, f32, bf16 or int8"), std::string::npos)
+  EXPECT_NE(r.err.find("--weight-dtype=fp8: expected auto, f32, bf16, int8 or int4"), std::string::npos)
       << r.err;
 }
 
