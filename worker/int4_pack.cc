@@ -103,17 +103,21 @@ void QuantizeColumn(const float* w, const PackedShape& shape, int j, uint8_t* pa
   }
 }
 
-// Squared error of rounding w[0..n) with scale d (q into `q` when not null).
-float RoundWithScale(const float* w, int n, float d, uint8_t* q) {
+// Rounding w[0..n) with scale d: q into `q` when not null.
+struct Rounding {
+  float squared_error = 0.0f, max_error = 0.0f;
+};
+Rounding RoundWithScale(const float* w, int n, float d, uint8_t* q) {
   const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-  float error = 0.0f;
+  Rounding r;
   for (int i = 0; i < n; ++i) {
     const float v = std::clamp(std::nearbyint(w[i] * inverse) + 8.0f, 0.0f, 15.0f);
     const float e = w[i] - (v - 8.0f) * d;
-    error += e * e;
+    r.squared_error += e * e;
+    r.max_error = std::max(r.max_error, std::fabs(e));
     if (q) q[i] = static_cast<uint8_t>(v);
   }
-  return error;
+  return r;
 }
 
 }  // namespace
@@ -198,16 +202,31 @@ void QuantizeQ4_0Block(const float* w, int n, uint16_t* d, uint8_t* q) {
   std::fill(q, q + kBlock, uint8_t{8});
   *d = 0;
   if (max == 0.0f) return;
-  // llama.cpp's divisor first: a later candidate must be strictly better to win.
-  constexpr float kDivisors[] = {-8.0f, -7.75f, -7.5f, -7.25f, -7.0f, 7.0f, 7.25f, 7.5f};
-  float best = INFINITY;
-  for (const float divisor : kDivisors) {
-    const uint16_t half = FloatToHalf(max / divisor);
-    const float error = RoundWithScale(w, n, HalfToFloat(half), nullptr);
-    if (error < best) {
-      best = error;
+  // llama.cpp's divisor first: a later candidate must have a smaller squared error, and no
+  // value further off than llama.cpp's rounding allows (a step, amax / 8). Each candidate's
+  // rounding is refitted once: the least-squares d for its q.
+  float best = INFINITY, limit = 0.0f;
+  const auto consider = [&](float scale) {
+    const uint16_t half = FloatToHalf(scale);
+    const Rounding r = RoundWithScale(w, n, HalfToFloat(half), nullptr);
+    if (limit == 0.0f) limit = std::max(std::fabs(max) / 8, r.max_error);
+    if (r.squared_error < best && r.max_error <= limit) {
+      best = r.squared_error;
       *d = half;
     }
+  };
+  for (int step = 0; step <= 12; ++step) {
+    const float divisor = step <= 6 ? -8.0f + 0.25f * step : 6.5f + 0.25f * (step - 7);
+    consider(max / divisor);
+    uint8_t candidate[kBlock];
+    RoundWithScale(w, n, HalfToFloat(FloatToHalf(max / divisor)), candidate);
+    float wq = 0.0f, qq = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float v = static_cast<float>(candidate[i]) - 8.0f;
+      wq += w[i] * v;
+      qq += v * v;
+    }
+    if (qq > 0.0f) consider(wq / qq);
   }
   RoundWithScale(w, n, HalfToFloat(*d), q);
 }

@@ -35,7 +35,8 @@ void Int4Row(const uint8_t* packed, const PackedShape& shape, int i, float* out)
 
 // n ≤ 32 floats as one Q4_0 block: f16 d and q[0..31] ∈ [0, 15], w ≈ (q − 8)·d, q = 8 past n.
 // The scale is the one of smallest squared error among llama.cpp's (d = −max/8, the value of
-// largest magnitude at −8) and seven others near it, so never worse than llama.cpp's rounding.
+// largest magnitude at −8), others near it and their least-squares refits, among those with no
+// value further than amax / 8 off: never worse than llama.cpp's rounding, in total or anywhere.
 void QuantizeQ4_0Block(const float* w, int n, uint16_t* d, uint8_t* q);
 
 }  // namespace pagoda
