@@ -9,7 +9,8 @@
 // One vector load holds a group of 4 k of the whole panel: the low nibbles are its first half of
 // columns, the high nibbles its second; an and (and a shift) unpack them in registers.
 // AVX-512 multiplies with VNNI's vpdpbusd (unsigned q by signed xq); AVX2 with vpmaddubsw, whose
-// pairs are at most 2·15·127 = 3810 (no saturation), and vpmaddwd by ones.
+// pairs are at most 2·15·127 = 3810 (no saturation), summed in int16 over the block and
+// widened by vpmaddwd by ones.
 // Registers: AVX-512 6 rows x 32 columns (12 int32 and 12 f32 accumulators); AVX2 2 x 16.
 #include <cstdint>
 #include <cstring>
@@ -44,7 +45,10 @@ inline I Set1I(int32_t v) { return _mm512_set1_epi32(v); }
 inline I ZeroI() { return _mm512_setzero_si512(); }
 inline I LowNibbles(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline I HighNibbles(I v) { return LowNibbles(_mm512_srli_epi16(v, 4)); }
+// A block's integer sum: Dot adds 4 products of q and x per int32 lane; Sum gives the lanes.
 inline I Dot(I acc, I q, I x) { return _mm512_dpbusd_epi32(acc, q, x); }
+inline I Sum(I acc) { return acc; }
+inline I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
 inline V ToFloat(I v) { return _mm512_cvtepi32_ps(v); }
 // kHalf f16 or u8 values at p as floats.
 inline V HalvesToFloat(const uint8_t* p) {
@@ -61,9 +65,11 @@ inline I Set1I(int32_t v) { return _mm256_set1_epi32(v); }
 inline I ZeroI() { return _mm256_setzero_si256(); }
 inline I LowNibbles(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline I HighNibbles(I v) { return LowNibbles(_mm256_srli_epi16(v, 4)); }
-inline I Dot(I acc, I q, I x) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
-}
+// int16 lanes of pairs: 8 groups of at most 2·15·127 sum to ≤ 30480, so a block's products
+// stay in int16 and only its end widens them (one vpmaddwd per vector, not one per group).
+inline I Dot(I acc, I q, I x) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, x)); }
+inline I Sum(I acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
+inline I AddI(I a, I b) { return _mm256_add_epi32(a, b); }
 inline V ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
 inline V HalvesToFloat(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -100,10 +106,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
     const uint8_t* x_offset = x + 36 * kRowTile;  // int32 −128 · Σ xq per row
     I i0[M], i1[M];
 #pragma GCC unroll 8
-    for (int r = 0; r < M; ++r) {
-      // Q4_0's −8 per weight: −8 · Σ xq, exactly QuantizeRows' −128 · Σ xq shifted.
-      i0[r] = i1[r] = kQ4K ? ZeroI() : Set1I(Word(x_offset + 4 * r) >> 4);
-    }
+    for (int r = 0; r < M; ++r) i0[r] = i1[r] = ZeroI();
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
       if (M == 1 && g % 2 == 1) {
@@ -117,6 +120,17 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
         const I xr = Set1I(Word(x + (g * kRowTile + r) * 4));
         i0[r] = Dot(i0[r], q0, xr);
         i1[r] = Dot(i1[r], q1, xr);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      i0[r] = Sum(i0[r]);
+      i1[r] = Sum(i1[r]);
+      if (!kQ4K) {
+        // Q4_0's −8 per weight: −8 · Σ xq, exactly QuantizeRows' −128 · Σ xq shifted.
+        const I offset = Set1I(Word(x_offset + 4 * r) >> 4);
+        i0[r] = AddI(i0[r], offset);
+        i1[r] = AddI(i1[r], offset);
       }
     }
     const uint8_t* scales = w + kNibbleBytes;
