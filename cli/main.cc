@@ -52,9 +52,9 @@ ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
 ABSL_FLAG(std::string, weight_dtype, "auto",
-          "how the matrices are stored: f32, bf16 (half the bytes; f32 arithmetic) or int8 "
-          "(Q8_0's blocks of 32); auto: bf16 for bf16/f16 checkpoints, int8 for quantized GGUF, "
-          "else f32");
+          "how the matrices are stored: f32, bf16 (half the bytes; f32 arithmetic), int8 "
+          "(Q8_0's blocks of 32) or int4 (Q4_0's blocks of 32); auto: bf16 for bf16/f16 "
+          "checkpoints, int8 for quantized GGUF, else f32");
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: half the memory available after the weights load, at "
           "most --max-num-seqs sequences of the model's context");

@@ -7,7 +7,8 @@
 namespace pagoda {
 namespace {
 
-constexpr WeightDtype kWeightDtypes[] = {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8};
+constexpr WeightDtype kWeightDtypes[] = {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8,
+                                         WeightDtype::kInt4};
 constexpr KvDtype kKvDtypes[] = {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16};
 
 // "auto, " then the names, the last after "or".

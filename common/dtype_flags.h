@@ -13,13 +13,14 @@
 namespace pagoda {
 
 // `value` of flag --`flag` (e.g. "weight-dtype"): nullopt for "auto", else the dtype it names.
-// INVALID_ARGUMENT "--weight-dtype=VALUE: expected auto, f32, bf16 or int8" otherwise.
+// INVALID_ARGUMENT "--weight-dtype=VALUE: expected auto, f32, bf16, int8 or int4" otherwise.
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeFlag(absl::string_view flag,
                                                                 absl::string_view value);
 absl::StatusOr<std::optional<KvDtype>> ParseKvDtypeFlag(absl::string_view flag,
                                                         absl::string_view value);
 
-// What such a flag accepts, for help texts: "auto, f32, bf16 or int8", "auto, f32, bf16 or f16".
+// What such a flag accepts, for help texts: "auto, f32, bf16, int8 or int4",
+// "auto, f32, bf16 or f16".
 std::string WeightDtypeChoices();
 std::string KvDtypeChoices();
 

@@ -10,6 +10,8 @@ const char* WeightDtypeName(WeightDtype dtype) {
       return "bf16";
     case WeightDtype::kInt8:
       return "int8";
+    case WeightDtype::kInt4:
+      return "int4";
   }
   return "?";
 }

@@ -10,7 +10,7 @@
 namespace pagoda {
 
 // How Linear stores a weight matrix (worker/linear.h).
-enum class WeightDtype { kF32, kBf16, kInt8 };
+enum class WeightDtype { kF32, kBf16, kInt8, kInt4 };
 
 // K and V are stored in this type and always accumulated in f32.
 enum class KvDtype : int32_t {
@@ -19,7 +19,7 @@ enum class KvDtype : int32_t {
   kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
 };
 
-const char* WeightDtypeName(WeightDtype dtype);  // "f32", "bf16", "int8"
+const char* WeightDtypeName(WeightDtype dtype);  // "f32", "bf16", "int8", "int4"
 const char* KvDtypeName(KvDtype dtype);          // "f32", "bf16", "f16"
 
 }  // namespace pagoda

@@ -136,11 +136,13 @@ Bench& GetBench() {
     const char* dtype = std::getenv("PAGODA_BENCH_WEIGHTS");
     if (dtype && *dtype) {
       absl::StatusOr<std::optional<WeightDtype>> d = ParseWeightDtype(dtype);
-      CHECK(d.ok() && d->has_value()) << "PAGODA_BENCH_WEIGHTS=" << dtype << ": f32, bf16 or int8";
+      CHECK(d.ok() && d->has_value())
+          << "PAGODA_BENCH_WEIGHTS=" << dtype << ": f32, bf16, int8 or int4";
       wo.weight_dtype = *d;
       b->weight_bytes = **d == WeightDtype::kF32    ? 4.0
                         : **d == WeightDtype::kBf16 ? 2.0
-                                                    : 34.0 / 32;
+                        : **d == WeightDtype::kInt8 ? 34.0 / 32
+                                                    : 18.0 / 32;
     }
     wo.kv_cache_dtype = kBenchKv;
     b->kv_elem_bytes = KvDtypeBytes(kBenchKv);

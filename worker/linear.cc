@@ -8,6 +8,7 @@
 
 #include "common/numeric.h"
 #include "glog/logging.h"
+#include "worker/int4_pack.h"
 #include "worker/kernels/isa.h"
 
 namespace pagoda {
@@ -31,8 +32,9 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
     : kernels_(ActiveKernels()),
       shape_{.k = in,
              .n = out,
-             .panel_width =
-                 dtype == WeightDtype::kInt8 ? kernels_.int8_panel_width : kernels_.panel_width,
+             .panel_width = dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4
+                                ? kernels_.int8_panel_width
+                                : kernels_.panel_width,
              .k_padded = (in + 31) / 32 * 32,
              .dtype = dtype},
       accumulate_(accumulate),
@@ -86,6 +88,14 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
         }
         break;
       }
+      case WeightDtype::kInt4: {  // rounded to Q4_0's blocks (worker/int4_pack.h)
+        const TensorView view{.type = GgmlType::kF32,
+                              .rows = out,
+                              .cols = in,
+                              .data = reinterpret_cast<const uint8_t*>(weight)};
+        PackInt4Panel({&view, 1}, shape_, p, panel);
+        break;
+      }
     }
   }
 }
@@ -120,13 +130,16 @@ void Linear::Row(int i, float* out) const {
       }
       return;
     }
+    case WeightDtype::kInt4:
+      Int4Row(bytes(), shape_, i, out);
+      return;
   }
 }
 
 void Linear::Run(const float* x, int rows, float* y) const {
   const int num_panels = shape_.num_panels();
   const float* bias = bias_.empty() ? nullptr : bias_.data();
-  if (shape_.dtype == WeightDtype::kInt8) {
+  if (shape_.dtype == WeightDtype::kInt8 || shape_.dtype == WeightDtype::kInt4) {
     // x quantized by row tiles; grows to the largest step once, then never allocates.
     static thread_local std::vector<uint8_t> quantized;
     const int tile = kernels_.int8_row_tile, num_tiles = (rows + tile - 1) / tile;
@@ -141,7 +154,11 @@ void Linear::Run(const float* x, int rows, float* y) const {
 #pragma omp barrier
       const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
       const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-      kernels_.gemm_int8(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y);
+      if (shape_.dtype == WeightDtype::kInt4) {
+        kernels_.gemm_int4(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, shape_.n);
+      } else {
+        kernels_.gemm_int8(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y);
+      }
     }
     return;
   }

@@ -24,14 +24,14 @@ TEST(DtypeFlagsTest, AutoLeavesTheChoiceToTheReader) {
 TEST(DtypeFlagsTest, AnUnknownNameIsRefusedNamingTheFlagItWasGivenTo) {
   const absl::Status weight = ParseWeightDtypeFlag("worker-weight-dtype", "f16").status();
   EXPECT_EQ(weight.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(weight.message(), "--worker-weight-dtype=f16: expected auto, f32, bf16 or int8");
+  EXPECT_EQ(weight.message(), "--worker-weight-dtype=f16: expected auto, f32, bf16, int8 or int4");
   const absl::Status kv = ParseKvDtypeFlag("worker-kv-cache-dtype", "int8").status();
   EXPECT_EQ(kv.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(kv.message(), "--worker-kv-cache-dtype=int8: expected auto, f32, bf16 or f16");
 }
 
 TEST(DtypeFlagsTest, TheChoicesListAutoThenEveryName) {
-  EXPECT_EQ(WeightDtypeChoices(), "auto, f32, bf16 or int8");
+  EXPECT_EQ(WeightDtypeChoices(), "auto, f32, bf16, int8 or int4");
   EXPECT_EQ(KvDtypeChoices(), "auto, f32, bf16 or f16");
 }
 

@@ -54,7 +54,7 @@ TEST(LocalWorkersTest, ADtypeAWorkerWouldRefuseStopsTheRouterNamingItsFlag) {
   LocalWorkersOptions options;
   options.weight_dtype = "fp8";
   EXPECT_EQ(CheckLocalWorkersOptions(options).message(),
-            "--worker-weight-dtype=fp8: expected auto, f32, bf16 or int8");
+            "--worker-weight-dtype=fp8: expected auto, f32, bf16, int8 or int4");
   options.weight_dtype = "int8";
   options.kv_cache_dtype = "int8";
   EXPECT_EQ(CheckLocalWorkersOptions(options).message(),

@@ -1,6 +1,6 @@
-// Linear (packing + GEMM) in f32, bf16 and int8, under every kernel table this CPU can run,
+// Linear (packing + GEMM) in f32, bf16, int8 and int4, under every kernel table this CPU can run,
 // at row counts on both sides of each register tile, against float64 references: f32 and bf16
-// equal f32 arithmetic on the (bf16-rounded) weights; int8 equals the product
+// equal f32 arithmetic on the (bf16-rounded) weights; int8 and int4 equal the product
 // of the dequantized weights (Row) and activations quantized as Q8_0 rounds them, computed
 // here independently; Row() is the stored matrix, within each precision's rounding.
 #include "worker/linear.h"
@@ -79,6 +79,9 @@ TEST_P(LinearTest, RowIsTheStoredMatrix) {
           ASSERT_EQ(row[i], want) << o << ", " << i;
         } else if (dtype() == WeightDtype::kBf16) {
           ASSERT_EQ(row[i], RoundToBf16(want)) << o << ", " << i;
+        } else if (dtype() == WeightDtype::kInt4) {
+          // Q4_0's rounding: at most a step of amax / 8 (worker/int4_pack.h), and d's f16.
+          ASSERT_NEAR(row[i], want, amax / 8 * 1.01) << o << ", " << i;
         } else {
           // Half a step of the block's scale, and the scale's own f16 rounding.
           ASSERT_NEAR(row[i], want, amax / 127 * 0.51 + amax * 1e-3) << o << ", " << i;
@@ -107,7 +110,9 @@ TEST_P(LinearTest, EqualsAFloat64ReferenceOfWhatItStores) {
         for (const int rows : row_counts) {
           const std::vector<float> x = Random(static_cast<size_t>(rows) * s.in);
           std::vector<double> xd(x.begin(), x.end());
-          if (dtype() == WeightDtype::kInt8) xd = QuantizedActivations(x, rows, s.in);
+          if (dtype() == WeightDtype::kInt8 || dtype() == WeightDtype::kInt4) {
+            xd = QuantizedActivations(x, rows, s.in);
+          }
           const std::vector<float> y0 = Random(static_cast<size_t>(rows) * s.out);
           std::vector<float> y = y0;
           linear.Run(x.data(), rows, y.data());
@@ -136,10 +141,11 @@ TEST_P(LinearTest, WeightBytesAreThePrecisionsOwn) {
   const std::vector<float> w(static_cast<size_t>(out) * in, 0.5f);
   const Linear linear(w.data(), in, out, {}, false, dtype());
   const double per_weight = static_cast<double>(linear.weight_bytes()) / (in * out);
-  // f32: 4 bytes; bf16: 2; int8: Q8_0's 34 bytes per 32.
+  // f32: 4 bytes; bf16: 2; int8: Q8_0's 34 bytes per 32; int4: Q4_0's 18.
   EXPECT_DOUBLE_EQ(per_weight, dtype() == WeightDtype::kF32    ? 4.0
                                : dtype() == WeightDtype::kBf16 ? 2.0
-                                                               : 34.0 / 32);
+                               : dtype() == WeightDtype::kInt8 ? 34.0 / 32
+                                                               : 18.0 / 32);
 }
 
 // A Q8_0 block's values (q · d, d an f16) come back exactly: the layout holds what GGUF's Q8_0
@@ -170,6 +176,7 @@ std::vector<Param> Params() {
     out.emplace_back(k, WeightDtype::kF32);
     out.emplace_back(k, WeightDtype::kBf16);
     out.emplace_back(k, WeightDtype::kInt8);
+    out.emplace_back(k, WeightDtype::kInt4);
   }
   return out;
 }

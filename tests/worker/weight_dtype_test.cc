@@ -55,6 +55,10 @@ class WeightDtypeTest : public ::testing::TestWithParam<const Kernels*> {
  protected:
   void SetUp() override { previous_ = SetActiveKernelsForTesting(GetParam()); }
   void TearDown() override { SetActiveKernelsForTesting(previous_); }
+  // `dtype` against f32 on the golden continuations, teacher-forced: top-1 agreement and mean
+  // KL at least and at most these, and the weights at most `bytes_ratio` of f32's.
+  void ExpectAgreesWithF32(WeightDtype dtype, double min_agreement, double max_kl,
+                           double bytes_ratio);
   std::unique_ptr<LlamaModel> Model(ModelWeights w, WeightDtype dtype) {
     auto model = LlamaModel::Create(std::move(w), kChunk, kChunk, dtype);
     CHECK(model.ok()) << model.status();
@@ -97,23 +101,34 @@ TEST_P(WeightDtypeTest, Bf16EqualsF32OnBf16RoundedWeights) {
   EXPECT_LE(worst_element, 1e-3);
 }
 
-TEST_P(WeightDtypeTest, Int8AgreesWithF32TeacherForced) {
+void WeightDtypeTest::ExpectAgreesWithF32(WeightDtype dtype, double min_agreement, double max_kl,
+                                          double bytes_ratio) {
   auto f32 = Model(Stories260K(), WeightDtype::kF32);
-  auto int8 = Model(Stories260K(), WeightDtype::kInt8);
+  auto quantized = Model(Stories260K(), dtype);
   testing::Agreement a;
   for (const testing::GoldenCase& g : testing::LoadGoldenCases()) {
-    const auto want = TeacherForced(*f32, g), got = TeacherForced(*int8, g);
+    const auto want = TeacherForced(*f32, g), got = TeacherForced(*quantized, g);
     for (size_t pos = 0; pos < want.size(); ++pos) a.Add(want[pos], got[pos]);
   }
   const double agreement = a.top1(), mean_kl = a.mean_kl();
-  std::cout << GetParam()->name << " int8 weights vs f32, " << a.positions()
-            << " teacher-forced positions: top-1 agreement " << agreement << ", mean KL " << mean_kl
-            << "\n";
+  std::cout << GetParam()->name << " " << WeightDtypeName(dtype) << " weights vs f32, "
+            << a.positions() << " teacher-forced positions: top-1 agreement " << agreement
+            << ", mean KL " << mean_kl << "\n";
   RecordProperty("top1_agreement", std::to_string(agreement));
   RecordProperty("mean_kl", std::to_string(mean_kl));
-  EXPECT_GE(agreement, 0.97);
-  EXPECT_LT(mean_kl, 0.01);
-  EXPECT_LT(int8->weight_bytes(), f32->weight_bytes() * 0.3);
+  EXPECT_GE(agreement, min_agreement);
+  EXPECT_LT(mean_kl, max_kl);
+  EXPECT_LT(quantized->weight_bytes(), f32->weight_bytes() * bytes_ratio);
+}
+
+TEST_P(WeightDtypeTest, Int8AgreesWithF32TeacherForced) {
+  ExpectAgreesWithF32(WeightDtype::kInt8, 0.97, 0.01, 0.3);
+}
+
+// f32 weights rounded to Q4_0's blocks at load (worker/int4_pack.h). Measured when written:
+// top-1 agreement 0.826, mean KL 0.104 (stories260K's 64-wide rows are hard on 4 bits).
+TEST_P(WeightDtypeTest, Int4AgreesWithF32TeacherForced) {
+  ExpectAgreesWithF32(WeightDtype::kInt4, 0.78, 0.15, 0.16);
 }
 
 // Greedy ids of the golden prompts through Engine + WorkerEngine, as a worker serves.
@@ -173,7 +188,8 @@ TEST(WeightDtypeFlagTest, TheWorkerRefusesAnUnknownDtypeBeforeLoading) {
   const testing::CommandResult r = testing::RunCommand(
       {testing::BinaryPath("pagoda-worker"), "--model=/nonexistent", "--weight-dtype=fp8"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--weight-dtype=fp8: expected auto, f32, bf16 or int8"), std::string::npos)
+  EXPECT_NE(r.err.find("--weight-dtype=fp8: expected auto, f32, bf16, int8 or int4"),
+            std::string::npos)
       << r.err;
 }
 

@@ -20,7 +20,7 @@ TEST(WorkerOptionsTest, WeightDtypeIsAutoOrANameAndABadOneNamesTheFlag) {
     ASSERT_FALSE(d.ok()) << bad;
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(d.status().message(),
-              std::string("--weight-dtype=") + bad + ": expected auto, f32, bf16 or int8");
+              std::string("--weight-dtype=") + bad + ": expected auto, f32, bf16, int8 or int4");
   }
 }
 

@@ -26,11 +26,10 @@ namespace PAGODA_ISA {
 namespace {
 
 constexpr int kBlock = PackedShape::kInt8Block;
+constexpr int kRowTile = kInt8RowTile;
 #if defined(__AVX512F__)
-constexpr int kRowTile = 6;
 using I = __m512i;
 #else
-constexpr int kRowTile = 2;
 using I = __m256i;
 #endif
 constexpr int kGroups = kBlock / 4;                        // int32 lanes of 4 k per block

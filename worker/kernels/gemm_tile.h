@@ -9,6 +9,12 @@ namespace pagoda {
 namespace PAGODA_ISA {
 
 constexpr int kPanel = 2 * kWidth;  // output columns of a panel: two vectors
+// Rows of a register tile of the int8 and int4 GEMMs, and of QuantizeRows' tiles.
+#if defined(__AVX512F__)
+constexpr int kInt8RowTile = 6;
+#else
+constexpr int kInt8RowTile = 2;
+#endif
 
 // y[r][0 : cols] (= or +=) c0[r] | c1[r] + bias, for the M rows of a tile; cols ≤ kPanel.
 template <int M>

@@ -20,8 +20,8 @@ bool CpuHasAvx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-// The AVX-512 table, with AVX2's int8 GEMM where the CPU lacks VNNI (AVX-512 before Cascade
-// Lake and Zen 4): the int8 kernel of the AVX-512 table is built with VNNI instructions.
+// The AVX-512 table, with AVX2's int8 and int4 GEMMs where the CPU lacks VNNI (AVX-512 before
+// Cascade Lake and Zen 4): those kernels of the AVX-512 table are built with VNNI instructions.
 const Kernels* Avx512Kernels() {
   if (__builtin_cpu_supports("avx512vnni")) return &avx512::GetKernels();
   static const Kernels patched = [] {
@@ -33,6 +33,7 @@ const Kernels* Avx512Kernels() {
     k.int8_weights_offset = a.int8_weights_offset;
     k.quantize_rows = a.quantize_rows;
     k.gemm_int8 = a.gemm_int8;
+    k.gemm_int4 = a.gemm_int4;
     return k;
   }();
   return &patched;

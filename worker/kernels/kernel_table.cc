@@ -14,6 +14,9 @@ void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin,
                   uint8_t* packed);
 void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+void GemmInt4(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+              int ldy);
 void Attention(const AttentionTile& tile);
 
 namespace {
@@ -71,6 +74,7 @@ constexpr Kernels kKernels = {
 #endif
     .quantize_rows = &QuantizeRows,
     .gemm_int8 = &GemmInt8,
+    .gemm_int4 = &GemmInt4,
     .rms_norm = &RmsNorm,
     .swiglu = &SwiGlu,
     .attention = &Attention,

@@ -21,14 +21,35 @@ namespace pagoda {
 //         column, as VNNI's dot product takes them) and then f16 scales [j], one per column and
 //         block (Q8_0's precision: w ≈ q · scale). q is stored + 128 as unsigned bytes when the
 //         kernel multiplies unsigned weights by signed activations (Kernels::int8_weights_offset).
+//   int4: blocks of 32 along k of 18·panel_width bytes: the nibbles, 16·panel_width bytes as
+//         8 groups of 4 k, group g at 2·panel_width·g holding [j][kk%4] for j < h = width/2,
+//         column j in the low nibble and column j + h in the high one (one vector load and an
+//         and/shift give the two halves of the panel, each lane 4 k of one column as VNNI takes
+//         them), q ∈ [0, 15] unsigned; then 2·panel_width bytes of scales, per int4_scales:
+//           kQ4_0: f16 d [j]; w = (q − 8)·d (Q4_0's blocks, copied or rounded from floats);
+//           kQ4_K: u8 sc [j], then u8 m [j]; and before every 8 blocks (256 k, k_padded is a
+//                  multiple of 256) a header of f16 d [j] then f16 dmin [j];
+//                  w = (d·sc)·q − dmin·m, each product exact in f32 (Q4_K's blocks, copied).
+//         4.5 bits a weight (Q4_0) and 4.625 (Q4_K, 1.028× the file's 4.5).
 struct PackedShape {
+  enum class Int4Scales : uint8_t { kQ4_0, kQ4_K };
   int k = 0, n = 0;
   int panel_width = 0;  // output columns per panel
-  int k_padded = 0;     // k rounded up to 32
+  int k_padded = 0;     // k rounded up to 32 (int4 kQ4_K: k, a multiple of 256)
   WeightDtype dtype = WeightDtype::kF32;
+  Int4Scales int4_scales = Int4Scales::kQ4_0;  // int4 only
   static constexpr int kInt8Block = 32;
+  static constexpr int kQ4KBlocks = 8;  // int4 kQ4_K: blocks of 32 under one header
   int num_panels() const { return (n + panel_width - 1) / panel_width; }
   int num_int8_blocks() const { return k_padded / kInt8Block; }
+  // int4: bytes of one block of 32 k, and of one kQ4_K header.
+  size_t int4_block_bytes() const { return static_cast<size_t>(18) * panel_width; }
+  size_t int4_header_bytes() const { return static_cast<size_t>(4) * panel_width; }
+  // int4: offset of block b in a panel.
+  size_t int4_block_offset(int b) const {
+    if (int4_scales == Int4Scales::kQ4_0) return b * int4_block_bytes();
+    return (b / kQ4KBlocks + 1) * int4_header_bytes() + b * int4_block_bytes();
+  }
   size_t panel_bytes() const {
     const size_t elements = static_cast<size_t>(k_padded) * panel_width;
     switch (dtype) {
@@ -38,6 +59,10 @@ struct PackedShape {
         return elements * 2;
       case WeightDtype::kInt8:
         return elements + static_cast<size_t>(num_int8_blocks()) * panel_width * 2;
+      case WeightDtype::kInt4:
+        return num_int8_blocks() * int4_block_bytes() +
+               (int4_scales == Int4Scales::kQ4_K ? num_int8_blocks() / kQ4KBlocks : 0) *
+                   int4_header_bytes();
     }
     return 0;
   }
@@ -103,6 +128,11 @@ struct Kernels {
   void (*gemm_int8)(const uint8_t* packed_x, int rows, const uint8_t* packed,
                     const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
                     bool accumulate, float* y);
+  // The int4 GEMM: x as for gemm_int8 (quantize_rows, int8_row_tile), W packed as int4 in panels
+  // of int8_panel_width; row r of y at y + r·ldy.
+  void (*gemm_int4)(const uint8_t* packed_x, int rows, const uint8_t* packed,
+                    const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
+                    bool accumulate, float* y, int ldy);
   int row_tiles(int rows) const { return (rows + row_tile - 1) / row_tile; }
   // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
   void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);

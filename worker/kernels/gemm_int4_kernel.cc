@@ -1,0 +1,202 @@
+// The int4 GEMM of one ISA: weights as 4-bit q ∈ [0, 15] in blocks of 32 along k with Q4_0's or
+// Q4_K's scales (kernels.h, PackedShape), activations quantized per row and block of 32 by
+// QuantizeRows (the int8 GEMM's format), integer dot products within a block and f32 across:
+//
+//   y[r][j] = Σ_b  xs[r][b] · (s[b][j] · Σ_{kk in b} xq[r][kk] · q[j][kk] − m[b][j] · Σ xq[r][b])
+//
+// with s = d, m = 8·d for Q4_0 (the offset then folds into the integer sum: it starts from
+// −8 · Σ xq, a shift of QuantizeRows' −128 · Σ xq) and s = d·sc, m = dmin·m for Q4_K.
+// One vector load holds a group of 4 k of the whole panel: the low nibbles are its first half of
+// columns, the high nibbles its second; an and (and a shift) unpack them in registers.
+// AVX-512 multiplies with VNNI's vpdpbusd (unsigned q by signed xq); AVX2 with vpmaddubsw, whose
+// pairs are at most 2·15·127 = 3810 (no saturation), summed in int16 over the block and
+// widened by vpmaddwd by ones.
+// Registers: AVX-512 6 rows x 32 columns (12 int32 and 12 f32 accumulators); AVX2 2 x 16.
+#include <cstdint>
+#include <cstring>
+
+#include "worker/kernels/gemm_tile.h"
+#include "worker/kernels/kernels.h"
+#include "worker/kernels/vec.h"
+
+#if defined(__AVX512F__)
+#pragma GCC target("avx512vnni")  // isa.cc runs this table's int4 kernel only where VNNI is
+#endif
+
+namespace pagoda {
+namespace PAGODA_ISA {
+namespace {
+
+constexpr int kRowTile = kInt8RowTile;
+constexpr int kGroups = 8;                      // groups of 4 k in a block of 32
+constexpr int kHalf = kPanel / 2;               // columns of one nibble of the bytes
+constexpr size_t kNibbleBytes = 16 * kPanel;    // of a block; its scales follow
+constexpr size_t kBlockBytes = 18 * kPanel;     // PackedShape::int4_block_bytes
+constexpr size_t kHeaderBytes = 4 * kPanel;     // PackedShape::int4_header_bytes
+constexpr size_t kXBlockBytes = 40 * kRowTile;  // a block of a QuantizeRows tile
+constexpr int kQ4KBlocks = PackedShape::kQ4KBlocks;
+// Bytes ahead of the block being read that a decode asks the memory for.
+constexpr int kPrefetchBytes = 2048;
+
+#if defined(__AVX512F__)
+using I = __m512i;
+inline I LoadI(const uint8_t* p) { return _mm512_loadu_si512(p); }
+inline I Set1I(int32_t v) { return _mm512_set1_epi32(v); }
+inline I ZeroI() { return _mm512_setzero_si512(); }
+inline I LowNibbles(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+inline I HighNibbles(I v) { return LowNibbles(_mm512_srli_epi16(v, 4)); }
+// A block's integer sum: Dot adds 4 products of q and x per int32 lane; Sum gives the lanes.
+inline I Dot(I acc, I q, I x) { return _mm512_dpbusd_epi32(acc, q, x); }
+inline I Sum(I acc) { return acc; }
+inline I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
+inline V ToFloat(I v) { return _mm512_cvtepi32_ps(v); }
+// kHalf f16 or u8 values at p as floats.
+inline V HalvesToFloat(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline V BytesToFloat(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+#else
+using I = __m256i;
+inline I LoadI(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline I Set1I(int32_t v) { return _mm256_set1_epi32(v); }
+inline I ZeroI() { return _mm256_setzero_si256(); }
+inline I LowNibbles(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+inline I HighNibbles(I v) { return LowNibbles(_mm256_srli_epi16(v, 4)); }
+// int16 lanes of pairs: 8 groups of at most 2·15·127 sum to ≤ 30480, so a block's products
+// stay in int16 and only its end widens them (one vpmaddwd per vector, not one per group).
+inline I Dot(I acc, I q, I x) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, x)); }
+inline I Sum(I acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
+inline I AddI(I a, I b) { return _mm256_add_epi32(a, b); }
+inline V ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
+inline V HalvesToFloat(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline V BytesToFloat(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+#endif
+
+int32_t Word(const uint8_t* p) {
+  int32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+// A register tile of M rows over one panel; kQ4K picks the scales (else Q4_0's).
+template <bool kQ4K, int M>
+void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_blocks,
+          const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
+  V c0[M], c1[M];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
+  const uint8_t* w = panel;
+  const uint8_t* header = panel;  // kQ4K: f16 d [kPanel], f16 dmin [kPanel]
+  for (int b = 0; b < num_blocks; ++b) {
+    if (kQ4K && b % kQ4KBlocks == 0) {
+      header = w;
+      w += kHeaderBytes;
+    }
+    if (M == 1) _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes), _MM_HINT_T0);
+    const uint8_t* x = a + static_cast<size_t>(b) * kXBlockBytes;
+    const float* x_scale = reinterpret_cast<const float*>(x + 32 * kRowTile);
+    const uint8_t* x_offset = x + 36 * kRowTile;  // int32 −128 · Σ xq per row
+    I i0[M], i1[M];
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) i0[r] = i1[r] = ZeroI();
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      if (M == 1 && g % 2 == 1) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes + g * 2 * kPanel),
+                     _MM_HINT_T0);
+      }
+      const I bytes = LoadI(w + g * 2 * kPanel);
+      const I q0 = LowNibbles(bytes), q1 = HighNibbles(bytes);
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const I xr = Set1I(Word(x + (g * kRowTile + r) * 4));
+        i0[r] = Dot(i0[r], q0, xr);
+        i1[r] = Dot(i1[r], q1, xr);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      i0[r] = Sum(i0[r]);
+      i1[r] = Sum(i1[r]);
+      if (!kQ4K) {
+        // Q4_0's −8 per weight: −8 · Σ xq, exactly QuantizeRows' −128 · Σ xq shifted.
+        const I offset = Set1I(Word(x_offset + 4 * r) >> 4);
+        i0[r] = AddI(i0[r], offset);
+        i1[r] = AddI(i1[r], offset);
+      }
+    }
+    const uint8_t* scales = w + kNibbleBytes;
+    if (kQ4K) {
+      const V s0 = Mul(HalvesToFloat(header), BytesToFloat(scales));
+      const V s1 = Mul(HalvesToFloat(header + 2 * kHalf), BytesToFloat(scales + kHalf));
+      const V m0 = Mul(HalvesToFloat(header + 2 * kPanel), BytesToFloat(scales + kPanel));
+      const V m1 = Mul(HalvesToFloat(header + 2 * kPanel + 2 * kHalf),
+                       BytesToFloat(scales + kPanel + kHalf));
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const V xs = Set1(x_scale[r]);
+        const V x_sum = Set1(x_scale[r] * static_cast<float>(Word(x_offset + 4 * r) / -128));
+        c0[r] = Fnma(m0, x_sum, Fma(ToFloat(i0[r]), Mul(s0, xs), c0[r]));
+        c1[r] = Fnma(m1, x_sum, Fma(ToFloat(i1[r]), Mul(s1, xs), c1[r]));
+      }
+    } else {
+      const V s0 = HalvesToFloat(scales), s1 = HalvesToFloat(scales + 2 * kHalf);
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const V xs = Set1(x_scale[r]);
+        c0[r] = Fma(ToFloat(i0[r]), Mul(s0, xs), c0[r]);
+        c1[r] = Fma(ToFloat(i1[r]), Mul(s1, xs), c1[r]);
+      }
+    }
+    w += kBlockBytes;
+  }
+  StoreTile<M>(c0, c1, bias, accumulate, y, ldy, cols);
+}
+
+using TileFn = void (*)(const uint8_t*, const uint8_t*, int, const float*, bool, float*, int, int);
+
+template <bool kQ4K, int... M>
+struct TileTable {
+  static constexpr TileFn kFns[] = {nullptr, &Tile<kQ4K, M>...};
+};
+
+#if defined(__AVX512F__)
+constexpr const TileFn* kQ40Tiles = TileTable<false, 1, 2, 3, 4, 5, 6>::kFns;
+constexpr const TileFn* kQ4KTiles = TileTable<true, 1, 2, 3, 4, 5, 6>::kFns;
+#else
+constexpr const TileFn* kQ40Tiles = TileTable<false, 1, 2>::kFns;
+constexpr const TileFn* kQ4KTiles = TileTable<true, 1, 2>::kFns;
+#endif
+
+}  // namespace
+
+void GemmInt4(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+              int ldy) {
+  const int num_blocks = shape.num_int8_blocks();
+  const size_t tile_bytes = Int8TileBytes(kRowTile, shape.k_padded);
+  const TileFn* tiles = shape.int4_scales == PackedShape::Int4Scales::kQ4_K ? kQ4KTiles : kQ40Tiles;
+  for (int p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* panel = packed + p * shape.panel_bytes();
+    const int col = p * kPanel;
+    const int cols = MinInt(kPanel, shape.n - col);
+    const float* panel_bias = bias ? bias + col : nullptr;
+    // The panel (k/32 x 576 bytes, 99 KB for k = 5632) stays in L2 across the row tiles.
+    for (int r = 0; r < rows; r += kRowTile) {
+      const int m = MinInt(kRowTile, rows - r);
+      tiles[m](packed_x + (r / kRowTile) * tile_bytes, panel, num_blocks, panel_bias, accumulate,
+               y + static_cast<size_t>(r) * ldy + col, ldy, cols);
+    }
+  }
+}
+
+}  // namespace PAGODA_ISA
+}  // namespace pagoda
