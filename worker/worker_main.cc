@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     health->SetServingStatus("", false);
     health->SetServingStatus("liveness", false);
   }
-  absl::StatusOr<pagoda::ModelWeights> weights = pagoda::LoadModelWeights(model);
+  absl::StatusOr<std::unique_ptr<pagoda::WeightSource>> weights = pagoda::OpenWeightSource(model);
   if (!weights.ok()) {
     std::cerr << "error: " << weights.status().message() << "\n";
     return 1;
@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << digest.status().message() << "\n";
     return 1;
   }
-  weights->config.weights_digest = *digest;  // the router asks for the same weights
+  (*weights)->set_weights_digest(*digest);  // the router asks for the same weights
   pagoda::WorkerOptions options;
   options.kv_cache_dtype = *kv_dtype;
   absl::StatusOr<int64_t> kv_bytes = pagoda::ParseKvCacheMb(absl::GetFlag(FLAGS_kv_cache_mb));
@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.weight_dtype = *weight_dtype;
-  auto engine = pagoda::WorkerEngine::Create(*std::move(weights), options);
+  auto engine = pagoda::WorkerEngine::Create(**weights, options);
+  weights->reset();  // the file's mapping
   if (!engine.ok()) {
     std::cerr << "error: " << engine.status().message() << "\n";
     return 1;

@@ -9,20 +9,31 @@
 #include "common/dtype_flags.h"
 
 namespace pagoda {
+namespace {
+
+// Where auto puts Q4_0, Q4_K and Q6_K tensors: int8 until the int4 / q6_k kernels land, then
+// their own (the one switch to turn).
+WeightDtype LowBitWeightDtype(GgmlType /*stored*/) { return WeightDtype::kInt8; }
+
+}  // namespace
 
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag) {
   return ParseWeightDtypeFlag("weight-dtype", flag);
 }
 
-WeightDtype AutoWeightDtype(StoredPrecision stored) {
+WeightDtype AutoWeightDtype(GgmlType stored) {
   switch (stored) {
-    case StoredPrecision::kF32:
+    case GgmlType::kF32:
+    case GgmlType::kF16:
       return WeightDtype::kF32;
-    case StoredPrecision::kF16:
-    case StoredPrecision::kBf16:
+    case GgmlType::kBF16:
       return WeightDtype::kBf16;
-    case StoredPrecision::kQuantized:
+    case GgmlType::kQ8_0:
       return WeightDtype::kInt8;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return LowBitWeightDtype(stored);
   }
   return WeightDtype::kF32;
 }

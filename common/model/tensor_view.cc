@@ -1,5 +1,10 @@
 #include "common/model/tensor_view.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
 namespace pagoda {
 
 size_t GgmlRowBytes(GgmlType type, int64_t cols) {
@@ -10,8 +15,20 @@ size_t GgmlRowBytes(GgmlType type, int64_t cols) {
 size_t TensorView::row_bytes() const { return GgmlRowBytes(type, cols); }
 
 void DequantizeRows(const TensorView& view, int64_t row_begin, int64_t num_rows, float* out) {
+  if (view.type == GgmlType::kF32) {
+    std::memcpy(out, view.row(row_begin), num_rows * view.row_bytes());
+    return;
+  }
   const GgmlTypeInfo& info = *FindGgmlType(static_cast<uint32_t>(view.type));
   DequantizeGgml(view.type, view.row(row_begin), num_rows * view.cols / info.block_values, out);
+}
+
+void ReleaseMappedPages(const TensorView& view) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(view.data);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + view.num_bytes()) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace pagoda

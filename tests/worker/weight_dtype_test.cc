@@ -13,11 +13,13 @@
 
 #include "common/model/hf_model.h"
 #include "common/model/llama2c_checkpoint.h"
+#include "common/model/model_loader.h"
 #include "common/model/safetensors.h"
 #include "common/numeric.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "router/engine.h"
+#include "tests/common/model/gguf_writer.h"
 #include "tests/test_util.h"
 #include "tests/worker/teacher_forcing.h"
 #include "worker/in_process_executor.h"
@@ -157,11 +159,29 @@ TEST_P(WeightDtypeTest, ABf16CheckpointServedWithAutoGivesTheTokensOfItsF32Widen
   absl::StatusOr<ModelWeights> a = LoadHfModel(dir), b = LoadHfModel(dir);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status();
   EXPECT_EQ(a->stored_precision, StoredPrecision::kBf16);
-  EXPECT_EQ(AutoWeightDtype(a->stored_precision), WeightDtype::kBf16);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kBF16), WeightDtype::kBf16);
   const auto with_auto = Serve(*std::move(a), std::nullopt);
   const auto widened = Serve(*std::move(b), WeightDtype::kF32);
   EXPECT_EQ(with_auto, widened);
   EXPECT_GT(with_auto[0].size(), 10u);
+}
+
+// An F16 checkpoint (HF or GGUF) under auto keeps every value: its logits are those of the
+// f32 path on the f16 values widened, bit for bit (bf16 would drop 3 mantissa bits of each).
+TEST_P(WeightDtypeTest, AnF16CheckpointUnderAutoComputesWithItsValuesExactly) {
+  const std::string dir = testing::TempDir();
+  ASSERT_TRUE(WriteHfModel(Stories260K(), dir + "/stories260K-f16", TensorDtype::kF16).ok());
+  testing::WriteGgufModel(Stories260K(), "llama", GgmlType::kF16, dir + "/stories260K-f16.gguf");
+  for (const std::string& path : {dir + "/stories260K-f16", dir + "/stories260K-f16.gguf"}) {
+    absl::StatusOr<std::unique_ptr<WeightSource>> source = OpenWeightSource(path);
+    ASSERT_TRUE(source.ok()) << source.status();
+    auto with_auto = LlamaModel::Create(**source, kChunk, kChunk, AutoWeightDtype);
+    ASSERT_TRUE(with_auto.ok()) << with_auto.status();
+    EXPECT_EQ((*with_auto)->DescribeWeightDtypes(), "f32 x21") << path;
+    auto widened = Model(ToModelWeights(**source), WeightDtype::kF32);
+    const testing::GoldenCase g = testing::LoadGoldenCases()[0];
+    EXPECT_EQ(TeacherForced(**with_auto, g), TeacherForced(*widened, g)) << path;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, WeightDtypeTest, ::testing::ValuesIn(SupportedKernels()),

@@ -86,12 +86,14 @@ struct Kernels {
   // `packed` holds row_tiles(rows)·row_tile·k floats.
   void (*pack_rows)(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
   // y (rows, n) = x (rows, k) · Wᵀ [+ bias] [+ y] for output panels [panel_begin, panel_end),
-  // x packed by pack_rows, W packed as f32 or bf16.
+  // x packed by pack_rows, W packed as f32 or bf16. Row r of y starts at y + r·ldy (ldy >= n:
+  // a Linear may write a column range of a wider buffer).
   void (*gemm_f32)(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
-                   int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+                   int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+                   int ldy);
   void (*gemm_bf16)(const float* packed_x, int rows, const uint16_t* packed,
                     const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
-                    bool accumulate, float* y);
+                    bool accumulate, float* y, int ldy);
   // The int8 GEMM: x quantized per row and block of 32 (Int8TileBytes) by quantize_rows, in
   // tiles of int8_row_tile rows; W packed as int8 in panels of int8_panel_width, + 128 when
   // int8_weights_offset.
@@ -102,7 +104,7 @@ struct Kernels {
                         uint8_t* packed);
   void (*gemm_int8)(const uint8_t* packed_x, int rows, const uint8_t* packed,
                     const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
-                    bool accumulate, float* y);
+                    bool accumulate, float* y, int ldy);
   int row_tiles(int rows) const { return (rows + row_tile - 1) / row_tile; }
   // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
   void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);
