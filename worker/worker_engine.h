@@ -34,6 +34,8 @@ class WorkerEngine {
 
   const WorkerInfo& info() const { return info_; }
   const ModelConfig& config() const { return model_->config(); }
+  // Bytes of the packed weights (LlamaModel::weight_bytes).
+  size_t weight_bytes() const { return model_->weight_bytes(); }
   // INVALID_ARGUMENT for a command that does not fit this worker's state (nothing changes).
   absl::StatusOr<StepResult> Execute(const StepCommand& command);
   int num_sequences() const { return static_cast<int>(seqs_.size()); }

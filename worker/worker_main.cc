@@ -28,7 +28,8 @@
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50052", "the router's worker port, host:port");
 ABSL_FLAG(std::string, model, "",
-          "a llama2.c checkpoint (.bin) or a Hugging Face model directory; the router's");
+          "a GGUF file, a llama2.c checkpoint (.bin) or a Hugging Face model directory "
+          "(safetensors); the router's");
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: --kv-cache-memory-fraction of the memory available "
           "after the weights load, at most --max-num-seqs sequences of the model's context");
