@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
   LOG(INFO) << "weights: " << model->DescribeWeightDtypes()
             << (options.weight_dtype ? "" : " (--weight-dtype=auto, by each tensor's type)") << ", "
             << model->weight_bytes() / (1 << 20) << " MiB from " << source.num_bytes() / (1 << 20)
-            << " MiB in the file";
+            << " MiB in the file; peak resident so far " << PeakResidentBytes() / (1 << 20)
+            << " MiB";
   // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool.
   const KvDtype dtype = options.kv_cache_dtype;
   const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size, dtype);

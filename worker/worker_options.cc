@@ -60,14 +60,23 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
   return std::min(by_memory, bytes_per_token * max_tokens);
 }
 
-int64_t MemAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
+namespace {
+
+// The value of a "Key:   1234 kB" line of a /proc file, in bytes; 0 where absent.
+int64_t ProcKibField(const char* path, const char* format) {
+  std::ifstream file(path);
   std::string line;
-  while (std::getline(meminfo, line)) {
-    long long kib = 0;  // "MemAvailable:   21000000 kB"
-    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return kib << 10;
+  while (std::getline(file, line)) {
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), format, &kib) == 1) return kib << 10;
   }
   return 0;
 }
+
+}  // namespace
+
+int64_t MemAvailableBytes() { return ProcKibField("/proc/meminfo", "MemAvailable: %lld kB"); }
+
+int64_t PeakResidentBytes() { return ProcKibField("/proc/self/status", "VmHWM: %lld kB"); }
 
 }  // namespace pagoda

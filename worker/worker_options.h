@@ -54,6 +54,8 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
                          int64_t max_tokens);
 // MemAvailable of /proc/meminfo in bytes; 0 where unknown.
 int64_t MemAvailableBytes();
+// This process's peak resident memory (VmHWM of /proc/self/status) in bytes; 0 where unknown.
+int64_t PeakResidentBytes();
 
 }  // namespace pagoda
 
