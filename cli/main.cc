@@ -23,8 +23,8 @@
 #include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, model, "",
-          "a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging Face model "
-          "directory (config.json, *.safetensors, tokenizer.json)");
+          "a GGUF file, a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging "
+          "Face model directory (config.json, *.safetensors, tokenizer.json)");
 ABSL_FLAG(std::string, tokenizer, "",
           "tokenizer.bin, tokenizer.json or a directory holding one; default: the model's");
 ABSL_FLAG(std::string, prompt, "", "one prompt");

@@ -47,12 +47,12 @@ void PrintJson(const PromptResult& r, std::ostream& out) {
 }  // namespace
 
 int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ModelWeights> weights = LoadModelWeights(options.model);
+  absl::StatusOr<std::unique_ptr<WeightSource>> weights = OpenWeightSource(options.model);
   if (!weights.ok()) {
     err << "error: " << weights.status().message() << "\n";
     return 1;
   }
-  const ModelConfig config = weights->config;
+  const ModelConfig config = (*weights)->config();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       LoadModelTokenizer(options.model, options.tokenizer, config);
   if (!tokenizer.ok()) {
@@ -60,7 +60,8 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     return 1;
   }
   absl::StatusOr<std::unique_ptr<WorkerEngine>> worker =
-      WorkerEngine::Create(*std::move(weights), options.worker);
+      WorkerEngine::Create(**weights, options.worker);
+  weights->reset();  // the file's mapping
   if (!worker.ok()) {
     err << "error: " << worker.status().message() << "\n";
     return 1;

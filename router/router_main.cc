@@ -28,8 +28,8 @@ ABSL_FLAG(std::string, chat_template, "",
           "Jinja chat template file for /v1/chat/completions; default: the model's own");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
 ABSL_FLAG(std::string, model, "",
-          "a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging Face model "
-          "directory; workers must serve the same");
+          "a GGUF file, a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging "
+          "Face model directory; workers must serve the same");
 ABSL_FLAG(std::string, tokenizer, "", "tokenizer file; default: the model's");
 ABSL_FLAG(std::string, served_model_name, "",
           "the name in GetModelInfo and the metrics' model_name label; default: the model's "

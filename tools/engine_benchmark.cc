@@ -5,8 +5,10 @@
 //                     (P up to the model's context)
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
-// checkpoint file in $PAGODA_BENCH_MODEL. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
-// Weights: $PAGODA_BENCH_WEIGHTS = f32 (default) | bf16 | int8, as the worker's --weight-dtype.
+// model in $PAGODA_BENCH_MODEL: a GGUF file, a llama2.c checkpoint or an HF directory, loaded
+// as the worker loads it. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
+// Weights: $PAGODA_BENCH_WEIGHTS = any --weight-dtype the worker takes (f32, bf16, int8, and
+// int4 once it exists); unset: f32 for a random model, auto (per tensor) for a file.
 // KV cache element type: $PAGODA_BENCH_KV = f32 (default), bf16 or f16 (in the context).
 // Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
@@ -20,7 +22,7 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "common/model/llama2c_checkpoint.h"
+#include "common/model/model_loader.h"
 #include "common/model/random_weights.h"
 #include "glog/logging.h"
 #include "router/engine.h"
@@ -83,13 +85,21 @@ struct Bench {
     }
     return w;
   }
+  // Weights of every matrix, the embedding table included.
+  double MatrixWeights() const {
+    const ModelConfig& c = config;
+    const double q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    const double layer = c.dim * (q + 2 * kv) + q * c.dim + 3.0 * c.dim * c.hidden_dim;
+    return layer * c.num_layers + (c.tied_embeddings ? 1.0 : 2.0) * c.dim * c.vocab_size;
+  }
   // Seconds the roof allows for `w`.
   double RoofSeconds(const Work& w) const {
     return std::max(w.flops / (peak_gflops * 1e9), w.bytes / (read_gbs * 1e9));
   }
   double peak_gflops = 0, read_gbs = 0;
-  // Bytes per weight as stored (f32 4, bf16 2, int8 34/32). The FMA peak stays f32's: int8's
-  // integer dot products can beat it (VNNI multiplies 4 bytes per 32-bit lane).
+  // Bytes per weight as packed (f32 4, bf16 2, int8 34/32; a mix for auto on a file), from the
+  // worker's weight bytes. The FMA peak stays f32's: int8's integer dot products can beat it
+  // (VNNI multiplies 4 bytes per 32-bit lane).
   double weight_bytes = 4;
 };
 
@@ -120,36 +130,36 @@ void ReportWork(benchmark::State& state, const Bench& b, const Bench::Work& w) {
 Bench& GetBench() {
   static Bench* bench = [] {
     auto* b = new Bench;
-    ModelWeights weights;
+    std::unique_ptr<WeightSource> source;
+    WorkerOptions wo;
     if (const char* path = std::getenv("PAGODA_BENCH_MODEL")) {
-      auto w = LoadLlama2cCheckpoint(path);
-      CHECK(w.ok()) << w.status();
-      weights = *std::move(w);
+      auto s = OpenWeightSource(path);
+      CHECK(s.ok()) << s.status();
+      source = *std::move(s);
     } else {
       const char* shape = std::getenv("PAGODA_BENCH_SHAPE");
       ModelConfig c;
       CHECK(NamedModelConfig(shape ? shape : "stories110M", &c)) << shape;
-      weights = RandomModelWeights(c, 1);
+      auto s = WeightSource::FromWeights(RandomModelWeights(c, 1));
+      CHECK(s.ok()) << s.status();
+      source = *std::move(s);
+      wo.weight_dtype = WeightDtype::kF32;
     }
-    b->config = weights.config;
-    WorkerOptions wo;
+    b->config = source->config();
     const char* dtype = std::getenv("PAGODA_BENCH_WEIGHTS");
     if (dtype && *dtype) {
       absl::StatusOr<std::optional<WeightDtype>> d = ParseWeightDtype(dtype);
-      CHECK(d.ok() && d->has_value())
-          << "PAGODA_BENCH_WEIGHTS=" << dtype << ": f32, bf16, int8 or int4";
-      wo.weight_dtype = *d;
-      b->weight_bytes = **d == WeightDtype::kF32    ? 4.0
-                        : **d == WeightDtype::kBf16 ? 2.0
-                        : **d == WeightDtype::kInt8 ? 34.0 / 32
-                                                    : 18.0 / 32;
+      CHECK(d.ok()) << "PAGODA_BENCH_WEIGHTS=" << dtype << ": " << d.status().message();
+      wo.weight_dtype = *d;  // auto: nullopt, per tensor
     }
     wo.kv_cache_dtype = kBenchKv;
     b->kv_elem_bytes = KvDtypeBytes(kBenchKv);
     wo.kv_cache_bytes = 1LL << 30;
     wo.max_num_batched_tokens = 2048;
-    auto worker = WorkerEngine::Create(std::move(weights), wo);
+    auto worker = WorkerEngine::Create(*source, wo);
     CHECK(worker.ok()) << worker.status();
+    source.reset();
+    b->weight_bytes = (*worker)->weight_bytes() / b->MatrixWeights();
     b->executor = std::make_unique<InProcessExecutor>(*std::move(worker));
     EngineOptions eo;
     eo.max_num_batched_tokens = 2048;

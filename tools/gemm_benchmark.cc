@@ -112,14 +112,14 @@ void BM_Gemm(benchmark::State& state) {
                           packed_x.data());
 #pragma omp barrier
         kernels.gemm_f32(packed_x.data(), rows, reinterpret_cast<const float*>(panels), shape,
-                         begin, end, nullptr, false, y.data());
+                         begin, end, nullptr, false, y.data(), n);
       } else {
         kernels.quantize_rows(x.data(), rows, k, shape.k_padded, num_tiles * t / nt,
                               num_tiles * (t + 1) / nt, quantized.data());
 #pragma omp barrier
         if (dtype == 1) {
           kernels.gemm_int8(quantized.data(), rows, panels, shape, begin, end, nullptr, false,
-                            y.data());
+                            y.data(), n);
         } else {
           kernels.gemm_int4(quantized.data(), rows, panels, shape, begin, end, nullptr, false,
                             y.data(), n);

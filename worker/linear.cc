@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 
 #include "common/numeric.h"
 #include "glog/logging.h"
@@ -25,78 +27,128 @@ void QuantizeBlock(const float* w, int n, uint16_t* scale, int8_t* q) {
   }
 }
 
+int TotalRows(std::span<const TensorView> parts) {
+  int64_t rows = 0;
+  for (const TensorView& part : parts) rows += part.rows;
+  return static_cast<int>(rows);
+}
+
+PackedShape PackedShapeOf(std::span<const TensorView> parts, WeightDtype dtype,
+                          const Kernels& kernels) {
+  if (dtype == WeightDtype::kInt4) return Int4Shape(parts, kernels.int8_panel_width);
+  return {
+      .k = static_cast<int>(parts[0].cols),
+      .n = TotalRows(parts),
+      .panel_width = dtype == WeightDtype::kInt8 ? kernels.int8_panel_width : kernels.panel_width,
+      .k_padded = static_cast<int>(parts[0].cols + 31) / 32 * 32,
+      .dtype = dtype};
+}
+
 }  // namespace
 
 Linear::Linear(const float* weight, int in, int out, const std::vector<float>& bias,
                bool accumulate, WeightDtype dtype)
+    : Linear(
+          std::array<TensorView, 1>{TensorView{.type = GgmlType::kF32,
+                                               .rows = out,
+                                               .cols = in,
+                                               .data = reinterpret_cast<const uint8_t*>(weight)}},
+          bias, accumulate, dtype) {}
+
+Linear::Linear(std::span<const TensorView> parts, const std::vector<float>& bias, bool accumulate,
+               WeightDtype dtype)
     : kernels_(ActiveKernels()),
-      shape_{.k = in,
-             .n = out,
-             .panel_width = dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4
-                                ? kernels_.int8_panel_width
-                                : kernels_.panel_width,
-             .k_padded = (in + 31) / 32 * 32,
-             .dtype = dtype},
+      shape_(PackedShapeOf(parts, dtype, kernels_)),
       accumulate_(accumulate),
       packed_((shape_.num_bytes() + 3) / 4),
       bias_(bias) {
-  CHECK(bias.empty() || static_cast<int>(bias.size()) == out) << bias.size() << " vs " << out;
+  CHECK(bias.empty() || static_cast<int>(bias.size()) == shape_.n)
+      << bias.size() << " vs " << shape_.n;
+  for (const TensorView& part : parts) CHECK_EQ(part.cols, shape_.k);
   const int pw = shape_.panel_width;
   uint8_t* const base = reinterpret_cast<uint8_t*>(packed_.data());
   // Element (kk, j) of panel p is W[p·pw + j][kk] (kernels.h); the buffer starts zeroed, so
-  // padding stays zero.
-#pragma omp parallel for schedule(static)
-  for (int p = 0; p < shape_.num_panels(); ++p) {
-    uint8_t* panel = base + p * shape_.panel_bytes();
-    const int cols = std::min(pw, out - p * pw);
-    const float* rows = weight + static_cast<size_t>(p) * pw * in;
-    switch (dtype) {
-      case WeightDtype::kF32: {
-        float* f = reinterpret_cast<float*>(panel);
-        for (int kk = 0; kk < in; ++kk) {
-          for (int j = 0; j < cols; ++j) f[static_cast<size_t>(kk) * pw + j] = rows[j * in + kk];
-        }
-        break;
+  // padding stays zero. Each thread decodes one row of W at a time into its own scratch.
+#pragma omp parallel
+  {
+    std::vector<float> row(shape_.k);  // (in) one row of W as f32
+#pragma omp for schedule(static)
+    for (int p = 0; p < shape_.num_panels(); ++p) {
+      uint8_t* panel = base + p * shape_.panel_bytes();
+      if (dtype == WeightDtype::kInt4) {  // Q4_0 / Q4_K blocks copied (worker/int4_pack.h)
+        PackInt4Panel(parts, shape_, p, panel);
+        continue;
       }
-      case WeightDtype::kBf16: {
-        uint16_t* h = reinterpret_cast<uint16_t*>(panel);
-        const int half = pw / 2;
-        for (int kk = 0; kk < in; ++kk) {
-          for (int j = 0; j < cols; ++j) {
-            const int pos = j < half ? 2 * j : 2 * (j - half) + 1;
-            h[static_cast<size_t>(kk) * pw + pos] = FloatToBf16(rows[j * in + kk]);
-          }
+      const int cols = std::min(pw, shape_.n - p * pw);
+      for (int j = 0; j < cols; ++j) {
+        int64_t r = static_cast<int64_t>(p) * pw + j;  // row r of the part that holds it
+        size_t part = 0;
+        while (r >= parts[part].rows) r -= parts[part++].rows;
+        const TensorView& view = parts[part];
+        if (dtype == WeightDtype::kInt8 && view.type == GgmlType::kQ8_0) {
+          PackQ8Column(panel, j, view.row(r));
+        } else {
+          DequantizeRows(view, r, 1, row.data());
+          PackColumn(panel, j, row.data());
         }
-        break;
-      }
-      case WeightDtype::kInt8: {
-        constexpr int kB = PackedShape::kInt8Block;
-        const size_t block_bytes = static_cast<size_t>(kB) * pw + 2 * pw;
-        for (int b = 0; b < shape_.num_int8_blocks(); ++b) {
-          uint8_t* block = panel + b * block_bytes;
-          uint16_t* scales = reinterpret_cast<uint16_t*>(block + kB * pw);
-          const int k0 = b * kB, n = std::min(kB, in - k0);
-          if (n <= 0) break;
-          for (int j = 0; j < cols; ++j) {
-            int8_t q[kB];
-            QuantizeBlock(rows + static_cast<size_t>(j) * in + k0, n, &scales[j], q);
-            for (int i = 0; i < n; ++i) {
-              const int v = q[i] + (kernels_.int8_weights_offset ? 128 : 0);
-              block[(i / 4) * 4 * pw + j * 4 + i % 4] = static_cast<uint8_t>(v);
-            }
-          }
-        }
-        break;
-      }
-      case WeightDtype::kInt4: {  // rounded to Q4_0's blocks (worker/int4_pack.h)
-        const TensorView view{.type = GgmlType::kF32,
-                              .rows = out,
-                              .cols = in,
-                              .data = reinterpret_cast<const uint8_t*>(weight)};
-        PackInt4Panel({&view, 1}, shape_, p, panel);
-        break;
       }
     }
+  }
+}
+
+void Linear::PackColumn(uint8_t* panel, int j, const float* w) const {
+  const int pw = shape_.panel_width, in = shape_.k;
+  switch (shape_.dtype) {
+    case WeightDtype::kF32: {
+      float* f = reinterpret_cast<float*>(panel);
+      for (int kk = 0; kk < in; ++kk) f[static_cast<size_t>(kk) * pw + j] = w[kk];
+      return;
+    }
+    case WeightDtype::kBf16: {
+      uint16_t* h = reinterpret_cast<uint16_t*>(panel);
+      const int half = pw / 2, pos = j < half ? 2 * j : 2 * (j - half) + 1;
+      for (int kk = 0; kk < in; ++kk) h[static_cast<size_t>(kk) * pw + pos] = FloatToBf16(w[kk]);
+      return;
+    }
+    case WeightDtype::kInt8: {
+      constexpr int kB = PackedShape::kInt8Block;
+      for (int b = 0; b * kB < in; ++b) {
+        const int n = std::min(kB, in - b * kB);
+        uint16_t scale;
+        int8_t q[kB];
+        QuantizeBlock(w + b * kB, n, &scale, q);
+        StoreInt8Block(panel, b, j, scale, q, n);
+      }
+      return;
+    }
+    case WeightDtype::kInt4:  // packed a panel at a time by PackInt4Panel
+      LOG(FATAL) << "int4 is not packed by column";
+  }
+}
+
+void Linear::PackQ8Column(uint8_t* panel, int j, const uint8_t* q8_row) const {
+  constexpr int kB = PackedShape::kInt8Block;
+  constexpr int kQ8BlockBytes = 2 + kB;  // f16 d | int8 qs[32] (ggml_quant.h)
+  for (int b = 0; b * kB < shape_.k; ++b) {
+    const uint8_t* block = q8_row + b * kQ8BlockBytes;
+    uint16_t scale;
+    std::memcpy(&scale, block, 2);
+    // llama.cpp writes −127..127; a −128 would overflow the AVX2 kernel's sign trick.
+    int8_t q[kB];
+    for (int i = 0; i < kB; ++i) q[i] = std::max<int8_t>(static_cast<int8_t>(block[2 + i]), -127);
+    StoreInt8Block(panel, b, j, scale, q, kB);
+  }
+}
+
+void Linear::StoreInt8Block(uint8_t* panel, int b, int j, uint16_t scale, const int8_t* q,
+                            int n) const {
+  constexpr int kB = PackedShape::kInt8Block;
+  const int pw = shape_.panel_width;
+  uint8_t* block = panel + static_cast<size_t>(b) * (kB * pw + 2 * pw);
+  reinterpret_cast<uint16_t*>(block + kB * pw)[j] = scale;
+  const int offset = kernels_.int8_weights_offset ? 128 : 0;
+  for (int i = 0; i < n; ++i) {
+    block[(i / 4) * 4 * pw + j * 4 + i % 4] = static_cast<uint8_t>(q[i] + offset);
   }
 }
 
@@ -136,8 +188,9 @@ void Linear::Row(int i, float* out) const {
   }
 }
 
-void Linear::Run(const float* x, int rows, float* y) const {
+void Linear::Run(const float* x, int rows, float* y, int ldy) const {
   const int num_panels = shape_.num_panels();
+  if (ldy == 0) ldy = shape_.n;
   const float* bias = bias_.empty() ? nullptr : bias_.data();
   if (shape_.dtype == WeightDtype::kInt8 || shape_.dtype == WeightDtype::kInt4) {
     // x quantized by row tiles; grows to the largest step once, then never allocates.
@@ -154,11 +207,9 @@ void Linear::Run(const float* x, int rows, float* y) const {
 #pragma omp barrier
       const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
       const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-      if (shape_.dtype == WeightDtype::kInt4) {
-        kernels_.gemm_int4(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, shape_.n);
-      } else {
-        kernels_.gemm_int8(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y);
-      }
+      const auto gemm =
+          shape_.dtype == WeightDtype::kInt4 ? kernels_.gemm_int4 : kernels_.gemm_int8;
+      gemm(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
     }
     return;
   }
@@ -179,9 +230,9 @@ void Linear::Run(const float* x, int rows, float* y) const {
     const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
     if (bf16) {
       kernels_.gemm_bf16(px, rows, reinterpret_cast<const uint16_t*>(packed_.data()), shape_, begin,
-                         end, bias, accumulate_, y);
+                         end, bias, accumulate_, y, ldy);
     } else {
-      kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y);
+      kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y, ldy);
     }
   }
 }

@@ -5,6 +5,9 @@
 //   bf16  rounded to nearest even (exact for a bf16 checkpoint), widened to f32 in the kernel;
 //   int8  blocks of 32 along `in`, one f16 scale per output and block (Q8_0's layout and
 //         rounding); each call quantizes x the same way per row and multiplies in integers.
+// It is packed from TensorViews of the checkpoint (stacked by rows: a fused q|k|v), panel by
+// panel in parallel, decoding only one panel's rows at a time: a quantized file never exists
+// widened in memory. An int8 matrix from a Q8_0 tensor keeps its blocks exactly.
 // One kernel serves every row count: a decode (1 row) streams each panel once, like a GEMV; a
 // batch of up to 12 (AVX-512) or 6 (AVX2) rows is one register tile per panel, and more rows
 // reuse the panel from L2. docs/BENCHMARKS.md §6 has the measurements that chose it over
@@ -14,8 +17,10 @@
 #ifndef PAGODA_WORKER_LINEAR_H_
 #define PAGODA_WORKER_LINEAR_H_
 
+#include <span>
 #include <vector>
 
+#include "common/model/tensor_view.h"
 #include "worker/huge_page_buffer.h"
 #include "worker/kernels/kernels.h"
 
@@ -23,14 +28,19 @@ namespace pagoda {
 
 class Linear {
  public:
-  // `weight`: (out, in) row-major, as checkpoints store it (copied). `bias`: (out) or empty.
-  // `accumulate`: add the product to what y already holds (the residual connection).
-  // Packs for the kernels active now (worker/kernels/isa.h).
+  // W (out, in) is `parts` stacked by rows: out = Σ rows, in = their cols (copied).
+  // `bias`: (out) or empty. `accumulate`: add the product to what y already holds (the
+  // residual connection). Packs for the kernels active now (worker/kernels/isa.h).
+  // REQUIRES: parts not empty, all of one cols, out and in below 2^31 (the caller checks files).
+  Linear(std::span<const TensorView> parts, const std::vector<float>& bias, bool accumulate,
+         WeightDtype dtype);
+  // `weight`: (out, in) row-major f32.
   Linear(const float* weight, int in, int out, const std::vector<float>& bias, bool accumulate,
          WeightDtype dtype = WeightDtype::kF32);
 
-  // REQUIRES: 0 < rows; x holds (rows, in) and y (rows, out), both dense row-major.
-  void Run(const float* x, int rows, float* y) const;
+  // REQUIRES: 0 < rows; x holds (rows, in), dense; row r of y is y + r·ldy, `out` wide
+  // (ldy 0: out; a larger ldy writes a column range of a wider buffer).
+  void Run(const float* x, int rows, float* y, int ldy = 0) const;
 
   // Row i of W as stored (after rounding): an embedding table's lookup. REQUIRES: i < out.
   void Row(int i, float* out) const;
@@ -45,6 +55,13 @@ class Linear {
 
  private:
   const uint8_t* bytes() const { return reinterpret_cast<const uint8_t*>(packed_.data()); }
+  // Packs column j of panel `panel` (row p·panel_width + j of W) from f32 values `w` (in).
+  void PackColumn(uint8_t* panel, int j, const float* w) const;
+  // The same from a Q8_0 row (int8 only): its blocks as they are.
+  void PackQ8Column(uint8_t* panel, int j, const uint8_t* q8_row) const;
+  // Stores one block of 32 int8 weights and their f16 scale at column j of an int8 panel.
+  void StoreInt8Block(uint8_t* panel, int block, int j, uint16_t scale, const int8_t* q,
+                      int n) const;
 
   const Kernels& kernels_;  // the table the panels were packed for
   PackedShape shape_;

@@ -1,8 +1,11 @@
 #include "worker/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/kernels/isa.h"
 
 namespace pagoda {
@@ -13,15 +16,50 @@ namespace {
 // with the passive waits served workers use), and a step has nine such loops per layer.
 constexpr int kParallelRows = 16;
 
-// Rows of `a` then rows of `b`: fuses two (rows, in) matrices into one.
-std::vector<float> Concat(std::vector<float>& a, std::vector<float>& b, std::vector<float>& c) {
-  std::vector<float> out;
-  out.reserve(a.size() + b.size() + c.size());
-  for (auto* v : {&a, &b, &c}) {
-    out.insert(out.end(), v->begin(), v->end());
-    std::vector<float>().swap(*v);
+// The Linears of one model, each packed from its views and then done with them.
+class Packer {
+ public:
+  Packer(const WeightSource& source, const LlamaModel::WeightDtypeChoice& choose)
+      : source_(source), choose_(choose) {}
+
+  std::unique_ptr<StackedLinear> Stacked(std::initializer_list<LlamaTensor> tensors, int layer,
+                                         const std::vector<float>& bias) {
+    std::vector<TensorView> views;
+    std::vector<WeightDtype> dtypes;
+    for (LlamaTensor t : tensors) {
+      views.push_back(source_.View(t, layer));
+      dtypes.push_back(choose_(source_.StoredType(t, layer)));
+    }
+    auto linear = std::make_unique<StackedLinear>(views, dtypes, bias, /*accumulate=*/false);
+    for (LlamaTensor t : tensors) source_.Release(t, layer);
+    return linear;
   }
-  return out;
+
+  std::unique_ptr<Linear> Single(LlamaTensor tensor, int layer, bool accumulate) {
+    const TensorView view = source_.View(tensor, layer);
+    auto linear =
+        std::make_unique<Linear>(std::span<const TensorView>(&view, 1), std::vector<float>(),
+                                 accumulate, choose_(source_.StoredType(tensor, layer)));
+    source_.Release(tensor, layer);
+    return linear;
+  }
+
+ private:
+  const WeightSource& source_;
+  const LlamaModel::WeightDtypeChoice& choose_;
+};
+
+// Bytes of a Linear's packed panels must fit its int indices: every matrix has fewer than
+// 2^31 rows and columns.
+absl::Status CheckSizes(const WeightSource& source) {
+  const ModelConfig& c = source.config();
+  for (int64_t n : {int64_t{c.dim}, int64_t{c.hidden_dim}, int64_t{c.vocab_size},
+                    int64_t{c.q_dim()} + 2 * c.kv_dim(), 2 * int64_t{c.hidden_dim}}) {
+    if (n <= 0 || n >= (int64_t{1} << 31)) {
+      return absl::InvalidArgumentError(absl::StrCat("a matrix of ", n, " rows or columns"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -32,56 +70,49 @@ LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows)
       max_logit_rows_(max_logit_rows),
       kernels_(ActiveKernels()) {}
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, int max_tokens,
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights weights, int max_tokens,
                                                                int max_logit_rows,
                                                                WeightDtype dtype) {
-  const ModelConfig& c = w.config;
+  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source,
+                   WeightSource::FromWeights(std::move(weights)));
+  return Create(*source, max_tokens, max_logit_rows, [dtype](GgmlType) { return dtype; });
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSource& source,
+                                                               int max_tokens, int max_logit_rows,
+                                                               const WeightDtypeChoice& choose) {
+  const ModelConfig& c = source.config();
   if (max_tokens <= 0 || max_logit_rows <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_tokens ", max_tokens, " and max_logit_rows ", max_logit_rows, " must be positive"));
   }
-  if (static_cast<int>(w.layers.size()) != c.num_layers || c.head_dim % 2 != 0) {
-    return absl::InvalidArgumentError("weights do not match their config");
-  }
+  if (c.head_dim % 2 != 0) return absl::InvalidArgumentError("weights do not match their config");
+  RETURN_IF_ERROR(CheckSizes(source));
   auto model = std::unique_ptr<LlamaModel>(new LlamaModel(c, max_tokens, max_logit_rows));
   const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();
   const int qkv_dim = q_dim + 2 * kv_dim;
-  const std::vector<float> no_bias;
-  for (LayerWeights& l : w.layers) {
-    const size_t norm_size = c.qk_norm ? c.head_dim : 0;
-    if (l.q_norm.size() != norm_size || l.k_norm.size() != norm_size) {
-      return absl::InvalidArgumentError(absl::StrCat("q/k norms of ", l.q_norm.size(), " and ",
-                                                     l.k_norm.size(), " values, expected ",
-                                                     norm_size));
-    }
+  using T = LlamaTensor;
+  Packer pack(source, choose);
+  for (int l = 0; l < c.num_layers; ++l) {
     Layer layer;
-    layer.q_norm = std::move(l.q_norm);
-    layer.k_norm = std::move(l.k_norm);
-    layer.attn_norm = std::move(l.attn_norm);
-    layer.ffn_norm = std::move(l.ffn_norm);
-    std::vector<float> qkv = Concat(l.wq, l.wk, l.wv);
+    layer.q_norm = source.Floats(T::kQNorm, l);
+    layer.k_norm = source.Floats(T::kKNorm, l);
+    layer.attn_norm = source.Floats(T::kAttnNorm, l);
+    layer.ffn_norm = source.Floats(T::kFfnNorm, l);
     std::vector<float> qkv_bias;
-    if (!l.bq.empty()) qkv_bias = Concat(l.bq, l.bk, l.bv);
-    layer.qkv = std::make_unique<Linear>(qkv.data(), dim, qkv_dim, qkv_bias, false, dtype);
-    layer.o = std::make_unique<Linear>(l.wo.data(), q_dim, dim, no_bias, true, dtype);
-    std::vector<float> none;
-    std::vector<float> gate_up = Concat(l.w_gate, l.w_up, none);
-    layer.gate_up =
-        std::make_unique<Linear>(gate_up.data(), dim, 2 * hidden, no_bias, false, dtype);
-    layer.down = std::make_unique<Linear>(l.w_down.data(), hidden, dim, no_bias, true, dtype);
-    l = LayerWeights();
+    for (T bias : {T::kBq, T::kBk, T::kBv}) {
+      const std::vector<float> b = source.Floats(bias, l);
+      qkv_bias.insert(qkv_bias.end(), b.begin(), b.end());
+    }
+    layer.qkv = pack.Stacked({T::kWq, T::kWk, T::kWv}, l, qkv_bias);
+    layer.o = pack.Single(T::kWo, l, /*accumulate=*/true);
+    layer.gate_up = pack.Stacked({T::kGate, T::kUp}, l, {});
+    layer.down = pack.Single(T::kDown, l, /*accumulate=*/true);
     model->layers_.push_back(std::move(layer));
   }
-  model->final_norm_ = std::move(w.final_norm);
-  const std::vector<float>& cls = c.tied_embeddings ? w.token_embedding : w.classifier;
-  model->classifier_ =
-      std::make_unique<Linear>(cls.data(), dim, c.vocab_size, no_bias, false, dtype);
-  std::vector<float>().swap(w.classifier);
-  if (!c.tied_embeddings) {
-    model->token_embedding_ = std::make_unique<Linear>(w.token_embedding.data(), dim, c.vocab_size,
-                                                       no_bias, false, dtype);
-  }
-  std::vector<float>().swap(w.token_embedding);
+  model->final_norm_ = source.Floats(T::kFinalNorm);
+  model->classifier_ = pack.Single(c.tied_embeddings ? T::kEmbedding : T::kClassifier, -1, false);
+  if (!c.tied_embeddings) model->token_embedding_ = pack.Single(T::kEmbedding, -1, false);
 
   // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (Llama 3 scaling aside),
   // computed in float as llama2.c does.
@@ -108,6 +139,28 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights w, i
   model->final_x_.resize(static_cast<size_t>(max_logit_rows) * dim);
   model->logits_.resize(static_cast<size_t>(max_logit_rows) * c.vocab_size);
   return model;
+}
+
+std::string LlamaModel::DescribeWeightDtypes() const {
+  std::map<WeightDtype, int> counts;
+  auto count = [&](const Linear& linear) { ++counts[linear.dtype()]; };
+  count(*classifier_);
+  if (token_embedding_) count(*token_embedding_);
+  for (const Layer& l : layers_) {
+    for (const StackedLinear* s : {l.qkv.get(), l.gate_up.get()}) {
+      for (int i = 0; i < s->num_linears(); ++i) count(s->linear(i));
+    }
+    count(*l.o);
+    count(*l.down);
+  }
+  std::vector<std::pair<int, WeightDtype>> by_count;
+  for (const auto& [dtype, n] : counts) by_count.push_back({-n, dtype});
+  std::sort(by_count.begin(), by_count.end());
+  std::string out;
+  for (const auto& [n, dtype] : by_count) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", WeightDtypeName(dtype), " x", -n);
+  }
+  return out;
 }
 
 size_t LlamaModel::weight_bytes() const {

@@ -11,16 +11,20 @@
 #define PAGODA_WORKER_LLAMA_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/model/model_weights.h"
+#include "common/model/weight_source.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kv_pool.h"
 #include "worker/linear.h"
 #include "worker/paged_attention.h"
+#include "worker/stacked_linear.h"
 
 namespace pagoda {
 
@@ -35,9 +39,18 @@ struct ForwardBatch {
 
 class LlamaModel {
  public:
-  // Consumes `weights` (their memory is released as they are reordered).
-  // `max_tokens`: the largest T; `max_logit_rows`: the largest S. `dtype`: how every matrix
-  // is stored (the embedding, each layer's, the classifier); norms and biases stay f32.
+  // How to store a matrix the checkpoint stored as `stored` (a per-tensor --weight-dtype=auto,
+  // or one dtype for all).
+  using WeightDtypeChoice = std::function<WeightDtype(GgmlType stored)>;
+
+  // Packs every matrix straight from `source`'s views (the embedding, each layer's, the
+  // classifier) in the dtype `choose` gives its stored type, releasing each view's file pages
+  // once packed; norms and biases stay f32. `max_tokens`: the largest T; `max_logit_rows`: the
+  // largest S.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const WeightSource& source,
+                                                            int max_tokens, int max_logit_rows,
+                                                            const WeightDtypeChoice& choose);
+  // Over f32 weights (tests), every matrix as `dtype`.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(ModelWeights weights, int max_tokens,
                                                             int max_logit_rows,
                                                             WeightDtype dtype = WeightDtype::kF32);
@@ -51,7 +64,10 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   int max_tokens() const { return max_tokens_; }
   int max_logit_rows() const { return max_logit_rows_; }
+  // The classifier's dtype (every matrix's unless auto chose per tensor).
   WeightDtype weight_dtype() const { return classifier_->dtype(); }
+  // Matrices stored in each dtype, as "int8 ×150, f32 ×4" (most first): the load log's.
+  std::string DescribeWeightDtypes() const;
   // Bytes of every matrix as stored, with norms and biases.
   size_t weight_bytes() const;
 
@@ -59,9 +75,9 @@ class LlamaModel {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;  // (dim)
     std::vector<float> q_norm, k_norm;       // (head_dim); empty unless config.qk_norm
-    std::unique_ptr<Linear> qkv;             // dim -> q_dim + 2 kv_dim
+    std::unique_ptr<StackedLinear> qkv;      // dim -> q_dim + 2 kv_dim
     std::unique_ptr<Linear> o;               // q_dim -> dim, accumulates into x
-    std::unique_ptr<Linear> gate_up;         // dim -> 2 hidden_dim  ([gate | up])
+    std::unique_ptr<StackedLinear> gate_up;  // dim -> 2 hidden_dim  ([gate | up])
     std::unique_ptr<Linear> down;            // hidden_dim -> dim, accumulates into x
   };
 

@@ -15,20 +15,29 @@ namespace pagoda {
 
 absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(ModelWeights weights,
                                                                    const WorkerOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source,
+                   WeightSource::FromWeights(std::move(weights)));
+  return Create(*source, options);
+}
+
+absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightSource& source,
+                                                                   const WorkerOptions& options) {
   if (options.block_size <= 0 || options.max_num_batched_tokens <= 0 || options.max_num_seqs <= 0) {
     return absl::InvalidArgumentError(
         "block_size, max_num_batched_tokens and max_num_seqs must be > 0");
   }
   if (options.threads > 0) omp_set_num_threads(options.threads);
-  const ModelConfig config = weights.config;
-  const WeightDtype weight_dtype =
-      options.weight_dtype.value_or(AutoWeightDtype(weights.stored_precision));
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                   LlamaModel::Create(std::move(weights), options.max_num_batched_tokens,
-                                      options.max_num_seqs, weight_dtype));
-  LOG(INFO) << "weights: " << WeightDtypeName(weight_dtype)
-            << (options.weight_dtype ? "" : " (--weight-dtype=auto)") << ", "
-            << model->weight_bytes() / (1 << 20) << " MiB";
+  const ModelConfig& config = source.config();
+  const std::optional<WeightDtype> all = options.weight_dtype;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LlamaModel> model,
+      LlamaModel::Create(source, options.max_num_batched_tokens, options.max_num_seqs,
+                         [all](GgmlType stored) { return all.value_or(AutoWeightDtype(stored)); }));
+  LOG(INFO) << "weights: " << model->DescribeWeightDtypes()
+            << (options.weight_dtype ? "" : " (--weight-dtype=auto, by each tensor's type)") << ", "
+            << model->weight_bytes() / (1 << 20) << " MiB from " << source.num_bytes() / (1 << 20)
+            << " MiB in the file; peak resident so far " << PeakResidentBytes() / (1 << 20)
+            << " MiB";
   // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool.
   const KvDtype dtype = options.kv_cache_dtype;
   const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size, dtype);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/executor.h"
 #include "common/model/model_weights.h"
+#include "common/model/weight_source.h"
 #include "common/step.h"
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"
@@ -24,11 +25,17 @@ namespace pagoda {
 
 class WorkerEngine {
  public:
+  // Packs the weights from `source` (whose file pages it releases as it goes).
+  static absl::StatusOr<std::unique_ptr<WorkerEngine>> Create(const WeightSource& source,
+                                                              const WorkerOptions& options);
+  // Over weights already widened to f32 (tests): auto follows weights.stored_precision.
   static absl::StatusOr<std::unique_ptr<WorkerEngine>> Create(ModelWeights weights,
                                                               const WorkerOptions& options);
 
   const WorkerInfo& info() const { return info_; }
   const ModelConfig& config() const { return model_->config(); }
+  // Bytes of the packed weights (LlamaModel::weight_bytes).
+  size_t weight_bytes() const { return model_->weight_bytes(); }
   // INVALID_ARGUMENT for a command that does not fit this worker's state (nothing changes).
   absl::StatusOr<StepResult> Execute(const StepCommand& command);
   int num_sequences() const { return static_cast<int>(seqs_.size()); }

@@ -28,7 +28,8 @@
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50052", "the router's worker port, host:port");
 ABSL_FLAG(std::string, model, "",
-          "a llama2.c checkpoint (.bin) or a Hugging Face model directory; the router's");
+          "a GGUF file, a llama2.c checkpoint (.bin) or a Hugging Face model directory "
+          "(safetensors); the router's");
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: --kv-cache-memory-fraction of the memory available "
           "after the weights load, at most --max-num-seqs sequences of the model's context");
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
     health->SetServingStatus("", false);
     health->SetServingStatus("liveness", false);
   }
-  absl::StatusOr<pagoda::ModelWeights> weights = pagoda::LoadModelWeights(model);
+  absl::StatusOr<std::unique_ptr<pagoda::WeightSource>> weights = pagoda::OpenWeightSource(model);
   if (!weights.ok()) {
     std::cerr << "error: " << weights.status().message() << "\n";
     return 1;
@@ -184,7 +185,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << digest.status().message() << "\n";
     return 1;
   }
-  weights->config.weights_digest = *digest;  // the router asks for the same weights
+  (*weights)->set_weights_digest(*digest);  // the router asks for the same weights
   pagoda::WorkerOptions options;
   options.kv_cache_dtype = *kv_dtype;
   absl::StatusOr<int64_t> kv_bytes = pagoda::ParseKvCacheMb(absl::GetFlag(FLAGS_kv_cache_mb));
@@ -202,7 +203,8 @@ int main(int argc, char** argv) {
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.weight_dtype = *weight_dtype;
-  auto engine = pagoda::WorkerEngine::Create(*std::move(weights), options);
+  auto engine = pagoda::WorkerEngine::Create(**weights, options);
+  weights->reset();  // the file's mapping
   if (!engine.ok()) {
     std::cerr << "error: " << engine.status().message() << "\n";
     return 1;

@@ -9,20 +9,24 @@
 #include "common/dtype_flags.h"
 
 namespace pagoda {
-
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag) {
   return ParseWeightDtypeFlag("weight-dtype", flag);
 }
 
-WeightDtype AutoWeightDtype(StoredPrecision stored) {
+WeightDtype AutoWeightDtype(GgmlType stored) {
   switch (stored) {
-    case StoredPrecision::kF32:
+    case GgmlType::kF32:
+    case GgmlType::kF16:
       return WeightDtype::kF32;
-    case StoredPrecision::kF16:
-    case StoredPrecision::kBf16:
+    case GgmlType::kBF16:
       return WeightDtype::kBf16;
-    case StoredPrecision::kQuantized:
+    case GgmlType::kQ8_0:
       return WeightDtype::kInt8;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+      return WeightDtype::kInt4;  // the blocks copied (worker/int4_pack.h)
+    case GgmlType::kQ6_K:
+      return WeightDtype::kInt8;  // rounded from the file's values
   }
   return WeightDtype::kF32;
 }
@@ -49,14 +53,23 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
   return std::min(by_memory, bytes_per_token * max_tokens);
 }
 
-int64_t MemAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
+namespace {
+
+// The value of a "Key:   1234 kB" line of a /proc file, in bytes; 0 where absent.
+int64_t ProcKibField(const char* path, const char* format) {
+  std::ifstream file(path);
   std::string line;
-  while (std::getline(meminfo, line)) {
-    long long kib = 0;  // "MemAvailable:   21000000 kB"
-    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return kib << 10;
+  while (std::getline(file, line)) {
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), format, &kib) == 1) return kib << 10;
   }
   return 0;
 }
+
+}  // namespace
+
+int64_t MemAvailableBytes() { return ProcKibField("/proc/meminfo", "MemAvailable: %lld kB"); }
+
+int64_t PeakResidentBytes() { return ProcKibField("/proc/self/status", "VmHWM: %lld kB"); }
 
 }  // namespace pagoda

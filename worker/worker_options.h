@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/dtype_names.h"
-#include "common/model/model_weights.h"
+#include "common/model/ggml_quant.h"
 
 namespace pagoda {
 
@@ -27,17 +27,18 @@ struct WorkerOptions {
   int max_num_batched_tokens = 2048;  // the largest step, in tokens
   int max_num_seqs = 256;             // the most sequences in one step
   int threads = 0;                    // OpenMP threads; 0 = the runtime's default
-  // How the matrices are stored; unset = auto: AutoWeightDtype of the checkpoint's precision.
+  // How every matrix is stored; unset = auto: AutoWeightDtype of each tensor's stored type.
   std::optional<WeightDtype> weight_dtype;
 };
 
 // --weight-dtype: "auto" (nullopt), "f32", "bf16" or "int8"; INVALID_ARGUMENT naming the flag
 // otherwise.
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag);
-// What auto stores a checkpoint's matrices as: bf16 for bf16 and f16 ones (bf16 keeps f16's
-// range, and a bf16 checkpoint exactly), int8 for quantized GGUF files (Q8_0 exactly, finer
-// than the 4- and 6-bit types), f32 for f32 ones.
-WeightDtype AutoWeightDtype(StoredPrecision stored);
+// What auto stores a matrix as, by the type its checkpoint stored it in: each value kept
+// exactly where a kernel can hold it. F32 and F16 → f32 (bf16 would drop 3 of f16's mantissa
+// bits), BF16 → bf16, Q8_0 → int8 (its blocks as they are), and the 4- and 6-bit types
+// (Q4_0, Q4_K, Q6_K) → int8 (finer than they are) until the int4 kernels take them.
+WeightDtype AutoWeightDtype(GgmlType stored);
 
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes;
 // INVALID_ARGUMENT naming the flag otherwise.
@@ -53,6 +54,8 @@ int64_t AutoKvCacheBytes(int64_t available_bytes, double fraction, int64_t bytes
                          int64_t max_tokens);
 // MemAvailable of /proc/meminfo in bytes; 0 where unknown.
 int64_t MemAvailableBytes();
+// This process's peak resident memory (VmHWM of /proc/self/status) in bytes; 0 where unknown.
+int64_t PeakResidentBytes();
 
 }  // namespace pagoda
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace pagoda {
 namespace {
@@ -340,8 +341,8 @@ absl::StatusOr<std::vector<int32_t>> GgufFile::Int32Array(absl::string_view key)
   return out;
 }
 
-absl::StatusOr<std::vector<float>> GgufFile::Read(absl::string_view name,
-                                                  std::span<const int64_t> shape) const {
+absl::StatusOr<TensorView> GgufFile::View(absl::string_view name,
+                                          std::span<const int64_t> shape) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     return absl::NotFoundError(absl::StrCat(path_, ": no tensor ", name));
@@ -353,10 +354,16 @@ absl::StatusOr<std::vector<float>> GgufFile::Read(absl::string_view name,
                                                    absl::StrJoin(row_major, ", "), "], expected [",
                                                    absl::StrJoin(shape, ", "), "]"));
   }
-  const GgmlTypeInfo& info = *FindGgmlType(static_cast<uint32_t>(t.type));
-  const uint64_t blocks = t.bytes / info.block_bytes;
-  std::vector<float> out(blocks * info.block_values);
-  DequantizeGgml(t.type, data_ + t.offset, static_cast<int64_t>(blocks), out.data());
+  const int64_t cols = t.dims.empty() ? 1 : t.dims[0];
+  const int64_t rows = cols > 0 ? static_cast<int64_t>(t.bytes / GgmlRowBytes(t.type, cols)) : 0;
+  return TensorView{.type = t.type, .rows = rows, .cols = cols, .data = data_ + t.offset};
+}
+
+absl::StatusOr<std::vector<float>> GgufFile::Read(absl::string_view name,
+                                                  std::span<const int64_t> shape) const {
+  ASSIGN_OR_RETURN(const TensorView view, View(name, shape));
+  std::vector<float> out(static_cast<size_t>(view.rows * view.cols));
+  DequantizeRows(view, 0, view.rows, out.data());
   return out;
 }
 

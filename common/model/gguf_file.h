@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/model/ggml_quant.h"
+#include "common/model/tensor_view.h"
 
 namespace pagoda {
 
@@ -80,6 +81,9 @@ class GgufFile {
   absl::StatusOr<std::vector<absl::string_view>> StringArray(absl::string_view key) const;
   absl::StatusOr<std::vector<float>> FloatArray(absl::string_view key) const;    // f32
   absl::StatusOr<std::vector<int32_t>> Int32Array(absl::string_view key) const;  // i32
+
+  // The tensor as the file stores it, a 1-D tensor as one row; `shape` as for Read.
+  absl::StatusOr<TensorView> View(absl::string_view name, std::span<const int64_t> shape) const;
 
   // The tensor as float32 (dequantized); `shape` is row-major, outermost first (the reverse
   // of the file's dims). INVALID_ARGUMENT naming the tensor when the shape differs.

@@ -94,28 +94,20 @@ absl::StatusOr<ModelConfig> LoadGgufConfig(const std::string& path) {
   return GgufModelConfig(*f);
 }
 
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenGgufSource(const std::string& path) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> f, GgufFile::Open(path));
+  ASSIGN_OR_RETURN(ModelConfig config, GgufModelConfig(*f));
+  return WeightSource::Create(
+      std::move(config), GgufTensorNames(),
+      [&f](const std::string& name, std::span<const int64_t> shape) {
+        return f->View(name, shape);
+      },
+      f, /*mapped=*/true);
+}
+
 absl::StatusOr<ModelWeights> LoadGgufModel(const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
-  ModelWeights w;
-  ASSIGN_OR_RETURN(w.config, GgufModelConfig(*f));
-  RETURN_IF_ERROR(ReadLlamaWeights(
-      GgufTensorNames(),
-      [&f](const std::string& name, std::vector<int64_t> shape) { return f->Read(name, shape); },
-      &w));
-  switch (f->tensors().at("blk.0.attn_q.weight").type) {  // read above, so present
-    case GgmlType::kF32:
-      w.stored_precision = StoredPrecision::kF32;
-      break;
-    case GgmlType::kF16:
-      w.stored_precision = StoredPrecision::kF16;
-      break;
-    case GgmlType::kBF16:
-      w.stored_precision = StoredPrecision::kBf16;
-      break;
-    default:
-      w.stored_precision = StoredPrecision::kQuantized;
-  }
-  return w;
+  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source, OpenGgufSource(path));
+  return ToModelWeights(*source);
 }
 
 }  // namespace pagoda

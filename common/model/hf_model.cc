@@ -170,26 +170,21 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   return c;
 }
 
-absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
-  ModelWeights w;
-  ASSIGN_OR_RETURN(w.config, LoadHfConfig(dir));
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenHfSource(const std::string& dir) {
+  ASSIGN_OR_RETURN(ModelConfig config, LoadHfConfig(dir));
   ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::Open(dir));
-  RETURN_IF_ERROR(ReadLlamaWeights(
-      HfTensorNames(),
-      [&st](const std::string& name, std::vector<int64_t> shape) { return st.Read(name, shape); },
-      &w));
-  switch (st.dtype("model.layers.0.self_attn.q_proj.weight")) {  // read above, so present
-    case TensorDtype::kF32:
-      w.stored_precision = StoredPrecision::kF32;
-      break;
-    case TensorDtype::kF16:
-      w.stored_precision = StoredPrecision::kF16;
-      break;
-    case TensorDtype::kBF16:
-      w.stored_precision = StoredPrecision::kBf16;
-      break;
-  }
-  return w;
+  auto files = std::make_shared<const SafetensorsModel>(std::move(st));
+  return WeightSource::Create(
+      std::move(config), HfTensorNames(),
+      [&files](const std::string& name, std::span<const int64_t> shape) {
+        return files->View(name, shape);
+      },
+      files, /*mapped=*/true);
+}
+
+absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source, OpenHfSource(dir));
+  return ToModelWeights(*source);
 }
 
 absl::Status WriteHfModel(const ModelWeights& weights, const std::string& dir, TensorDtype dtype) {

@@ -5,11 +5,13 @@
 #ifndef PAGODA_COMMON_MODEL_HF_MODEL_H_
 #define PAGODA_COMMON_MODEL_HF_MODEL_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/model/model_weights.h"
 #include "common/model/safetensors.h"
+#include "common/model/weight_source.h"
 
 namespace pagoda {
 
@@ -18,6 +20,7 @@ bool IsHfModelDir(const std::string& path);
 
 // The model's shape from config.json; stop ids also from generation_config.json.
 absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir);
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenHfSource(const std::string& dir);
 absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir);
 
 // Writes `weights` as an HF directory (config.json, model.safetensors in `dtype`): Qwen2 when

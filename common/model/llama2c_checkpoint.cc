@@ -3,9 +3,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/mapped_file.h"
 #include "common/status_macros.h"
 
 namespace pagoda {
@@ -17,39 +19,6 @@ struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 using File = std::unique_ptr<FILE, FileCloser>;
-
-// Reads consecutive float arrays from a file whose size is known, never past its end.
-class Reader {
- public:
-  Reader(FILE* f, std::string path, int64_t size) : f_(f), path_(std::move(path)), size_(size) {}
-
-  absl::Status Read(std::vector<float>& out, int64_t count, const char* what) {
-    const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
-    if (offset_ + bytes > size_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": truncated checkpoint: ", what, " needs bytes [", offset_, ", ",
-                       offset_ + bytes, ") but the file has ", size_));
-    }
-    out.resize(count);
-    if (count > 0 &&
-        std::fread(out.data(), sizeof(float), count, f_) != static_cast<size_t>(count)) {
-      return absl::DataLossError(absl::StrCat(path_, ": read error in ", what));
-    }
-    offset_ += bytes;
-    return absl::OkStatus();
-  }
-  absl::Status Skip(int64_t floats, const char* what) {
-    std::vector<float> scratch;
-    return Read(scratch, floats, what);
-  }
-  int64_t offset() const { return offset_; }
-
- private:
-  FILE* f_;  // Not owned.
-  std::string path_;
-  int64_t size_;
-  int64_t offset_ = kHeaderInts * sizeof(int32_t);
-};
 
 // The header's names for the fields ModelConfig::Validate() checks.
 const ModelConfigKeys& HeaderKeys() {
@@ -116,6 +85,30 @@ absl::StatusOr<ModelConfig> ReadHeader(const std::string& path, File& file, int6
   return c;
 }
 
+const LlamaTensorNames& Llama2cTensorNames() {
+  static const LlamaTensorNames names{
+      .embedding = "token_embedding_table",
+      .final_norm = "rms_final_weight",
+      .classifier = "wcls",
+      .layer_prefix = "layer ",
+      .attn_norm = "rms_att_weight",
+      .wq = "wq",
+      .wk = "wk",
+      .wv = "wv",
+      .wo = "wo",
+      .bq = "",  // the format has no biases or q/k norms
+      .bk = "",
+      .bv = "",
+      .q_norm = "",
+      .k_norm = "",
+      .ffn_norm = "rms_ffn_weight",
+      .w_gate = "w1",
+      .w_up = "w3",
+      .w_down = "w2",
+  };
+  return names;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> LoadLlama2cConfig(const std::string& path) {
@@ -124,41 +117,55 @@ absl::StatusOr<ModelConfig> LoadLlama2cConfig(const std::string& path) {
   return ReadHeader(path, file, &size);
 }
 
-absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenLlama2cSource(const std::string& path) {
   File file;
   int64_t size;
-  ASSIGN_OR_RETURN(const ModelConfig c, ReadHeader(path, file, &size));
-  const int64_t dim = c.dim, hidden = c.hidden_dim, layers = c.num_layers, kv_dim = c.kv_dim();
-  const int64_t vocab = c.vocab_size;
-  ModelWeights w;
-  w.config = c;
-  Reader r(file.get(), path, size);
-  RETURN_IF_ERROR(r.Read(w.token_embedding, vocab * dim, "token_embedding"));
-  w.layers.resize(layers);
-  // The file stores each tensor for all layers before the next tensor.
-  struct Field {
-    std::vector<float> LayerWeights::*member;
-    int64_t count;
-    const char* name;
+  ASSIGN_OR_RETURN(ModelConfig c, ReadHeader(path, file, &size));
+  const int64_t dim = c.dim, hidden = c.hidden_dim, kv_dim = c.kv_dim();
+  // Each tensor's first float: the file stores each one for all layers before the next.
+  const LlamaTensorNames& n = Llama2cTensorNames();
+  std::map<std::string, int64_t> offsets;
+  int64_t offset = kHeaderInts * sizeof(int32_t);
+  auto place = [&](const std::string& name, int64_t floats) -> absl::Status {
+    offsets[name] = offset;
+    if (offset + floats * 4 > size && (name != n.classifier || !c.tied_embeddings)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": truncated checkpoint: ", name, " needs bytes [", offset, ", ",
+                       offset + floats * 4, ") but the file has ", size));
+    }
+    offset += floats * static_cast<int64_t>(sizeof(float));
+    return absl::OkStatus();
   };
-  const Field fields[] = {
-      {&LayerWeights::attn_norm, dim, "rms_att_weight"},
-      {&LayerWeights::wq, dim * dim, "wq"},
-      {&LayerWeights::wk, kv_dim * dim, "wk"},
-      {&LayerWeights::wv, kv_dim * dim, "wv"},
-      {&LayerWeights::wo, dim * dim, "wo"},
-      {&LayerWeights::ffn_norm, dim, "rms_ffn_weight"},
-      {&LayerWeights::w_gate, hidden * dim, "w1"},
-      {&LayerWeights::w_down, dim * hidden, "w2"},
-      {&LayerWeights::w_up, hidden * dim, "w3"},
-  };
-  for (const Field& f : fields) {
-    for (LayerWeights& l : w.layers) RETURN_IF_ERROR(r.Read(l.*f.member, f.count, f.name));
+  RETURN_IF_ERROR(place(n.embedding, c.vocab_size * dim));
+  const std::pair<const std::string*, int64_t> fields[] = {
+      {&n.attn_norm, dim},       {&n.wq, dim * dim},        {&n.wk, kv_dim * dim},
+      {&n.wv, kv_dim * dim},     {&n.wo, dim * dim},        {&n.ffn_norm, dim},
+      {&n.w_gate, hidden * dim}, {&n.w_down, dim * hidden}, {&n.w_up, hidden * dim}};
+  for (const auto& [suffix, floats] : fields) {
+    for (int l = 0; l < c.num_layers; ++l)
+      RETURN_IF_ERROR(place(absl::StrCat(n.layer_prefix, l, ".", *suffix), floats));
   }
-  RETURN_IF_ERROR(r.Read(w.final_norm, dim, "rms_final_weight"));
-  RETURN_IF_ERROR(r.Skip(static_cast<int64_t>(c.max_seq_len) * c.head_dim, "freq_cis"));
-  if (!c.tied_embeddings) RETURN_IF_ERROR(r.Read(w.classifier, vocab * dim, "wcls"));
-  return w;
+  RETURN_IF_ERROR(place(n.final_norm, dim));
+  RETURN_IF_ERROR(place("freq_cis", static_cast<int64_t>(c.max_seq_len) * c.head_dim));
+  RETURN_IF_ERROR(place(n.classifier, c.vocab_size * dim));
+  ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> map,
+                   MappedFile::Open(fileno(file.get()), path, size));
+  return WeightSource::Create(
+      std::move(c), n,
+      [&](const std::string& name, std::span<const int64_t> shape) -> absl::StatusOr<TensorView> {
+        int64_t floats = 1;  // placed above, so inside the file
+        for (int64_t d : shape) floats *= d;
+        return TensorView{.type = GgmlType::kF32,
+                          .rows = floats / shape.back(),
+                          .cols = shape.back(),
+                          .data = map->data() + offsets.at(name)};
+      },
+      map, /*mapped=*/true);
+}
+
+absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source, OpenLlama2cSource(path));
+  return ToModelWeights(*source);
 }
 
 absl::Status WriteLlama2cCheckpoint(const ModelWeights& w, const std::string& path) {

@@ -7,17 +7,22 @@
 //         freq_cis_real[seq_len][head_dim/2], freq_cis_imag[seq_len][head_dim/2] (unused),
 //         wcls[vocab][dim]   only when vocab_size in the header is negative (untied).
 //
-// Every read is bounds-checked against the file size; a truncated, oversized or inconsistent
+// Every tensor is bounds-checked against the file size; a truncated, oversized or inconsistent
 // file is an error naming the file and the reason.
 #ifndef PAGODA_COMMON_MODEL_LLAMA2C_CHECKPOINT_H_
 #define PAGODA_COMMON_MODEL_LLAMA2C_CHECKPOINT_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/model/model_weights.h"
+#include "common/model/weight_source.h"
 
 namespace pagoda {
+
+// Opens a checkpoint (mapped) with a view of each tensor, all F32.
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenLlama2cSource(const std::string& path);
 
 // Loads a checkpoint. The config gets llama2.c's conventions: interleaved RoPE, theta 1e4,
 // eps 1e-5, BOS 1, and stop ids {1, 2} (these models end a story with BOS).

@@ -53,44 +53,87 @@ const LlamaTensorNames& GgufTensorNames() {
   return names;
 }
 
-absl::Status ReadLlamaWeights(const LlamaTensorNames& names, const TensorReader& read_tensor,
-                              ModelWeights* w) {
-  const ModelConfig& c = w->config;
+std::vector<LlamaTensorSpec> LlamaTensorSpecs(const LlamaTensorNames& names, const ModelConfig& c) {
   const int64_t dim = c.dim, hidden = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
-  auto read = [&](const std::string& name, std::vector<int64_t> shape,
-                  std::vector<float>* out) -> absl::Status {
-    ASSIGN_OR_RETURN(*out, read_tensor(name, std::move(shape)));
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(read(names.embedding, {c.vocab_size, dim}, &w->token_embedding));
-  RETURN_IF_ERROR(read(names.final_norm, {dim}, &w->final_norm));
+  using T = LlamaTensor;
+  std::vector<LlamaTensorSpec> specs = {{T::kEmbedding, -1, names.embedding, {c.vocab_size, dim}},
+                                        {T::kFinalNorm, -1, names.final_norm, {dim}}};
   if (!c.tied_embeddings) {
-    RETURN_IF_ERROR(read(names.classifier, {c.vocab_size, dim}, &w->classifier));
+    specs.push_back({T::kClassifier, -1, names.classifier, {c.vocab_size, dim}});
   }
-  w->layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
-    LayerWeights& L = w->layers[l];
     const std::string p = absl::StrCat(names.layer_prefix, l, ".");
-    RETURN_IF_ERROR(read(p + names.attn_norm, {dim}, &L.attn_norm));
-    RETURN_IF_ERROR(read(p + names.wq, {q, dim}, &L.wq));
-    RETURN_IF_ERROR(read(p + names.wk, {kv, dim}, &L.wk));
-    RETURN_IF_ERROR(read(p + names.wv, {kv, dim}, &L.wv));
-    RETURN_IF_ERROR(read(p + names.wo, {dim, q}, &L.wo));
+    auto add = [&](T t, const std::string& suffix, std::vector<int64_t> shape) {
+      specs.push_back({t, l, p + suffix, std::move(shape)});
+    };
+    add(T::kAttnNorm, names.attn_norm, {dim});
+    add(T::kWq, names.wq, {q, dim});
+    add(T::kWk, names.wk, {kv, dim});
+    add(T::kWv, names.wv, {kv, dim});
+    add(T::kWo, names.wo, {dim, q});
     if (c.qkv_bias) {
-      RETURN_IF_ERROR(read(p + names.bq, {q}, &L.bq));
-      RETURN_IF_ERROR(read(p + names.bk, {kv}, &L.bk));
-      RETURN_IF_ERROR(read(p + names.bv, {kv}, &L.bv));
+      add(T::kBq, names.bq, {q});
+      add(T::kBk, names.bk, {kv});
+      add(T::kBv, names.bv, {kv});
     }
     if (c.qk_norm) {
-      RETURN_IF_ERROR(read(p + names.q_norm, {c.head_dim}, &L.q_norm));
-      RETURN_IF_ERROR(read(p + names.k_norm, {c.head_dim}, &L.k_norm));
+      add(T::kQNorm, names.q_norm, {c.head_dim});
+      add(T::kKNorm, names.k_norm, {c.head_dim});
     }
-    RETURN_IF_ERROR(read(p + names.ffn_norm, {dim}, &L.ffn_norm));
-    RETURN_IF_ERROR(read(p + names.w_gate, {hidden, dim}, &L.w_gate));
-    RETURN_IF_ERROR(read(p + names.w_up, {hidden, dim}, &L.w_up));
-    RETURN_IF_ERROR(read(p + names.w_down, {dim, hidden}, &L.w_down));
+    add(T::kFfnNorm, names.ffn_norm, {dim});
+    add(T::kGate, names.w_gate, {hidden, dim});
+    add(T::kUp, names.w_up, {hidden, dim});
+    add(T::kDown, names.w_down, {dim, hidden});
   }
-  return absl::OkStatus();
+  return specs;
+}
+
+std::vector<float>* LlamaWeightSlot(LlamaTensor tensor, int layer, ModelWeights* w) {
+  switch (tensor) {
+    case LlamaTensor::kEmbedding:
+      return &w->token_embedding;
+    case LlamaTensor::kFinalNorm:
+      return &w->final_norm;
+    case LlamaTensor::kClassifier:
+      return &w->classifier;
+    default:
+      break;
+  }
+  LayerWeights& L = w->layers[layer];
+  switch (tensor) {
+    case LlamaTensor::kAttnNorm:
+      return &L.attn_norm;
+    case LlamaTensor::kWq:
+      return &L.wq;
+    case LlamaTensor::kWk:
+      return &L.wk;
+    case LlamaTensor::kWv:
+      return &L.wv;
+    case LlamaTensor::kWo:
+      return &L.wo;
+    case LlamaTensor::kBq:
+      return &L.bq;
+    case LlamaTensor::kBk:
+      return &L.bk;
+    case LlamaTensor::kBv:
+      return &L.bv;
+    case LlamaTensor::kQNorm:
+      return &L.q_norm;
+    case LlamaTensor::kKNorm:
+      return &L.k_norm;
+    case LlamaTensor::kFfnNorm:
+      return &L.ffn_norm;
+    case LlamaTensor::kGate:
+      return &L.w_gate;
+    case LlamaTensor::kUp:
+      return &L.w_up;
+    default:
+      return &L.w_down;
+  }
+}
+
+const std::vector<float>* LlamaWeightSlot(LlamaTensor tensor, int layer, const ModelWeights& w) {
+  return LlamaWeightSlot(tensor, layer, const_cast<ModelWeights*>(&w));
 }
 
 }  // namespace pagoda

@@ -1,10 +1,10 @@
-// Reading a Llama-family model's weights out of a file format by tensor name: the formats
-// (safetensors, GGUF) differ only in the names and in how one tensor is read.
+// A Llama-family model's tensors: their roles, their names in each format, and the list a
+// config calls for. The formats (safetensors, GGUF, llama2.c) differ only in the names and in
+// how one tensor is found (common/model/weight_source.h).
 #ifndef PAGODA_COMMON_MODEL_LLAMA_WEIGHTS_READER_H_
 #define PAGODA_COMMON_MODEL_LLAMA_WEIGHTS_READER_H_
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,14 +26,44 @@ const LlamaTensorNames& HfTensorNames();
 // llama.cpp's GGUF names.
 const LlamaTensorNames& GgufTensorNames();
 
-// Reads tensor `name` as float32, refusing a shape other than `shape` (outermost first).
-using TensorReader = std::function<absl::StatusOr<std::vector<float>>(const std::string& name,
-                                                                      std::vector<int64_t> shape)>;
+// A Llama-family model's tensors by role.
+enum class LlamaTensor {
+  kEmbedding,   // (vocab, dim)
+  kFinalNorm,   // (dim)
+  kClassifier,  // (vocab, dim); only when the embedding is not tied
+  kAttnNorm,    // (dim)
+  kWq,          // (q_dim, dim)
+  kWk,          // (kv_dim, dim)
+  kWv,          // (kv_dim, dim)
+  kWo,          // (dim, q_dim)
+  kBq,          // (q_dim); only with config.qkv_bias
+  kBk,          // (kv_dim)
+  kBv,          // (kv_dim)
+  kQNorm,       // (head_dim); only with config.qk_norm
+  kKNorm,       // (head_dim)
+  kFfnNorm,     // (dim)
+  kGate,        // (hidden, dim)
+  kUp,          // (hidden, dim)
+  kDown,        // (dim, hidden)
+};
 
-// Fills every weight of `w` that `w->config` calls for (biases, q/k norms and the classifier
-// only when the config has them). The first error names the tensor.
-absl::Status ReadLlamaWeights(const LlamaTensorNames& names, const TensorReader& read,
-                              ModelWeights* w);
+// One tensor a model calls for: its role, layer (-1 for the model's own), name in the
+// format and row-major shape (outermost first).
+struct LlamaTensorSpec {
+  LlamaTensor tensor;
+  int layer;
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor `config` calls for (biases, q/k norms and the classifier only when it has
+// them), the model's own first, then layer by layer.
+std::vector<LlamaTensorSpec> LlamaTensorSpecs(const LlamaTensorNames& names,
+                                              const ModelConfig& config);
+
+// Where ModelWeights keeps a tensor. REQUIRES: w->layers has `layer` when layer >= 0.
+std::vector<float>* LlamaWeightSlot(LlamaTensor tensor, int layer, ModelWeights* w);
+const std::vector<float>* LlamaWeightSlot(LlamaTensor tensor, int layer, const ModelWeights& w);
 
 }  // namespace pagoda
 

@@ -38,20 +38,26 @@ absl::Status UnknownDirectory(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path) {
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& model_path) {
   switch (Detect(model_path)) {
     case Format::kHf:
-      return LoadHfModel(model_path);
+      return OpenHfSource(model_path);
     case Format::kGguf:
-      return LoadGgufModel(model_path);
+      return OpenGgufSource(model_path);
     case Format::kUnknownDirectory:
       return UnknownDirectory(model_path);
     case Format::kLlama2c:
       break;
   }
-  absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(model_path);
-  if (!w.ok()) return NotAModel(w.status());
-  return w;
+  absl::StatusOr<std::unique_ptr<WeightSource>> source = OpenLlama2cSource(model_path);
+  if (!source.ok()) return NotAModel(source.status());
+  return source;
+}
+
+absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path) {
+  absl::StatusOr<std::unique_ptr<WeightSource>> source = OpenWeightSource(model_path);
+  if (!source.ok()) return source.status();
+  return ToModelWeights(**source);
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path) {

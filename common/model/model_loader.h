@@ -4,13 +4,18 @@
 #ifndef PAGODA_COMMON_MODEL_MODEL_LOADER_H_
 #define PAGODA_COMMON_MODEL_MODEL_LOADER_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/model/model_weights.h"
+#include "common/model/weight_source.h"
 
 namespace pagoda {
 
+// The checkpoint opened, its tensors as the file stores them (what the worker loads from).
+absl::StatusOr<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& model_path);
+// Every weight widened to float32 (reference code and tests).
 absl::StatusOr<ModelWeights> LoadModelWeights(const std::string& model_path);
 // The model's shape without its weights (validated as far as the header allows).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_path);

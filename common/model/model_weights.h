@@ -1,5 +1,6 @@
-// Model weights as loaded from a checkpoint, in the checkpoint's [out, in] row-major layout.
-// The worker packs them once into its kernels' panels (worker/linear.h), then drops this copy.
+// Model weights widened to float32, in the checkpoint's [out, in] row-major layout: what
+// reference code, tests and the random-model generator handle. The worker does not load
+// through it: it packs each matrix from the file's own bytes (common/model/weight_source.h).
 #ifndef PAGODA_COMMON_MODEL_MODEL_WEIGHTS_H_
 #define PAGODA_COMMON_MODEL_MODEL_WEIGHTS_H_
 

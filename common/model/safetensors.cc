@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json.h"
 #include "common/numeric.h"
+#include "common/status_macros.h"
 
 namespace pagoda {
 namespace {
@@ -132,8 +133,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
 
 SafetensorsFile::~SafetensorsFile() { munmap(const_cast<uint8_t*>(map_), size_); }
 
-absl::StatusOr<std::vector<float>> SafetensorsFile::Read(const std::string& name,
-                                                         std::span<const int64_t> shape) const {
+absl::StatusOr<TensorView> SafetensorsFile::View(const std::string& name,
+                                                 std::span<const int64_t> shape) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     return absl::NotFoundError(absl::StrCat(path_, ": no tensor ", name));
@@ -144,18 +145,20 @@ absl::StatusOr<std::vector<float>> SafetensorsFile::Read(const std::string& name
                                                    absl::StrJoin(info.shape, ", "), "], expected [",
                                                    absl::StrJoin(shape, ", "), "]"));
   }
-  const size_t n = (info.end - info.begin) / DtypeBytes(info.dtype);
-  std::vector<float> out(n);
-  const uint8_t* p = data_ + info.begin;
-  for (size_t i = 0; i < n; ++i) {
-    if (info.dtype == TensorDtype::kF32) {
-      std::memcpy(&out[i], p + 4 * i, 4);
-    } else {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      out[i] = info.dtype == TensorDtype::kF16 ? HalfToFloat(v) : Bf16ToFloat(v);
-    }
-  }
+  const int64_t values = static_cast<int64_t>((info.end - info.begin) / DtypeBytes(info.dtype));
+  const int64_t cols = info.shape.empty() ? 1 : info.shape.back();
+  const GgmlType type = info.dtype == TensorDtype::kF32   ? GgmlType::kF32
+                        : info.dtype == TensorDtype::kF16 ? GgmlType::kF16
+                                                          : GgmlType::kBF16;
+  return TensorView{
+      .type = type, .rows = cols > 0 ? values / cols : 0, .cols = cols, .data = data_ + info.begin};
+}
+
+absl::StatusOr<std::vector<float>> SafetensorsFile::Read(const std::string& name,
+                                                         std::span<const int64_t> shape) const {
+  ASSIGN_OR_RETURN(const TensorView view, View(name, shape));
+  std::vector<float> out(static_cast<size_t>(view.rows * view.cols));
+  DequantizeRows(view, 0, view.rows, out.data());
   return out;
 }
 
@@ -195,6 +198,13 @@ absl::StatusOr<SafetensorsModel> SafetensorsModel::Open(const std::string& dir) 
     }
   }
   return model;
+}
+
+absl::StatusOr<TensorView> SafetensorsModel::View(const std::string& name,
+                                                  std::span<const int64_t> shape) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return absl::NotFoundError(absl::StrCat("missing tensor ", name));
+  return it->second->View(name, shape);
 }
 
 absl::StatusOr<std::vector<float>> SafetensorsModel::Read(const std::string& name,

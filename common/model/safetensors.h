@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model/tensor_view.h"
 
 namespace pagoda {
 
@@ -32,7 +33,10 @@ class SafetensorsFile {
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::string& path() const { return path_; }
 
-  // The tensor as float32; INVALID_ARGUMENT naming it when its shape is not `shape`.
+  // The tensor as the file stores it (F32, F16, BF16 as the ggml types of the same names),
+  // its last dimension as the row; INVALID_ARGUMENT naming it when its shape is not `shape`.
+  absl::StatusOr<TensorView> View(const std::string& name, std::span<const int64_t> shape) const;
+  // The tensor as float32; errors as View's.
   absl::StatusOr<std::vector<float>> Read(const std::string& name,
                                           std::span<const int64_t> shape) const;
 
@@ -59,6 +63,7 @@ class SafetensorsModel {
     return where_.at(name)->tensors().at(name).dtype;
   }
   // NOT_FOUND naming the tensor when no file has it.
+  absl::StatusOr<TensorView> View(const std::string& name, std::span<const int64_t> shape) const;
   absl::StatusOr<std::vector<float>> Read(const std::string& name,
                                           std::span<const int64_t> shape) const;
 

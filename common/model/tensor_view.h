@@ -19,6 +19,7 @@ struct TensorView {
   const uint8_t* data = nullptr;
 
   size_t row_bytes() const;  // GgmlRowBytes(type, cols)
+  size_t num_bytes() const { return rows * row_bytes(); }
   const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }
 };
 
@@ -29,6 +30,12 @@ size_t GgmlRowBytes(GgmlType type, int64_t cols);
 // Rows [row_begin, row_begin + num_rows) of `view` as float32 into `out` (num_rows · cols),
 // exactly as llama.cpp's dequantize_row_* gives them.
 void DequantizeRows(const TensorView& view, int64_t row_begin, int64_t num_rows, float* out);
+
+// The bytes of `view` are done with: where they are pages of a mapped file, the kernel may
+// drop them (madvise MADV_DONTNEED on the whole pages inside the range), so a model loaded
+// tensor by tensor does not keep the file resident. A later read maps them in again.
+// REQUIRES: the view is of a read-only file mapping (MAP_PRIVATE, never written).
+void ReleaseMappedPages(const TensorView& view);
 
 }  // namespace pagoda
 

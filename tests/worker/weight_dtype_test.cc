@@ -7,17 +7,21 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/model/hf_model.h"
 #include "common/model/llama2c_checkpoint.h"
+#include "common/model/llama_weights_reader.h"
+#include "common/model/model_loader.h"
 #include "common/model/safetensors.h"
 #include "common/numeric.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "router/engine.h"
+#include "tests/common/model/gguf_writer.h"
 #include "tests/test_util.h"
 #include "tests/worker/teacher_forcing.h"
 #include "worker/in_process_executor.h"
@@ -172,11 +176,72 @@ TEST_P(WeightDtypeTest, ABf16CheckpointServedWithAutoGivesTheTokensOfItsF32Widen
   absl::StatusOr<ModelWeights> a = LoadHfModel(dir), b = LoadHfModel(dir);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status();
   EXPECT_EQ(a->stored_precision, StoredPrecision::kBf16);
-  EXPECT_EQ(AutoWeightDtype(a->stored_precision), WeightDtype::kBf16);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kBF16), WeightDtype::kBf16);
   const auto with_auto = Serve(*std::move(a), std::nullopt);
   const auto widened = Serve(*std::move(b), WeightDtype::kF32);
   EXPECT_EQ(with_auto, widened);
   EXPECT_GT(with_auto[0].size(), 10u);
+}
+
+// An F16 checkpoint (HF or GGUF) under auto keeps every value: its logits are those of the
+// f32 path on the f16 values widened, bit for bit (bf16 would drop 3 mantissa bits of each).
+TEST_P(WeightDtypeTest, AnF16CheckpointUnderAutoComputesWithItsValuesExactly) {
+  const std::string dir = testing::TempDir();
+  ASSERT_TRUE(WriteHfModel(Stories260K(), dir + "/stories260K-f16", TensorDtype::kF16).ok());
+  testing::WriteGgufModel(Stories260K(), "llama", GgmlType::kF16, dir + "/stories260K-f16.gguf");
+  for (const std::string& path : {dir + "/stories260K-f16", dir + "/stories260K-f16.gguf"}) {
+    absl::StatusOr<std::unique_ptr<WeightSource>> source = OpenWeightSource(path);
+    ASSERT_TRUE(source.ok()) << source.status();
+    auto with_auto = LlamaModel::Create(**source, kChunk, kChunk, AutoWeightDtype);
+    ASSERT_TRUE(with_auto.ok()) << with_auto.status();
+    EXPECT_EQ((*with_auto)->DescribeWeightDtypes(), "f32 x21") << path;
+    auto widened = Model(ToModelWeights(**source), WeightDtype::kF32);
+    const testing::GoldenCase g = testing::LoadGoldenCases()[0];
+    EXPECT_EQ(TeacherForced(**with_auto, g), TeacherForced(*widened, g)) << path;
+  }
+}
+
+// q|k|v and gate|up whose parts are stored in different types stay separate matrices, each
+// writing its columns of the fused output: the logits are the fused model's on the same values.
+TEST_P(WeightDtypeTest, MixedDtypePartsUnfusedGiveTheFusedModelsLogits) {
+  ModelWeights rounded = Stories260K();  // bf16 values, so f32 and bf16 hold the same numbers
+  RoundToBf16(rounded.token_embedding);
+  for (LayerWeights& l : rounded.layers) {
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) RoundToBf16(*m);
+  }
+  // A checkpoint whose k and gate are BF16 and the rest F32: auto makes them bf16 and f32.
+  std::map<std::string, std::vector<uint8_t>> bytes;
+  for (const LlamaTensorSpec& spec : LlamaTensorSpecs(HfTensorNames(), rounded.config)) {
+    const bool bf16 = spec.tensor == LlamaTensor::kWk || spec.tensor == LlamaTensor::kGate;
+    bytes[spec.name] = testing::EncodeGgml(*LlamaWeightSlot(spec.tensor, spec.layer, rounded),
+                                           bf16 ? GgmlType::kBF16 : GgmlType::kF32);
+  }
+  auto source = WeightSource::Create(
+      rounded.config, HfTensorNames(),
+      [&](const std::string& name, std::span<const int64_t> shape) -> absl::StatusOr<TensorView> {
+        const bool bf16 = name.find("k_proj.weight") != std::string::npos ||
+                          name.find("gate_proj") != std::string::npos;
+        return TensorView{.type = bf16 ? GgmlType::kBF16 : GgmlType::kF32,
+                          .rows = shape.size() == 2 ? shape[0] : 1,
+                          .cols = shape.back(),
+                          .data = bytes.at(name).data()};
+      },
+      nullptr, /*mapped=*/false);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto mixed = LlamaModel::Create(**source, kChunk, kChunk, AutoWeightDtype);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ((*mixed)->DescribeWeightDtypes(), "f32 x26, bf16 x10");
+  auto fused = Model(std::move(rounded), WeightDtype::kF32);
+  const testing::GoldenCase g = testing::LoadGoldenCases()[0];
+  const auto want = TeacherForced(*fused, g), got = TeacherForced(**mixed, g);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t pos = 0; pos < want.size(); ++pos) {
+    float scale = 0;
+    for (float v : want[pos]) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < want[pos].size(); ++i) {
+      ASSERT_NEAR(got[pos][i], want[pos][i], 1e-5f * scale) << "position " << pos << " id " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, WeightDtypeTest, ::testing::ValuesIn(SupportedKernels()),

@@ -24,11 +24,14 @@ TEST(WorkerOptionsTest, WeightDtypeIsAutoOrANameAndABadOneNamesTheFlag) {
   }
 }
 
-TEST(WorkerOptionsTest, AutoWeightDtypeFollowsTheCheckpointsPrecision) {
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kF32), WeightDtype::kF32);
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kF16), WeightDtype::kBf16);
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kBf16), WeightDtype::kBf16);
-  EXPECT_EQ(AutoWeightDtype(StoredPrecision::kQuantized), WeightDtype::kInt8);
+TEST(WorkerOptionsTest, AutoWeightDtypeKeepsEachStoredTypesValuesExactlyWhereAKernelCan) {
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kF32), WeightDtype::kF32);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kF16), WeightDtype::kF32);  // bf16 would round it
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kBF16), WeightDtype::kBf16);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kQ8_0), WeightDtype::kInt8);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kQ4_0), WeightDtype::kInt4);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kQ4_K), WeightDtype::kInt4);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kQ6_K), WeightDtype::kInt8);
 }
 
 TEST(WorkerOptionsTest, KvCacheMbIsAutoOrAPositiveSizeAndABadOneNamesTheFlag) {

@@ -161,7 +161,8 @@ void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin,
 }
 
 void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
-              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y) {
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+              int ldy) {
   const int num_blocks = shape.num_int8_blocks();
   const size_t tile_bytes = Int8TileBytes(kRowTile, shape.k_padded);
   for (int p = panel_begin; p < panel_end; ++p) {
@@ -173,7 +174,7 @@ void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const Pa
     for (int r = 0; r < rows; r += kRowTile) {
       const int m = MinInt(kRowTile, rows - r);
       kTiles[m](packed_x + (r / kRowTile) * tile_bytes, panel, num_blocks, panel_bias, accumulate,
-                y + static_cast<size_t>(r) * shape.n + col, shape.n, cols);
+                y + static_cast<size_t>(r) * ldy + col, ldy, cols);
     }
   }
 }

@@ -137,7 +137,7 @@ constexpr const TileFn<W>* kTiles = TileTable<W, 1, 2, 3, 4, 5, 6>::kFns;
 
 template <class W>
 void GemmOf(const float* packed_x, int rows, const typename W::T* packed, const PackedShape& shape,
-            int panel_begin, int panel_end, const float* bias, bool accumulate, float* y) {
+            int panel_begin, int panel_end, const float* bias, bool accumulate, float* y, int ldy) {
   const size_t panel_elements = static_cast<size_t>(shape.k_padded) * kPanel;
   for (int p = panel_begin; p < panel_end; ++p) {
     const typename W::T* panel = packed + p * panel_elements;
@@ -155,8 +155,8 @@ void GemmOf(const float* packed_x, int rows, const typename W::T* packed, const 
         const int m = MinInt(kRowTile, rows - r);
         kTiles<W>[m](packed_x + static_cast<size_t>(r) * shape.k + k0 * kRowTile,
                      panel + k0 * kPanel, kc, k0 == 0 ? panel_bias : nullptr,
-                     k0 == 0 ? accumulate : true, y + static_cast<size_t>(r) * shape.n + col,
-                     shape.n, cols);
+                     k0 == 0 ? accumulate : true, y + static_cast<size_t>(r) * ldy + col, ldy,
+                     cols);
       }
     }
   }
@@ -176,13 +176,15 @@ void PackRows(const float* x, int rows, int k, int tile_begin, int tile_end, flo
 }
 
 void GemmF32(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
-             int panel_begin, int panel_end, const float* bias, bool accumulate, float* y) {
-  GemmOf<F32>(packed_x, rows, packed, shape, panel_begin, panel_end, bias, accumulate, y);
+             int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+             int ldy) {
+  GemmOf<F32>(packed_x, rows, packed, shape, panel_begin, panel_end, bias, accumulate, y, ldy);
 }
 
 void GemmBf16(const float* packed_x, int rows, const uint16_t* packed, const PackedShape& shape,
-              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y) {
-  GemmOf<Bf16>(packed_x, rows, packed, shape, panel_begin, panel_end, bias, accumulate, y);
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+              int ldy) {
+  GemmOf<Bf16>(packed_x, rows, packed, shape, panel_begin, panel_end, bias, accumulate, y, ldy);
 }
 
 }  // namespace PAGODA_ISA

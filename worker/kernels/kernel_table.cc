@@ -7,13 +7,15 @@ namespace PAGODA_ISA {
 
 void PackRows(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
 void GemmF32(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
-             int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+             int panel_begin, int panel_end, const float* bias, bool accumulate, float* y, int ldy);
 void GemmBf16(const float* packed_x, int rows, const uint16_t* packed, const PackedShape& shape,
-              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+              int ldy);
 void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin, int tile_end,
                   uint8_t* packed);
 void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
-              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+              int ldy);
 void GemmInt4(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
               int ldy);

@@ -111,12 +111,14 @@ struct Kernels {
   // `packed` holds row_tiles(rows)·row_tile·k floats.
   void (*pack_rows)(const float* x, int rows, int k, int tile_begin, int tile_end, float* packed);
   // y (rows, n) = x (rows, k) · Wᵀ [+ bias] [+ y] for output panels [panel_begin, panel_end),
-  // x packed by pack_rows, W packed as f32 or bf16.
+  // x packed by pack_rows, W packed as f32 or bf16. Row r of y starts at y + r·ldy (ldy >= n:
+  // a Linear may write a column range of a wider buffer).
   void (*gemm_f32)(const float* packed_x, int rows, const float* packed, const PackedShape& shape,
-                   int panel_begin, int panel_end, const float* bias, bool accumulate, float* y);
+                   int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
+                   int ldy);
   void (*gemm_bf16)(const float* packed_x, int rows, const uint16_t* packed,
                     const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
-                    bool accumulate, float* y);
+                    bool accumulate, float* y, int ldy);
   // The int8 GEMM: x quantized per row and block of 32 (Int8TileBytes) by quantize_rows, in
   // tiles of int8_row_tile rows; W packed as int8 in panels of int8_panel_width, + 128 when
   // int8_weights_offset.
@@ -127,7 +129,7 @@ struct Kernels {
                         uint8_t* packed);
   void (*gemm_int8)(const uint8_t* packed_x, int rows, const uint8_t* packed,
                     const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
-                    bool accumulate, float* y);
+                    bool accumulate, float* y, int ldy);
   // The int4 GEMM: x as for gemm_int8 (quantize_rows, int8_row_tile), W packed as int4 in panels
   // of int8_panel_width; row r of y at y + r·ldy.
   void (*gemm_int4)(const uint8_t* packed_x, int rows, const uint8_t* packed,
