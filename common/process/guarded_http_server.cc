@@ -1,6 +1,7 @@
 #include "common/process/guarded_http_server.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@ namespace {
 // A sized body up to this many bytes needs no share of max_body_bytes_in_flight: the head
 // limit and the connection cap bound those already.
 constexpr uint64_t kSmallBody = 64 << 10;
+constexpr absl::Duration kDrainTime = absl::Seconds(2);
 
 struct Connection {
   explicit Connection(int fd) : fd(fd) {}
@@ -44,6 +46,7 @@ struct Connection {
   HttpHead head;
   uint64_t reserved = 0;  // bytes of max_body_bytes_in_flight this request holds
   bool chunked_slot = false;
+  bool draining = false;  // refused: what arrives is dropped until kDrainTime passes
   int served = 0;
 };
 using ConnectionPtr = std::unique_ptr<Connection>;
@@ -286,6 +289,12 @@ class GuardedHttpServer::Loop {
 
   // Reads what the current request still lacks; `c` becomes null when it leaves the loop.
   void Receive(ConnectionPtr& c, absl::Time now) {
+    if (c->draining) {
+      char sink[16 << 10];
+      const ssize_t n = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) Drop(c);
+      return;
+    }
     const size_t have = c->buf.size();
     const uint64_t want = c->head_done ? c->head.head_bytes + c->head.content_length - have
                                        : options_.head.max_head_bytes -
@@ -323,6 +332,8 @@ class GuardedHttpServer::Loop {
       c->head_done = true;
       c->body_start = now;
       if (const char* full = Admit(*c)) return Refuse(c, 503, full);
+      // Once, exactly: appending would double the buffer's capacity past the body.
+      if (c->reserved > 0) c->buf.reserve(c->head.head_bytes + c->reserved);
     }
     if (c->head.body == HttpHead::Body::kSized) {
       const size_t body = c->buf.size() - c->head.head_bytes;
@@ -369,7 +380,14 @@ class GuardedHttpServer::Loop {
                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
                      "\r\nConnection: close\r\n\r\n", body);
     (void)!send(c->fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    Drop(c);
+    // Closed at once, a client still sending its body would get a reset, which discards the
+    // answer before it reads it: what it sends is read and dropped a little longer.
+    Release(*c);
+    shutdown(c->fd, SHUT_WR);
+    c->draining = true;
+    c->buf.clear();
+    c->buf.shrink_to_fit();
+    c->deadline = absl::Now() + kDrainTime;
   }
 
   void Drop(ConnectionPtr& c) {
@@ -422,7 +440,15 @@ class GuardedHttpServer::Loop {
       req.ranges.clear();
     });
     current_stream = nullptr;
+    const bool large = c->reserved > 0;
     Release(*c);
+    if (large) {
+      // glibc keeps what a large body and its parsed copies freed (its mmap threshold grows
+      // with each such free): give it back, or a burst leaves the RSS at its peak.
+      c->buf.clear();
+      c->buf.shrink_to_fit();
+      malloc_trim(0);
+    }
     if (!ok || close || closed || stream.failed()) return;
     c->buf.erase(0, limit);
     c->head_done = false;
