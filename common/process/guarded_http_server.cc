@@ -1,6 +1,5 @@
 #include "common/process/guarded_http_server.h"
 
-#include <arpa/inet.h>
 #include <malloc.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -17,6 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/process/http_request_stream.h"
 #include "glog/logging.h"
 
 namespace pagoda {
@@ -51,116 +52,6 @@ struct Connection {
 };
 using ConnectionPtr = std::unique_ptr<Connection>;
 
-// Whether `fd` has one of `events` (or an error or hang-up) within `timeout`.
-bool WaitFor(int fd, short events, absl::Duration timeout) {
-  pollfd p{fd, events, 0};
-  const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
-  int r;
-  do {
-    r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, INT32_MAX)));
-  } while (r < 0 && errno == EINTR);
-  return r == 1;
-}
-
-void IpAndPort(const sockaddr_storage& addr, std::string& ip, int& port) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (addr.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
-    port = ntohs(a->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
-    port = ntohs(a->sin6_port);
-  }
-  ip = text;
-}
-
-// One request's bytes to httplib: the buffered head and sized body, then end of input (what
-// follows belongs to the next request). A chunked body reads on from the socket, within a
-// byte limit and a deadline.
-class ConnectionStream final : public httplib::Stream {
- public:
-  ConnectionStream(const Connection& c, size_t limit, uint64_t max_socket_bytes,
-                   absl::Time deadline, absl::Duration write_timeout)
-      : c_(c),
-        limit_(std::min(limit, c.buf.size())),
-        chunked_(limit == std::string::npos),
-        max_socket_bytes_(max_socket_bytes),
-        deadline_(deadline),
-        write_timeout_(write_timeout) {}
-
-  bool failed() const { return failed_; }
-  bool cut_off() const { return cut_off_; }
-
-  bool is_readable() const override {
-    return pos_ < limit_ || (chunked_ && WaitFor(c_.fd, POLLIN, deadline_ - absl::Now()));
-  }
-  bool is_writable() const override { return WaitFor(c_.fd, POLLOUT, write_timeout_); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (pos_ < limit_) {
-      const size_t n = std::min(size, limit_ - pos_);
-      memcpy(ptr, c_.buf.data() + pos_, n);
-      pos_ += n;
-      return static_cast<ssize_t>(n);
-    }
-    if (!chunked_) return 0;
-    if (socket_bytes_ >= max_socket_bytes_) {
-      failed_ = cut_off_ = true;
-      return -1;
-    }
-    if (!WaitFor(c_.fd, POLLIN, deadline_ - absl::Now())) {
-      failed_ = true;
-      return -1;
-    }
-    const ssize_t n =
-        recv(c_.fd, ptr, std::min<uint64_t>(size, max_socket_bytes_ - socket_bytes_), MSG_DONTWAIT);
-    if (n < 0) {
-      failed_ = true;
-      return -1;
-    }
-    socket_bytes_ += n;
-    return n;
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    for (;;) {
-      if (!WaitFor(c_.fd, POLLOUT, write_timeout_)) return -1;
-      const ssize_t n = send(c_.fd, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return n;
-    }
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    if (getpeername(c_.fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      IpAndPort(addr, ip, port);
-    }
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    if (getsockname(c_.fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      IpAndPort(addr, ip, port);
-    }
-  }
-  socket_t socket() const override { return c_.fd; }
-
- private:
-  const Connection& c_;
-  const size_t limit_;  // of c_.buf: the request's bytes
-  const bool chunked_;
-  const uint64_t max_socket_bytes_;
-  const absl::Time deadline_;
-  const absl::Duration write_timeout_;
-  size_t pos_ = 0;
-  uint64_t socket_bytes_ = 0;
-  bool failed_ = false;
-  bool cut_off_ = false;
-};
-
 // httplib's accept loop hands each socket to process_and_close_socket through its task
 // queue: run at once, it only passes the socket to our loop.
 class InlineQueue final : public httplib::TaskQueue {
@@ -183,7 +74,7 @@ const char* Reason(int status) {
 }
 
 // The request the current pool thread serves.
-thread_local const ConnectionStream* current_stream = nullptr;
+thread_local const HttpRequestStream* current_stream = nullptr;
 
 }  // namespace
 
@@ -425,8 +316,8 @@ class GuardedHttpServer::Loop {
     const size_t limit = chunked ? std::string::npos
                                  : c->head.head_bytes + static_cast<size_t>(c->head.content_length);
     const uint64_t max_body = options_.head.max_body_bytes;
-    ConnectionStream stream(
-        *c, limit, max_body + max_body / 8 + kSmallBody,
+    HttpRequestStream stream(
+        c->fd, c->buf, limit, max_body + max_body / 8 + kSmallBody,
         absl::Now() + options_.head_timeout +
             absl::Seconds(static_cast<double>(max_body) / options_.min_body_bytes_per_second),
         options_.write_timeout);
