@@ -3,37 +3,15 @@
 #include <cmath>
 #include <fstream>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace pagoda {
 namespace {
 
 std::string_view Std(absl::string_view s) { return std::string_view(s.data(), s.size()); }
-
-// Whether the containers of `text` nest at most kMaxJsonDepth deep. Exact for valid JSON (the
-// only text that gets past the parser); brackets inside strings do not count.
-bool NestingWithinLimit(absl::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 // Runs the parser again only to learn what is wrong: nlohmann reports a parse error through the
 // SAX interface without throwing.
@@ -65,11 +43,46 @@ class ErrorCollector final : public nlohmann::json_sax<Json> {
 
 }  // namespace
 
-absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
-  if (!NestingWithinLimit(text)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
+absl::Status CheckJsonShape(absl::string_view text, const JsonShapeLimits& limits,
+                            absl::string_view what) {
+  // Per open container: how many keys it has so far (-1: an array).
+  std::vector<int64_t> open;
+  int64_t keys = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (static_cast<int>(open.size()) >= limits.max_depth) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": JSON nested deeper than ", limits.max_depth, " levels"));
+      }
+      open.push_back(c == '{' ? 0 : -1);
+    } else if (c == ']' || c == '}') {
+      if (!open.empty()) open.pop_back();
+    } else if (c == ':' && !open.empty() && open.back() >= 0) {
+      if (++open.back() > limits.max_object_keys) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": a JSON object with more than ", limits.max_object_keys, " keys"));
+      }
+      if (++keys > limits.max_keys) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": more than ", limits.max_keys, " JSON object keys"));
+      }
+    }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
+  RETURN_IF_ERROR(CheckJsonShape(text, JsonShapeLimits(), what));
   Json j = Json::parse(Std(text), nullptr, /*allow_exceptions=*/false);
   if (!j.is_discarded()) return j;
   ErrorCollector collector;

@@ -22,6 +22,20 @@ using OrderedJson = nlohmann::ordered_json;
 // Containers nested deeper than this are refused: nlohmann copies and dumps recursively.
 inline constexpr int kMaxJsonDepth = 256;
 
+// What a document may hold. Key counts matter for ordered_json, whose objects look a key up
+// by a linear scan: parsing is linear in the keys only while each object has few.
+struct JsonShapeLimits {
+  int max_depth = kMaxJsonDepth;
+  int64_t max_object_keys = INT64_MAX;  // in one object
+  int64_t max_keys = INT64_MAX;         // in the whole document
+};
+
+// OK when `text` stays within `limits`, INVALID_ARGUMENT naming `what` otherwise; one linear
+// pass, before a parser allocates anything. Exact for valid JSON (brackets, colons inside
+// strings do not count); text that is not JSON is the parser's to refuse.
+absl::Status CheckJsonShape(absl::string_view text, const JsonShapeLimits& limits,
+                            absl::string_view what);
+
 // `what` names the document in errors ("config.json"); INVALID_ARGUMENT with nlohmann's
 // description of the problem (line and column) when `text` is not one JSON value.
 absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what);

@@ -4,6 +4,7 @@
 // deployment. SIGTERM or SIGINT: RouterServer::Shutdown (readiness NOT_SERVING, new calls
 // refused, the streams in flight get up to --shutdown-grace-s), then exit 0. A command line
 // that can never work exits 2, a router that cannot start 1.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -194,6 +195,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Two malloc arenas, not 8 per core: with them the memory a burst of large HTTP bodies
+  // took goes back to the system (GuardedHttpServer trims after each; measured in issue 23:
+  // 32 x 30 MiB bodies left 464 MiB resident with the default arenas, 63 MiB with two).
+  mallopt(M_ARENA_MAX, 2);
 
   pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;

@@ -68,7 +68,10 @@ absl::StatusOr<std::string> ChatTemplate::Apply(const ChatTemplateInputs& inputs
   if (inputs.bos_token) context["bos_token"] = *inputs.bos_token;
   if (inputs.eos_token) context["eos_token"] = *inputs.eos_token;
   if (inputs.extra_context.is_object()) {
-    for (const auto& [key, value] : inputs.extra_context.items()) context[key] = value;
+    // Extra variables never replace the checked ones (messages, tools, bos_token, ...).
+    for (const auto& [key, value] : inputs.extra_context.items()) {
+      if (!context.contains(key)) context[key] = value;
+    }
   } else if (!inputs.extra_context.is_null()) {
     return absl::InvalidArgumentError("extra template variables must be a JSON object");
   }

@@ -25,7 +25,8 @@ struct ChatTemplateInputs {
   bool add_generation_prompt = true;
   std::optional<std::string> bos_token;  // absent: the variable is left undefined
   std::optional<std::string> eos_token;
-  // More template variables (e.g. {"enable_thinking": false}); an object, or null.
+  // More template variables (e.g. {"enable_thinking": false}); an object, or null. A key the
+  // fields above set (messages, tools, ...) is ignored: they are checked, these are not.
   nlohmann::ordered_json extra_context;
 };
 

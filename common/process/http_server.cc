@@ -1,15 +1,23 @@
 #include "common/process/http_server.h"
 
-#include <httplib.h>
-
 #include "absl/strings/str_cat.h"
+#include "common/process/guarded_http_server.h"
 
 namespace pagoda {
 namespace {
 
-// Scrapes are small and rare: a few threads, so that slow clients cannot starve the others.
-constexpr int kNumThreads = 4;
-constexpr int kTimeoutSeconds = 5;
+// Scrapes are small and rare: a few threads serve them (slow clients hold none, see
+// GuardedHttpServer), and a request has no body.
+HttpGuardOptions ScrapeLimits() {
+  HttpGuardOptions o;
+  o.threads = 4;
+  o.head.max_body_bytes = 8192;
+  o.head_timeout = absl::Seconds(5);
+  o.write_timeout = absl::Seconds(5);
+  o.max_waiting_connections = 1024;
+  o.max_chunked_in_flight = 0;
+  return o;
+}
 
 }  // namespace
 
@@ -24,12 +32,7 @@ void UseExclusivePort(httplib::Server* server) {
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const std::string& host, int port, std::map<std::string, Handler> handlers) {
-  auto server = std::make_unique<httplib::Server>();
-  server->new_task_queue = [] { return new httplib::ThreadPool(kNumThreads); };
-  server->set_read_timeout(kTimeoutSeconds, 0);
-  server->set_write_timeout(kTimeoutSeconds, 0);
-  server->set_keep_alive_timeout(kTimeoutSeconds);
-  server->set_payload_max_length(8192);
+  auto server = std::make_unique<GuardedHttpServer>(ScrapeLimits());
   UseExclusivePort(server.get());
   // Every request is answered here, before httplib's routing (which would give a known path
   // 404 for a method it has no handler for).
@@ -61,7 +64,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(server), bound));
 }
 
-HttpServer::HttpServer(std::unique_ptr<httplib::Server> server, int port)
+HttpServer::HttpServer(std::unique_ptr<GuardedHttpServer> server, int port)
     : server_(std::move(server)), port_(port) {
   // The socket listens already: connections wait in its backlog until the loop accepts them.
   thread_ = std::thread([this] { server_->listen_after_bind(); });

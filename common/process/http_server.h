@@ -1,8 +1,7 @@
 // A small HTTP/1.1 server for read-only endpoints such as Prometheus' GET /metrics and /health,
-// on cpp-httplib: a pool of threads, so one slow client (a byte a second) holds one thread and
-// everyone else is still answered; a request is read within 5 s and its reply written within
-// 5 s of each other byte. GET and HEAD of a known path run its handler; another method there
-// gets 405, an unknown path 404, a malformed request 400.
+// on GuardedHttpServer (cpp-httplib): slow and idle clients hold no thread, a request is read
+// within 5 s and each piece of its reply written within 5 s. GET and HEAD of a known path run its
+// handler; another method there gets 405, an unknown path 404, a malformed request 400.
 //
 // Thread-safety: handlers run on the pool's threads, possibly several at once.
 #ifndef PAGODA_COMMON_PROCESS_HTTP_SERVER_H_
@@ -21,6 +20,8 @@ class Server;
 }  // namespace httplib
 
 namespace pagoda {
+
+class GuardedHttpServer;
 
 struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
@@ -44,9 +45,9 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
-  HttpServer(std::unique_ptr<httplib::Server> server, int port);
+  HttpServer(std::unique_ptr<GuardedHttpServer> server, int port);
 
-  const std::unique_ptr<httplib::Server> server_;
+  const std::unique_ptr<GuardedHttpServer> server_;
   const int port_;
   std::thread thread_;  // runs the accept loop
 };

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -36,13 +37,16 @@ std::string RandomToken() {
 
 bool BearerMatches(std::string_view header, std::string_view secret) {
   CHECK(!secret.empty()) << "BearerMatches needs a secret";
-  constexpr std::string_view kPrefix = "Bearer ";
-  // Length and prefix are not secret; the bytes of the secret are compared in full.
+  constexpr std::string_view kPrefix = "bearer ";
+  // Length and prefix are not secret; the bytes of the secret are compared in full. The
+  // scheme is case-insensitive (RFC 9110 11.1), the secret is not.
   if (header.size() != kPrefix.size() + secret.size()) return false;
   unsigned char diff = 0;
-  for (size_t i = 0; i < header.size(); ++i) {
-    const char want = i < kPrefix.size() ? kPrefix[i] : secret[i - kPrefix.size()];
-    diff |= static_cast<unsigned char>(header[i] ^ want);
+  for (size_t i = 0; i < kPrefix.size(); ++i) {
+    diff |= static_cast<unsigned char>(absl::ascii_tolower(header[i]) ^ kPrefix[i]);
+  }
+  for (size_t i = kPrefix.size(); i < header.size(); ++i) {
+    diff |= static_cast<unsigned char>(header[i] ^ secret[i - kPrefix.size()]);
   }
   return diff == 0;
 }

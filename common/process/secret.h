@@ -21,8 +21,9 @@ std::string SecretFromFlagOrEnv(const std::string& flag_value, const char* env);
 // 32 random bytes from the kernel, as 64 hex digits.
 std::string RandomToken();
 
-// Whether `header` (an `authorization` metadata value) is exactly "Bearer <secret>". Compares in
-// time independent of where the values differ. REQUIRES: !secret.empty().
+// Whether `header` (an `authorization` metadata value) is exactly "Bearer <secret>", the scheme
+// in any case ("bearer"). Compares in time independent of where the values differ. REQUIRES:
+// !secret.empty().
 bool BearerMatches(std::string_view header, std::string_view secret);
 
 // PEM contents for TLS on the worker link; "" = not given.

@@ -185,7 +185,7 @@ std::string ContentText(const Json& content) {
   std::string text;
   for (const Json& part : content) {
     if (!text.empty()) text += "\n";
-    text += part["text"].get<std::string>();
+    text += part.find("text")->get_ref<const std::string&>();
   }
   return text;
 }
@@ -193,8 +193,9 @@ std::string ContentText(const Json& content) {
 // The messages as the template sees them: content parts joined into one string.
 absl::StatusOr<Json> ReadMessages(const Json& body) {
   const Json* messages = Field(body, "messages");
-  if (messages == nullptr || !messages->is_array() || messages->empty()) {
-    return Bad("messages", "must be a non-empty list of messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty() ||
+      messages->size() > kMaxMessages) {
+    return Bad("messages", absl::StrCat("must be a list of 1 to ", kMaxMessages, " messages"));
   }
   Json out = Json::array();
   for (const Json& m : *messages) {
@@ -206,8 +207,10 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
       bool ok = content->is_string() || content->is_array();
       if (content->is_array()) {
         for (const Json& part : *content) {
-          ok = ok && part.is_object() && part.value("type", "") == "text" &&
-               part.contains("text") && part["text"].is_string();
+          const Json* type = part.is_object() ? Field(part, "type") : nullptr;
+          const Json* text = part.is_object() ? Field(part, "text") : nullptr;
+          ok = ok && type != nullptr && type->is_string() && *type == "text" && text != nullptr &&
+               text->is_string();
         }
       }
       if (!ok) {

@@ -23,6 +23,9 @@ namespace pagoda {
 
 // Prompts per /v1/completions call at most (each becomes its own request).
 inline constexpr int kMaxPromptsPerCall = 64;
+// Chat messages per call at most: each renders to a few tokens at least, so more could not fit
+// any model's context, and the template's work grows with them.
+inline constexpr size_t kMaxMessages = 4096;
 
 // What a request is parsed against. Pointers not owned; `chat_template` may be null (chat
 // requests are then refused).

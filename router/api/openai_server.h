@@ -27,11 +27,9 @@
 #include "router/cluster.h"
 #include "router/router_metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace pagoda {
+
+class GuardedHttpServer;
 
 struct OpenAiServerOptions {
   std::string host = "0.0.0.0";
@@ -63,7 +61,7 @@ class OpenAiServer {
 
   OpenAiServer();
   std::unique_ptr<Api> api_;
-  std::unique_ptr<httplib::Server> server_;  // after api_: destroyed (stopped) first
+  std::unique_ptr<GuardedHttpServer> server_;  // after api_: destroyed (stopped) first
   std::thread thread_;
   int port_ = 0;
 };

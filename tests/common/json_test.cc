@@ -12,6 +12,21 @@ namespace {
 
 using ::testing::HasSubstr;
 
+TEST(JsonTest, ShapeBoundsDepthKeysPerObjectAndKeysInAll) {
+  const JsonShapeLimits limits = {.max_depth = 2, .max_object_keys = 2, .max_keys = 3};
+  EXPECT_TRUE(CheckJsonShape(R"({"a": {"b": 1, "c": 2}})", limits, "body").ok());
+  // Brackets and colons inside strings are text.
+  EXPECT_TRUE(CheckJsonShape(R"({"[[[": "a:b:c:{", "\"": ":"})", limits, "body").ok());
+  EXPECT_THAT(CheckJsonShape("[[[1]]]", limits, "body").message(),
+              HasSubstr("body: JSON nested deeper than 2"));
+  EXPECT_THAT(CheckJsonShape(R"({"a": 1, "b": 2, "c": 3})", limits, "body").message(),
+              HasSubstr("body: a JSON object with more than 2 keys"));
+  EXPECT_THAT(CheckJsonShape(R"([{"a": 1, "b": 2}, {"c": 3, "d": 4}])", limits, "body").message(),
+              HasSubstr("more than 3 JSON object keys"));
+  // Keys of arrays' objects count, array elements do not.
+  EXPECT_TRUE(CheckJsonShape("[1, 2, 3, 4, 5]", limits, "body").ok());
+}
+
 TEST(JsonTest, ParseErrorsNameTheDocumentAndWhereItBreaks) {
   for (const std::string bad : {"{\"a\": 1,}", "[1, 2", "{} trailing", "", "\"\xFF\""}) {
     const absl::StatusOr<Json> j = ParseJson(bad, "config.json");

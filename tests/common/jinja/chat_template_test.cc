@@ -62,6 +62,17 @@ TEST(ChatTemplateTest, ApplyPassesMessagesToolsTokensAndExtraVariables) {
   EXPECT_EQ(*t->Apply(inputs), "<s><system>be brief<user>hi|False|True|False|False");
 }
 
+TEST(ChatTemplateTest, ExtraVariablesNeverReplaceTheCheckedOnes) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Create(
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}|{{ tools is none }}");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ChatTemplateInputs inputs;
+  inputs.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  inputs.extra_context = nlohmann::ordered_json::parse(
+      R"({"messages": [{"role": 7, "content": {"x": 1}}], "tools": [1]})");
+  EXPECT_EQ(*t->Apply(inputs), "<user>hi|True");
+}
+
 TEST(ChatTemplateTest, ATemplateErrorIsAnErrorOfTheRender) {
   absl::StatusOr<ChatTemplate> t = ChatTemplate::Create(
       "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
