@@ -1,6 +1,7 @@
 #include "tests/integration/fake_worker.h"
 
 #include <chrono>
+#include <limits>
 #include <mutex>
 
 namespace pagoda::testing {
@@ -55,11 +56,20 @@ void FakeWorker::Serve(Mode mode, int token) {
         v1::SampledToken* t = result->add_sampled();
         t->set_seq_id(s.seq_id());
         t->set_token_id(token);
+        if (mode == Mode::kNanLogprob) t->set_logprob(std::numeric_limits<float>::quiet_NaN());
       }
       std::lock_guard<std::mutex> lock(*write_mu);
-      if (!stream_->Write(out)) return;
+      if (!stream_->Write(out)) break;
     }
+    ended_ = true;
   });
+}
+
+void FakeWorker::ReadUntilEnd() {
+  v1::RouterMessage message;
+  while (stream_->Read(&message)) {
+  }
+  ended_ = true;
 }
 
 grpc::Status FakeWorker::Finish() {
