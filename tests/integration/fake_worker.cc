@@ -5,11 +5,23 @@
 #include <mutex>
 
 namespace pagoda::testing {
+namespace {
+
+// Each fake worker on a connection of its own, as separate processes would be (gRPC shares
+// one between channels of a process by default).
+grpc::ChannelArguments OwnConnection() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+}  // namespace
 
 FakeWorker::FakeWorker(const std::string& router_address, const std::string& token,
                        std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : stub_(v1::WorkerLink::NewStub(grpc::CreateChannel(
-          router_address, credentials ? credentials : grpc::InsecureChannelCredentials()))) {
+    : stub_(v1::WorkerLink::NewStub(grpc::CreateCustomChannel(
+          router_address, credentials ? credentials : grpc::InsecureChannelCredentials(),
+          OwnConnection()))) {
   if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
   context_.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
   stream_ = stub_->Connect(&context_);

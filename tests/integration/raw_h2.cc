@@ -70,9 +70,17 @@ std::string GrpcMessage(std::string_view bytes) {
 }
 
 std::unique_ptr<RawH2Connection> RawH2Connection::Open(int port, uint32_t initial_window,
-                                                       absl::Duration send_timeout) {
+                                                       absl::Duration send_timeout,
+                                                       const char* source) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return nullptr;
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+    close(fd);
+    return nullptr;
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -30,8 +30,10 @@ class RawH2Connection {
   // initial stream window (0: the server may send no DATA until a WINDOW_UPDATE). Sends time
   // out after `send_timeout` (a server that stops reading fails them). Null when the
   // connection is refused.
+  // `source`: the loopback address to connect from (another client than 127.0.0.1).
   static std::unique_ptr<RawH2Connection> Open(int port, uint32_t initial_window = 65535,
-                                               absl::Duration send_timeout = absl::Seconds(5));
+                                               absl::Duration send_timeout = absl::Seconds(5),
+                                               const char* source = "127.0.0.1");
   ~RawH2Connection();
 
   bool SendFrame(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_view payload);
