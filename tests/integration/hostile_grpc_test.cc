@@ -147,8 +147,9 @@ TEST_F(StallTimeoutTest, AClientThatReadsNothingIsCancelled) {
 // Row 2: HTTP/2 rapid reset (CVE-2023-44487): streams opened and reset at once, for 10 s on
 // one connection. gRPC 1.51 has no per-connection reset budget and no setting of the public
 // port's bounds it (measured: +1.1 GB RSS, an honest call then takes ~25 s), so this runs the
-// attack through the proxy the deploy manifests put in front (deploy/h2-proxy/haproxy.cfg,
-// Debian's haproxy), and checks the router's memory and an honest call's latency stay low.
+// attack through the proxy the deploy manifests put in front
+// (deploy/k8s/components/h2-proxy/haproxy.cfg, Debian's haproxy), and checks the router's memory
+// and an honest call's latency stay low.
 class DeployProxyTest : public HostileGrpcTest {
  protected:
   static constexpr char kHaproxy[] = "/usr/sbin/haproxy";
@@ -159,7 +160,7 @@ class DeployProxyTest : public HostileGrpcTest {
     const int proxy_port = FreePort();
     proxy_ = Spawn({"/usr/bin/env", absl::StrCat("PROXY_BIND=127.0.0.1:", proxy_port),
                     absl::StrCat("ROUTER_ADDR=127.0.0.1:", port_), kHaproxy, "-db", "-f",
-                    std::string(PAGODA_SOURCE_DIR) + "/deploy/h2-proxy/haproxy.cfg"},
+                    std::string(PAGODA_SOURCE_DIR) + "/deploy/k8s/components/h2-proxy/haproxy.cfg"},
                    dir_ + "/haproxy.log");
     proxied_ = v1::Generation::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", proxy_port),
                                                            grpc::InsecureChannelCredentials()));
@@ -246,7 +247,7 @@ TEST_F(DeployProxyTest, StraightOnTheRouterItIsMeasuredAndTheRouterSurvives) {
 
 // Row 9: a header block continued by CONTINUATION frames that never end, up to 64 MiB. gRPC
 // 1.51 buffers it all (its metadata bound is checked only once the block ends: measured +64 MB
-// RSS); the deploy proxy ends the connection within tune.bufsize (32 KiB).
+// RSS); the deploy proxy ends the connection at tune.bufsize (32 KiB).
 TEST_F(DeployProxyTest, EndlessContinuationFramesAreCutOffByTheDeployProxy) {
   if (access(kHaproxy, X_OK) != 0) GTEST_SKIP() << kHaproxy << " is not installed";
   StartWorker();
@@ -269,10 +270,12 @@ TEST_F(DeployProxyTest, EndlessContinuationFramesAreCutOffByTheDeployProxy) {
         break;
       }
     }
+    const int64_t growth_mb = RouterRssMb() - rss_before;
     Report(where + "_continuation_bytes_sent", sent_bytes);
-    Report(where + "_continuation_rss_growth_mb", RouterRssMb() - rss_before);
-    if (port == proxy_port) {
-      EXPECT_LT(sent_bytes, int64_t{1} << 20) << "the proxy kept reading the header block";
+    Report(where + "_continuation_rss_growth_mb", growth_mb);
+    if (port == proxy_port) {  // closed at 32 KiB; the rest is what socket buffers took
+      EXPECT_LT(sent_bytes, int64_t{16} << 20) << "the proxy kept reading the header block";
+      EXPECT_LT(growth_mb, 8);
     }
   }
   EXPECT_LT(HonestCallMs(*proxied_), 5000);
