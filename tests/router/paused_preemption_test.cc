@@ -75,9 +75,8 @@ TEST_F(PausedPreemptionTest, PausedSequencesGiveTheirBlocksToAWaitingRequest) {
   std::map<int64_t, Result> results;
   // Four samples of up to 16 blocks each: run until they hold all but one of the 40, fewer
   // than the honest prompt (19 tokens) needs.
-  ASSERT_TRUE(StepUntil(results, [&] {
-    return engine_->scheduler().kv().pool().num_used_blocks() >= 39;
-  }));
+  ASSERT_TRUE(
+      StepUntil(results, [&] { return engine_->scheduler().kv().pool().num_used_blocks() >= 39; }));
   paused->store(true);
   const testing::GoldenCase& honest_case = golden()[5];
   ASSERT_GT(honest_case.prompt_ids.size(), 16u);
