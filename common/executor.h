@@ -24,6 +24,9 @@ class Executor {
   // Runs one step. An error means the worker is unusable (the caller reschedules elsewhere);
   // a bad command is INVALID_ARGUMENT and leaves the worker's state as it was.
   virtual absl::StatusOr<StepResult> Execute(const StepCommand& command) = 0;
+  // The caller gave up on this worker (a step failed, or its result did not check out): a
+  // transport ends its connection, so the worker notices and can join again afresh.
+  virtual void Abandon() {}
 };
 
 }  // namespace pagoda

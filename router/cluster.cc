@@ -29,6 +29,8 @@ struct Cluster::Request {
   std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
   int num_unfinished = 0;
   absl::Time give_up_at;  // while parked, UNAVAILABLE after this
+  // Since when each Tick has seen request.paused set (InfiniteFuture: not paused at the last).
+  absl::Time paused_since = absl::InfiniteFuture();
 };
 
 absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits) {
@@ -101,6 +103,15 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   if (live >= options_.worker_limits.max_workers) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the router has ", live, " workers, its limit"));
+  }
+  int64_t blocks = info.num_blocks;
+  for (const auto& o : workers_) {
+    if (o->alive) blocks += o->loop->info().num_blocks;
+  }
+  if (blocks > options_.worker_limits.max_total_blocks) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "Hello.num_blocks = ", info.num_blocks, ": the workers would hold ", blocks,
+        " blocks, over the router's budget of ", options_.worker_limits.max_total_blocks));
   }
   const int id = static_cast<int>(workers_.size());
   auto w = std::make_unique<Worker>();
@@ -189,12 +200,22 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
 
 void Cluster::Abort(int64_t request_id) {
   absl::MutexLock lock(&mu_);
+  EndLocked(request_id, absl::OkStatus());
+}
+
+void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   for (int worker : it->second->worker) {
     if (worker >= 0) workers_[worker]->loop->Abort(request_id);
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
+  if (!error.ok()) {
+    RequestUpdate out;
+    out.error = error;
+    out.finished = true;
+    it->second->sink(out);
+  }
   requests_.erase(it);
 }
 
@@ -209,16 +230,35 @@ void Cluster::Resume(int64_t request_id) {
 
 void Cluster::Tick(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::vector<int64_t> expired, stalled;
+  for (const QueuedRequest& work : parked_) {
     auto it = requests_.find(work.request_id);
-    if (it == requests_.end()) return true;
-    if (it->second->give_up_at > now) return false;
-    RequestUpdate out;
-    out.error = absl::UnavailableError("no worker became available before the deadline");
-    out.finished = true;
-    it->second->sink(out);
-    requests_.erase(it);
-    return true;
+    if (it != requests_.end() && it->second->give_up_at <= now) expired.push_back(work.request_id);
+  }
+  for (const auto& [id, r] : requests_) {
+    if (!r->request.paused || !r->request.paused->load(std::memory_order_relaxed)) {
+      r->paused_since = absl::InfiniteFuture();
+    } else if (r->paused_since == absl::InfiniteFuture()) {
+      r->paused_since = now;
+    } else if (now - r->paused_since >= options_.stall_timeout) {
+      stalled.push_back(id);
+    }
+  }
+  for (int64_t id : expired) {
+    EndLocked(id, absl::UnavailableError("no worker became available before the deadline"));
+  }
+  if (!stalled.empty()) {
+    LOG_EVERY_N(WARNING, 100) << "cancelled " << stalled.size() << " requests whose clients read "
+                              << "nothing for " << absl::FormatDuration(options_.stall_timeout);
+  }
+  for (int64_t id : stalled) {
+    if (options_.metrics) options_.metrics->stalled_clients->Add();
+    EndLocked(id, absl::DeadlineExceededError(absl::StrCat(
+                      "the client read nothing for ", absl::FormatDuration(options_.stall_timeout),
+                      " (--stall-timeout-s): cancelled")));
+  }
+  std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !requests_.contains(work.request_id);
   });
 }
 

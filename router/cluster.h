@@ -34,8 +34,11 @@ namespace pagoda {
 // the router's memory per worker (a block costs the router ~50 bytes of pool state) and keep
 // every slot index inside 32 bits.
 struct WorkerLimits {
-  int max_workers = 256;                 // connected at once
-  int max_num_blocks = 1 << 21;          // per worker (2M blocks: ~100 MB of router state)
+  int max_workers = 256;         // connected at once
+  int max_num_blocks = 1 << 21;  // per worker (2M blocks: ~100 MB of router state)
+  // Over the live workers: the router's memory budget for block state (4M blocks: ~200 MB;
+  // a 64 GB bf16 KV cache of Llama-3-8B is 32K blocks of 16 tokens).
+  int64_t max_total_blocks = int64_t{1} << 22;
   int max_block_size = 1024;             // tokens per block
   int max_num_batched_tokens = 1 << 20;  // per step
   int max_num_seqs = 1 << 16;            // per step
@@ -48,8 +51,12 @@ struct ClusterOptions {
   EngineOptions engine;
   WorkerLimits worker_limits;
   PlacementPolicy placement = PlacementPolicy::kPrefixAware;
-  double prefix_weight = 1.0;        // w in the placement cost (Placement)
-  int max_waiting = 1024;            // requests queued beyond this fail with RESOURCE_EXHAUSTED
+  double prefix_weight = 1.0;  // w in the placement cost (Placement)
+  int max_waiting = 1024;      // requests queued beyond this fail with RESOURCE_EXHAUSTED
+  // A request paused this long (its client read nothing: GenerationRequest::paused) ends with
+  // DEADLINE_EXCEEDED at a Tick. Its sequences hold no KV meanwhile once a waiting request
+  // needs it (the scheduler preempts paused ones), but they hold their queue entries.
+  absl::Duration stall_timeout = absl::Seconds(60);
   RouterMetrics* metrics = nullptr;  // fed when set; not owned
 };
 
@@ -106,7 +113,8 @@ class Cluster final : private WorkerLoopListener {
   // Adds a worker and starts its loop. The executor is shared with its transport.
   // INVALID_ARGUMENT when its Hello is out of range (ValidateWorkerInfo) or its model differs
   // from the router's (the message does not reveal the router's fingerprint);
-  // RESOURCE_EXHAUSTED when max_workers are connected.
+  // RESOURCE_EXHAUSTED when max_workers are connected, or when its blocks would take the live
+  // workers' past max_total_blocks.
   absl::StatusOr<int> AddWorker(std::shared_ptr<Executor> executor);
   // Marks a worker dead (its stream broke): its loop resubmits its sequences and exits.
   void RemoveWorker(int worker_id);
@@ -127,7 +135,8 @@ class Cluster final : private WorkerLoopListener {
   // still gets INVALID_ARGUMENT, never a crash, for those; token ids are Validate's alone.
   absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink,
                                  absl::Time give_up_at = absl::InfiniteFuture());
-  // Ends the requests that waited for a worker past their give_up_at. Call it periodically.
+  // Ends the requests that waited for a worker past their give_up_at, and those paused for
+  // stall_timeout (seen paused at every Tick since). Call it periodically.
   void Tick(absl::Time now);
   // Ends the request's sequences and frees their blocks. Its sink gets nothing more.
   void Abort(int64_t request_id);
@@ -157,6 +166,8 @@ class Cluster final : private WorkerLoopListener {
   // Chooses a live worker for `work` and queues it there (or parks it). New requests never go
   // to a draining worker; resumed sequences may, rather than wait.
   void PlaceLocked(QueuedRequest work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a request with `error` (its sink's last update) and frees what it holds.
+  void EndLocked(int64_t request_id, const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requests queued in the router, in schedulers or in loops' inboxes, not yet running.
   int NumWaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -1,6 +1,7 @@
 #include "router/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -9,28 +10,46 @@ namespace pagoda {
 namespace {
 
 // A worker's reply comes off the wire: it must answer this step with exactly the samples asked
-// for, in order, with ids in the vocabulary. Anything else means the worker is broken.
-absl::Status CheckResult(const StepCommand& command, const StepResult& result, int vocab_size) {
+// for, in order, with ids in the vocabulary, finite log-probabilities, and top alternatives
+// only as many as the sequence asked for (`logprobs_of`), and a finite, non-negative
+// forward time. Anything else means the worker is broken.
+absl::Status CheckResult(const StepCommand& command, const StepResult& result, int vocab_size,
+                         const std::function<int(int64_t)>& logprobs_of) {
+  auto broken = [&](auto&&... parts) {
+    return absl::InternalError(
+        absl::StrCat("worker sent ", parts..., " in step ", command.step_id));
+  };
   if (result.step_id != command.step_id) {
     return absl::InternalError(
         absl::StrCat("worker answered step ", result.step_id, " to step ", command.step_id));
   }
+  if (!std::isfinite(result.forward_seconds) || result.forward_seconds < 0) {
+    return broken("forward_seconds = ", result.forward_seconds);
+  }
+  auto in_vocab = [vocab_size](int id) { return id >= 0 && id < vocab_size; };
   size_t next = 0;
   for (const ScheduledSequence& s : command.scheduled) {
     if (!s.sample) continue;
     if (next >= result.sampled.size() || result.sampled[next].seq_id != s.seq_id) {
-      return absl::InternalError(absl::StrCat("worker sent no sample for sequence ", s.seq_id,
-                                              " in step ", command.step_id));
+      return broken("no sample for sequence ", s.seq_id);
     }
-    const int token = result.sampled[next++].token_id;
-    if (token < 0 || token >= vocab_size) {
-      return absl::InternalError(absl::StrCat("worker sampled token ", token,
-                                              " outside the vocabulary in step ", command.step_id));
+    const SampledToken& sampled = result.sampled[next++];
+    if (!in_vocab(sampled.token_id)) {
+      return broken("token ", sampled.token_id, " outside the vocabulary");
+    }
+    if (!std::isfinite(sampled.logprob)) return broken("logprob ", sampled.logprob);
+    if (static_cast<int>(sampled.top_logprobs.size()) > logprobs_of(s.seq_id)) {
+      return broken(sampled.top_logprobs.size(), " top logprobs for sequence ", s.seq_id,
+                    ", which asked for ", logprobs_of(s.seq_id));
+    }
+    for (const TokenLogprob& top : sampled.top_logprobs) {
+      if (!in_vocab(top.token_id) || !std::isfinite(top.logprob)) {
+        return broken("top logprob ", top.logprob, " of token ", top.token_id);
+      }
     }
   }
   if (next != result.sampled.size()) {
-    return absl::InternalError(absl::StrCat("worker sent ", result.sampled.size() - next,
-                                            " unrequested samples in step ", command.step_id));
+    return broken(result.sampled.size() - next, " unrequested samples");
   }
   return absl::OkStatus();
 }
@@ -184,7 +203,9 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   const StepCommand command = scheduler_.Schedule();
   if (after_schedule_) after_schedule_();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
-  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size));
+  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size, [this](int64_t seq_id) {
+    return scheduler_.requested_logprobs(seq_id);
+  }));
   last_forward_seconds_ = result.forward_seconds;
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   // Forget finished sequences, and requests once none of theirs is left here.

@@ -75,6 +75,11 @@ ABSL_FLAG(double, step_timeout_s, 30.0,
           "a worker that does not answer a step this long is failed over like a dead one");
 ABSL_FLAG(int, max_streams_per_connection, 256,
           "concurrent calls on one client connection; more wait in the client");
+// Hostile clients on the gRPC side (issue 23).
+ABSL_FLAG(double, stall_timeout_s, 60.0,
+          "a call whose client reads nothing this long (paused, its output unsent) is cancelled");
+ABSL_FLAG(bool, enable_reflection, false,
+          "serve gRPC server reflection on --port (lists pagoda.v1.Generation and health only)");
 
 namespace {
 
@@ -97,6 +102,7 @@ pagoda::ProgramUsage Usage() {
           {"Security",
            {"worker_token", "insecure_worker_port", "tls_cert", "tls_key", "tls_ca", "api_key",
             "max_streams_per_connection"}},
+          {"Hostile clients (gRPC)", {"stall_timeout_s", "enable_reflection"}},
       }};
 }
 
@@ -162,6 +168,8 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
                    pagoda::ReadTlsPem(absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                                       absl::GetFlag(FLAGS_tls_ca)));
   o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
+  o.cluster.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  o.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
 
   o.local_workers.num_workers = absl::GetFlag(FLAGS_spawn_workers);
   o.local_workers.binary = (std::filesystem::path(argv0).parent_path() / "pagoda-worker").string();

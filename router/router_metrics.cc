@@ -33,6 +33,8 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
       refused_worker_hello(
           r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "worker_hello"}})),
       refused_api_key(r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "api_key"}})),
+      stalled_clients(r->AddCounter("pagoda_stalled_clients_total",
+                                    "Calls cancelled: their client read nothing for too long.")),
       request_success_stop(r->AddCounter("pagoda_request_success_total",
                                          "Sequences finished, by finished_reason.",
                                          {{"finished_reason", "stop"}})),

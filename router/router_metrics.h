@@ -30,6 +30,8 @@ struct RouterMetrics {
   Counter* const refused_worker_token;
   Counter* const refused_worker_hello;
   Counter* const refused_api_key;
+  // Calls cancelled because their client read nothing for --stall-timeout-s.
+  Counter* const stalled_clients;
   // Sequences that ended, by vLLM's finished_reason: "stop" (a stop token or string),
   // "length" (max_tokens or the model length), "abort" (cancelled, expired, or failed).
   Counter* const request_success_stop;

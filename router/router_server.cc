@@ -17,6 +17,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "router/api/generation_service.h"
 #include "router/api/openai_server.h"
+#include "router/grpc_port_limits.h"
 #include "router/worker_link_service.h"
 
 namespace pagoda {
@@ -106,6 +107,9 @@ absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
     return absl::InvalidArgumentError("--tls-ca needs --tls-cert and --tls-key");
   }
   RETURN_IF_ERROR(CheckLocalWorkersOptions(options.local_workers));
+  if (options.cluster.stall_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--stall-timeout-s must be above 0");
+  }
   if (!options.worker_tls.cert.empty() && options.local_workers.num_workers > 0) {
     return absl::InvalidArgumentError(
         "--spawn-workers dials 127.0.0.1 in plaintext; TLS is for remote workers");
@@ -185,6 +189,13 @@ absl::Status RouterServer::Listen() {
   worker_builder.AddListeningPort(absl::StrCat(host, ":", options_.worker_port),
                                   WorkerPortCredentials(options_.worker_tls), &worker_port_);
   worker_builder.RegisterService(worker_link_.get());
+  // One handler thread per connected worker, and brief ones for calls refused or timed out
+  // before their Hello: bounded, so strangers cannot keep a real worker out.
+  GrpcPortLimits worker_limits;
+  worker_limits.name = "pagoda-worker-port";
+  worker_limits.max_threads = options_.cluster.worker_limits.max_workers + 64;
+  worker_limits.max_streams_per_connection = 4;  // a worker needs one
+  ApplyGrpcPortLimits(worker_limits, &worker_builder);
   worker_server_ = worker_builder.BuildAndStart();
   if (!worker_server_ || worker_port_ == 0) {
     return absl::UnavailableError(
@@ -194,12 +205,16 @@ absl::Status RouterServer::Listen() {
   generation_ = std::make_unique<GenerationService>(cluster_.get(), tokenizer_.get(), served_name_,
                                                     &metrics_, options_.api_key);
   grpc::EnableDefaultHealthCheckService(true);  // after the worker port's server: not there
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // each port says if it serves it
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(host, ":", options_.port),
                            grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(generation_.get());
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_streams_per_connection);
+  GrpcPortLimits public_limits;
+  public_limits.name = "pagoda-public-port";
+  public_limits.max_streams_per_connection = options_.max_streams_per_connection;
+  public_limits.reflection = options_.enable_reflection;
+  ApplyGrpcPortLimits(public_limits, &builder);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on port ", options_.port));

@@ -1,7 +1,7 @@
 // The router as one object (what pagoda-router's main runs): the public pagoda.v1.Generation
-// service (with grpc.health.v1 and reflection) on `port`, the WorkerLink stream for workers on
-// `worker_port`, the OpenAI-compatible HTTP API, Prometheus metrics, and the Cluster between
-// them, plus the local workers of --spawn-workers.
+// service (with grpc.health.v1, and reflection when enabled) on `port`, the WorkerLink stream for
+// workers on `worker_port`, the OpenAI-compatible HTTP API, Prometheus metrics, and the Cluster
+// between them, plus the local workers of --spawn-workers.
 //
 // Health (grpc.health.v1 on `port`): "liveness" is SERVING while the server runs; "" (and
 // "pagoda.v1.Generation") is SERVING while at least one worker that is not draining is
@@ -63,6 +63,7 @@ struct RouterServerOptions {
   std::optional<int> http_port = 8000;   // unset: no HTTP API; 0: any free port
   std::optional<int> metrics_port;       // /metrics and /health; unset: none; 0: any free port
   int max_streams_per_connection = 256;  // concurrent calls on one client connection
+  bool enable_reflection = false;        // gRPC server reflection on `port`
 
   ClusterOptions cluster;  // scheduling and placement; its metrics are the server's own
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // a worker silent this long is dead

@@ -92,6 +92,15 @@ void Scheduler::Preempt(Sequence* seq) {
   VLOG(1) << "preempted sequence " << seq->id << " at " << seq->num_tokens() << " tokens";
 }
 
+bool Scheduler::PreemptPaused() {
+  auto paused = std::find_if(running_.rbegin(), running_.rend(),
+                             [](const Sequence* s) { return s->paused_this_step; });
+  if (paused == running_.rend()) return false;
+  Preempt(*paused);
+  ++num_paused_preemptions_;
+  return true;
+}
+
 std::span<const uint64_t> Scheduler::BlockHashes(Sequence* seq, int num_blocks) {
   ExtendBlockHashes(seq->tokens, options_.block_size, num_blocks, &seq->block_hashes);
   return std::span<const uint64_t>(seq->block_hashes).first(num_blocks);
@@ -212,13 +221,19 @@ StepCommand Scheduler::Schedule() {
     ++i;
   }
 
-  // Then waiting ones, oldest first, unless this step had to preempt (no room to admit).
-  for (auto it = waiting_.begin(); !preempted && it != waiting_.end() && budget > 0 &&
-                                   static_cast<int>(running_.size()) < options_.max_num_seqs &&
-                                   static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
-    Sequence* seq = *it;
+  // Then waiting ones, oldest first, unless this step had to preempt (no room to admit). A
+  // paused running sequence never keeps one out: it is preempted for the slot or the blocks
+  // a waiting one needs (its full blocks stay cached for when its client reads again).
+  for (size_t w = 0; !preempted && w < waiting_.size() && budget > 0 &&
+                     static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
+    Sequence* seq = waiting_[w];
     if (seq->paused_this_step) {  // its client is not reading
-      ++it;
+      ++w;
+      continue;
+    }
+    if (static_cast<int>(running_.size()) >= options_.max_num_seqs) {
+      if (!PreemptPaused()) break;
+      ++w;  // the victim went to the front of waiting_
       continue;
     }
     const int target = seq->target_tokens();
@@ -229,7 +244,7 @@ StepCommand Scheduler::Schedule() {
             : PrefixHit();
     if (options_.enable_prefix_caching &&
         NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
-      ++it;
+      ++w;
       continue;
     }
     const int cached = std::min(hit.num_tokens(options_.block_size), target);
@@ -242,7 +257,12 @@ StepCommand Scheduler::Schedule() {
                   cached + n,
                   std::min(seq->num_prompt_tokens + seq->max_tokens, seq->max_total_tokens) - 1)
             : cached + n;
-    if (!kv_.CanAllocate(hit, reserve)) break;
+    if (!kv_.CanAllocate(hit, reserve)) {
+      // Looked up again after the preemption: the victim's freed blocks stay cached.
+      if (!PreemptPaused()) break;
+      ++w;
+      continue;
+    }
     kv_.Allocate(seq->id, hit, reserve);
     kv_.RecordPrefixQuery(seq->num_tokens(), cached);
     if (!seq->admitted_once) {
@@ -252,7 +272,7 @@ StepCommand Scheduler::Schedule() {
     }
     seq->admitted_once = true;
     seq->num_computed_tokens = cached;
-    it = waiting_.erase(it);
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(seq);
     if (n > 0) {
       Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);
@@ -261,6 +281,11 @@ StepCommand Scheduler::Schedule() {
   }
   cmd.finished_ids.swap(finished_on_worker_);
   return cmd;
+}
+
+int Scheduler::requested_logprobs(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? 0 : it->second->sampling.logprobs;
 }
 
 Scheduler::KvSlots Scheduler::kv_slots() const {

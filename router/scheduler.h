@@ -3,7 +3,8 @@
 //
 //   Schedule():  forks due → running sequences first (a decode is 1 token, a prefill a chunk
 //                within the token budget; out of blocks → preempt the newest by recompute) →
-//                waiting sequences (prefix-cache lookup, then CanAllocate/Allocate); one
+//                waiting sequences (prefix-cache lookup, then CanAllocate/Allocate; short
+//                of a slot or of blocks, a paused running sequence is preempted); one
 //                whose next prompt block a running sequence is about to compute waits for it
 //                (32 requests with one system prompt compute it once, not 32 times)
 //   Postprocess(result): advance num_computed, cache full blocks, append sampled tokens,
@@ -81,6 +82,8 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Of those, the paused sequences preempted to admit a waiting one.
+  int64_t num_paused_preemptions() const { return num_paused_preemptions_; }
   // Over the running sequences: KV slots holding tokens, and slots their block tables reserve
   // (blocks x block size; a block shared by two sequences counts for each). used / reserved
   // is the KV utilization: ~1 when paged, low when reserved for the longest possible output.
@@ -89,11 +92,16 @@ class Scheduler {
   };
   KvSlots kv_slots() const;
   const KVCacheManager& kv() const { return kv_; }
+  // How many top alternatives the sequence asked for per token (0 for an unknown id).
+  int requested_logprobs(int64_t seq_id) const;
   const SchedulerOptions& options() const { return options_; }
 
  private:
   void ForkDueSequences(std::vector<SequenceUpdate>* forks);
   void Preempt(Sequence* seq);
+  // Preempts the newest running sequence that is paused this step (its client is not
+  // reading; it was not scheduled) to make room for a waiting one. False when none is.
+  bool PreemptPaused();
   // The chained hashes of seq's first `num_blocks` blocks, hashed once per sequence.
   // REQUIRES: those blocks are full.
   std::span<const uint64_t> BlockHashes(Sequence* seq, int num_blocks);
@@ -119,6 +127,7 @@ class Scheduler {
   std::vector<SequenceUpdate> pending_fork_updates_;
   int64_t next_step_id_ = 0;
   int64_t num_preemptions_ = 0;
+  int64_t num_paused_preemptions_ = 0;
 };
 
 }  // namespace pagoda

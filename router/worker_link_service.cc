@@ -51,10 +51,18 @@ class WorkerConnection final : public Executor {
       }
       if (!result_.has_value()) return absl::UnavailableError("worker connection closed");
       if (!result_->error().empty()) {
-        return absl::InternalError(absl::StrCat("worker rejected step: ", result_->error()));
+        return CloseLocked(
+            absl::InternalError(absl::StrCat("worker rejected step: ", result_->error())));
       }
       return FromProto(*result_);
     }
+  }
+
+  // The Cluster dropped this worker (a step failed here, or its result did not check out):
+  // end its call too, so the worker sees it and reconnects with a clean state.
+  void Abandon() override {
+    absl::MutexLock lock(&mu_);
+    CloseLocked(absl::OkStatus()).IgnoreError();
   }
 
   // Tells a draining worker it holds nothing more. Runs on the worker's loop thread, between
@@ -82,6 +90,12 @@ class WorkerConnection final : public Executor {
   }
 
  private:
+  absl::Status CloseLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!closed_) context_->TryCancel();
+    closed_ = true;
+    return status;
+  }
+
   const WorkerInfo info_;
   Stream* const stream_;                // Not owned; valid until Close().
   grpc::ServerContext* const context_;  // Not owned; valid until Close().
@@ -97,6 +111,49 @@ class WorkerConnection final : public Executor {
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = -1;
   std::optional<v1::StepResult> result_ ABSL_GUARDED_BY(mu_);
+};
+
+// Cancels a call when nothing arrives on it before a deadline, which each Beat moves on.
+class CallWatchdog {
+ public:
+  CallWatchdog(grpc::ServerContext* context, absl::Duration timeout)
+      : context_(context), deadline_(absl::Now() + timeout), thread_([this] { Watch(); }) {}
+  ~CallWatchdog() {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    thread_.join();
+  }
+  // Something arrived: the next must come within `timeout`.
+  void Beat(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    deadline_ = absl::Now() + timeout;
+  }
+  bool fired() {
+    absl::MutexLock lock(&mu_);
+    return fired_;
+  }
+
+ private:
+  void Watch() {
+    absl::MutexLock lock(&mu_);
+    while (!done_) {
+      mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Milliseconds(200));
+      if (!done_ && absl::Now() > deadline_) {
+        fired_ = true;
+        context_->TryCancel();
+        return;
+      }
+    }
+  }
+
+  grpc::ServerContext* const context_;  // Not owned.
+  absl::Mutex mu_;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it uses the members above
 };
 
 }  // namespace
@@ -117,11 +174,8 @@ WorkerLinkService::WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& 
 WorkerLinkService::~WorkerLinkService() = default;
 
 grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* stream) {
-  v1::WorkerMessage first;
-  const bool read_first = stream->Read(&first);
-  // The token before anything in the Hello is looked at: a stranger learns nothing. The Hello
-  // is read first (bounded by gRPC's message size), so the refusal reaches the peer before the
-  // call ends, whatever the timing.
+  // The token (call metadata) before anything else: a stranger's call ends at once, having
+  // held this thread for no read, and learns nothing.
   if (!options_.worker_token.empty()) {
     const auto& metadata = context->client_metadata();
     auto auth = metadata.find("authorization");
@@ -140,9 +194,16 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kMessage);
     }
   }
-  if (!read_first || !first.has_hello()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello");
+  // A watchdog cancels the call when the Hello is late, or later when the worker goes silent
+  // (e.g. its link is cut), which makes the pending Read fail.
+  CallWatchdog watchdog(context, options_.hello_timeout);
+  v1::WorkerMessage first;
+  if (!stream->Read(&first) || !first.has_hello()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("the first message must be a Hello, within ",
+                                     absl::FormatDuration(options_.hello_timeout)));
   }
+  watchdog.Beat(options_.heartbeat_timeout);
   const std::string name = first.hello().worker_name();
   auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()), stream, context,
                                                        options_.step_timeout);
@@ -162,28 +223,9 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
   ++num_connected_;
   LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
 
-  // A watchdog cancels the call when the worker goes silent (e.g. its link is cut), which
-  // makes the Read below fail.
-  absl::Mutex beat_mu;
-  absl::Time last_seen = absl::Now();
-  bool done = false;
-  std::thread watchdog([&] {
-    absl::MutexLock lock(&beat_mu);
-    while (!done) {
-      beat_mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(200));
-      if (!done && absl::Now() - last_seen > options_.heartbeat_timeout) {
-        LOG(WARNING) << "worker " << *id << " missed its heartbeats";
-        context->TryCancel();
-        break;
-      }
-    }
-  });
   v1::WorkerMessage message;
   while (stream->Read(&message)) {
-    {
-      absl::MutexLock lock(&beat_mu);
-      last_seen = absl::Now();
-    }
+    watchdog.Beat(options_.heartbeat_timeout);
     if (message.has_result()) {
       connection->OnResult(message.result());
     } else if (message.has_drain()) {
@@ -191,11 +233,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       cluster_->DrainWorker(*id, [connection] { connection->SendDrained(); });
     }
   }
-  {
-    absl::MutexLock lock(&beat_mu);
-    done = true;
-  }
-  watchdog.join();
+  if (watchdog.fired()) LOG(WARNING) << "worker " << *id << " missed its heartbeats";
   connection->Close();
   cluster_->RemoveWorker(*id);
   --num_connected_;

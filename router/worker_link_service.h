@@ -1,5 +1,7 @@
 // The router's side of the WorkerLink stream (sync gRPC API: one handler thread per worker).
-// A worker's Hello is checked against the router's model; an accepted worker becomes a
+// The call's token is checked before anything is read, and the Hello must follow within
+// hello_timeout, so no stream holds a thread idle for long. A worker's Hello is checked
+// against the router's model; an accepted worker becomes a
 // Cluster worker whose Executor (WorkerConnection) writes StepCommands to the stream and waits
 // for the matching StepResult. A broken stream, or no message for `heartbeat_timeout`, makes
 // the worker dead: Execute fails and the Cluster moves its sequences. A worker that sends Drain
@@ -21,6 +23,8 @@ namespace pagoda {
 
 struct WorkerLinkOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // silent this long: dead
+  // The Hello must come this long after the call opens (a worker sends it at once).
+  absl::Duration hello_timeout = absl::Seconds(10);
   // A step unanswered this long (a hung forward pass): the worker is failed over like a dead
   // one. Far above the slowest legitimate step.
   absl::Duration step_timeout = absl::Seconds(30);

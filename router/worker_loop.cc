@@ -144,6 +144,7 @@ void WorkerLoop::Run() {
     absl::StatusOr<std::vector<SequenceUpdate>> updates = engine_->Step();
     if (!updates.ok()) {
       LOG(WARNING) << "worker " << id_ << " failed a step: " << updates.status();
+      executor_->Abandon();
       listener_->OnFailed(id_);
       break;
     }

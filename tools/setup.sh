@@ -14,8 +14,10 @@ packages=(
 if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   # Tests: network namespaces (multi-host test), openssl (TLS test certificates), curl and
   # Node.js with npm (the HTTP API's client tests, the Kubernetes schema validator), and
-  # kubectl for `kubectl kustomize`; a tool already installed some other way will do.
-  packages+=(iproute2 openssl)
+  # kubectl for `kubectl kustomize`, haproxy (the deploy manifests' proxy in front of the
+  # public gRPC port, measured by hostile_grpc_test); a tool already installed some other way
+  # will do.
+  packages+=(iproute2 openssl haproxy)
   command -v curl >/dev/null || packages+=(curl)
   command -v node >/dev/null || packages+=(nodejs)
   command -v npm >/dev/null || packages+=(npm)

@@ -34,9 +34,11 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
 // is in flight at a time, and each written response tells the stream its tokens were sent.
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  GenerateReactor(GenerationService* service, GenerationRequest request,
-                  const std::vector<std::string>& stops, absl::Time give_up_at)
-      : seed_(request.sampling.seed),
+  GenerateReactor(GenerationService* service, grpc::CallbackServerContext* context,
+                  GenerationRequest request, const std::vector<std::string>& stops,
+                  absl::Time give_up_at)
+      : context_(context),
+        seed_(request.sampling.seed),
         prompt_ids_(request.prompt_ids),
         stream_(service->cluster(), service->tokenizer(), service->metrics(),
                 [this] { OnOutput(); }) {
@@ -76,6 +78,14 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   // The stream has output, its end or an error (on a worker loop thread).
   void OnOutput() {
     absl::MutexLock lock(&mu_);
+    if (writing_ && !finished_) {
+      // The client may not be reading, so the write may never end: an error (e.g. the stall
+      // timeout's) ends the call now.
+      if (absl::Status error = stream_.error(); !error.ok()) {
+        FinishWithErrorLocked(error);
+        return;
+      }
+    }
     MaybeWriteLocked();
   }
 
@@ -84,7 +94,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     if (pending_.empty()) {
       GenerationStream::Taken taken = stream_.Take(absl::ZeroDuration());
       if (!taken.error.ok()) {
-        FinishLocked(ToGrpcStatus(taken.error));
+        FinishWithErrorLocked(taken.error);
         return;
       }
       for (const OutputChunk& c : taken.chunks) pending_.push_back(ToResponse(c));
@@ -127,6 +137,13 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     return r;
   }
 
+  void FinishWithErrorLocked(const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    FinishLocked(ToGrpcStatus(error));
+    // A client that is not reading would get the status only after the output it has not
+    // read, so never: the call is reset instead, which frees gRPC's side of it too.
+    if (stream_.paused()) context_->TryCancel();
+  }
+
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
@@ -134,7 +151,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   }
 
   // Constant after construction.
-  const uint64_t seed_;  // the request's, or the one drawn for it
+  grpc::CallbackServerContext* const context_;  // Not owned; valid until OnDone.
+  const uint64_t seed_;                         // the request's, or the one drawn for it
   const std::vector<int> prompt_ids_;
 
   absl::Mutex mu_;
@@ -255,8 +273,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
                         : std::optional<absl::Time>(absl::FromChrono(deadline)),
                     absl::Now());
   return new GenerateReactor(
-      this, *std::move(r), std::vector<std::string>(request->stop().begin(), request->stop().end()),
-      give_up_at);
+      this, context, *std::move(r),
+      std::vector<std::string>(request->stop().begin(), request->stop().end()), give_up_at);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,

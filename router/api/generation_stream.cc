@@ -101,6 +101,11 @@ GenerationStream::Taken GenerationStream::Take(absl::Duration timeout) {
   return taken;
 }
 
+absl::Status GenerationStream::error() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
 void GenerationStream::Sent(int num_tokens) {
   std::vector<int64_t> resume;
   {

@@ -62,6 +62,8 @@ class GenerationStream {
 
   // Whether the call's requests are paused (its client is not reading).
   bool paused() const { return paused_->load(); }
+  // The error that ended the stream, if any (OK while it runs or once it ended well).
+  absl::Status error() const;
 
   // The client went away: every sequence ends now and frees its blocks. Returns once no sink
   // can reach this stream (nor `on_output` run) any more. Call it without the transport's lock.

@@ -22,20 +22,6 @@ class BoundaryTest : public ServingTest {
  protected:
   std::string WorkerAddress() const { return absl::StrCat("127.0.0.1:", worker_port_); }
   std::string Fingerprint() { return Info().model_fingerprint(); }
-  std::string Metrics() { return HttpGet("127.0.0.1", metrics_port_, "/metrics").body; }
-  // The value of the first series of family `name` (whatever its labels); -1 if absent.
-  double Metric(const std::string& name) {
-    const std::string metrics = Metrics();
-    for (size_t at = metrics.find(name); at != std::string::npos; at = metrics.find(name, at + 1)) {
-      const bool line_start = at == 0 || metrics[at - 1] == '\n';
-      const char next = metrics[at + name.size()];
-      if (!line_start || (next != ' ' && next != '{')) continue;
-      const size_t end = metrics.find('\n', at);
-      const size_t space = metrics.rfind(' ', end);
-      return std::stod(metrics.substr(space + 1, end - space - 1));
-    }
-    return -1;
-  }
   // A raw call (the shared client sizes its output by n, which these requests abuse).
   grpc::Status Call(const v1::GenerateRequest& request) {
     grpc::ClientContext context;
@@ -45,12 +31,6 @@ class BoundaryTest : public ServingTest {
     while (reader->Read(&response)) {
     }
     return reader->Finish();
-  }
-  // The router still serves the golden story.
-  void ExpectGoldenStory() {
-    const testing::StreamOutput out = Generate(Greedy(golden_[0].prompt));
-    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-    EXPECT_EQ(out.ids[0], golden_[0].greedy_ids);
   }
 };
 
@@ -248,14 +228,16 @@ TEST_F(BoundaryTest, AClientThatStopsReadingIsPausedWhileOthersAreServed) {
   double generated = -1;
   testing::WaitUntil(
       [&] {
-        const double before = std::exchange(generated, Metric("pagoda_generation_tokens_total"));
+        const double before =
+            std::exchange(generated, ScrapeMetric("pagoda_generation_tokens_total"));
         return generated > 0 && generated == before;
       },
       std::chrono::seconds(90), "no token is generated for 300 ms (the slow streams stall)",
       std::chrono::milliseconds(300));
   EXPECT_LT(generated, kStreams * kN * kMaxTokens / 2) << "the slow streams were not paused";
   ExpectGoldenStory();  // an honest client is served meanwhile
-  EXPECT_GT(Metric("pagoda_num_requests_running") + Metric("pagoda_num_requests_waiting"), 0);
+  EXPECT_GT(
+      ScrapeMetric("pagoda_num_requests_running") + ScrapeMetric("pagoda_num_requests_waiting"), 0);
   // Reading again resumes them, to the last token.
   for (int i = 0; i < kStreams; ++i) {
     std::vector<int> tokens(kN, 0);

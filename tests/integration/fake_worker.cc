@@ -1,14 +1,27 @@
 #include "tests/integration/fake_worker.h"
 
 #include <chrono>
+#include <limits>
 #include <mutex>
 
 namespace pagoda::testing {
+namespace {
+
+// Each fake worker on a connection of its own, as separate processes would be (gRPC shares
+// one between channels of a process by default).
+grpc::ChannelArguments OwnConnection() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+}  // namespace
 
 FakeWorker::FakeWorker(const std::string& router_address, const std::string& token,
                        std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : stub_(v1::WorkerLink::NewStub(grpc::CreateChannel(
-          router_address, credentials ? credentials : grpc::InsecureChannelCredentials()))) {
+    : stub_(v1::WorkerLink::NewStub(grpc::CreateCustomChannel(
+          router_address, credentials ? credentials : grpc::InsecureChannelCredentials(),
+          OwnConnection()))) {
   if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
   context_.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
   stream_ = stub_->Connect(&context_);
@@ -55,11 +68,20 @@ void FakeWorker::Serve(Mode mode, int token) {
         v1::SampledToken* t = result->add_sampled();
         t->set_seq_id(s.seq_id());
         t->set_token_id(token);
+        if (mode == Mode::kNanLogprob) t->set_logprob(std::numeric_limits<float>::quiet_NaN());
       }
       std::lock_guard<std::mutex> lock(*write_mu);
-      if (!stream_->Write(out)) return;
+      if (!stream_->Write(out)) break;
     }
+    ended_ = true;
   });
+}
+
+void FakeWorker::ReadUntilEnd() {
+  v1::RouterMessage message;
+  while (stream_->Read(&message)) {
+  }
+  ended_ = true;
 }
 
 grpc::Status FakeWorker::Finish() {

@@ -17,8 +17,9 @@ namespace pagoda::testing {
 class FakeWorker {
  public:
   enum class Mode {
-    kAnswer,  // answer every step, sampling token `token` for each sequence that samples
-    kSilent,  // heartbeat but never answer a step (a hung forward pass)
+    kAnswer,      // answer every step, sampling token `token` for each sequence that samples
+    kSilent,      // heartbeat but never answer a step (a hung forward pass)
+    kNanLogprob,  // answer like kAnswer, with NaN log-probabilities (a broken forward pass)
   };
   // `token`: the bearer token to present ("" = none). Plaintext unless `credentials` are given.
   FakeWorker(const std::string& router_address, const std::string& token,
@@ -32,6 +33,10 @@ class FakeWorker {
   void Serve(Mode mode, int token = 0);
   // Ends the call; returns its status.
   grpc::Status Finish();
+  // Without Serve: reads until the router ends the call (or its 5-minute deadline passes).
+  void ReadUntilEnd();
+  // With Serve: whether the router ended the call.
+  bool ended() const { return ended_.load(); }
 
   int num_steps_seen() const { return num_steps_.load(); }
   int num_prompts_seen() const { return num_prompts_.load(); }
@@ -41,7 +46,7 @@ class FakeWorker {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::RouterMessage>> stream_;
   std::thread reader_, beater_;
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false}, ended_{false};
   std::atomic<int> num_steps_{0}, num_prompts_{0};
   bool finished_ = false;
   grpc::Status status_;

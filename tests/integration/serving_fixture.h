@@ -218,6 +218,27 @@ class ServingTest : public ::testing::Test {
   void ExpectNoTokenLostWhen(const std::function<void()>& fault) {
     testing::ExpectNoTokenLostWhen(*stub_, golden_, fault);
   }
+  // The router still serves the golden story.
+  void ExpectGoldenStory() {
+    const testing::StreamOutput out = Generate(Greedy(golden_[0].prompt));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.ids[0], golden_[0].greedy_ids);
+  }
+
+  std::string Metrics() { return HttpGet("127.0.0.1", metrics_port_, "/metrics").body; }
+  // The value of the first series of family `name` (whatever its labels); -1 if absent.
+  double ScrapeMetric(const std::string& name) {
+    const std::string metrics = Metrics();
+    for (size_t at = metrics.find(name); at != std::string::npos; at = metrics.find(name, at + 1)) {
+      const bool line_start = at == 0 || metrics[at - 1] == '\n';
+      const char next = metrics[at + name.size()];
+      if (!line_start || (next != ' ' && next != '{')) continue;
+      const size_t end = metrics.find('\n', at);
+      const size_t space = metrics.rfind(' ', end);
+      return std::stod(metrics.substr(space + 1, end - space - 1));
+    }
+    return -1;
+  }
 
   // The exit status of a child that is ending (-1 if it did not exit normally; after 30 s fails
   // the test).

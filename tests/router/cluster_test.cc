@@ -280,6 +280,59 @@ TEST_F(ClusterTest, WithNoWorkerARequestGivesUpAtItsDeadlineWithUnavailable) {
   EXPECT_EQ(cluster_->stats().num_waiting, 0);
 }
 
+// A client that reads nothing (its request paused) past the stall timeout is cancelled with
+// DEADLINE_EXCEEDED, and its blocks come back; one that reads in between starts over.
+TEST_F(ClusterTest, ARequestPausedPastTheStallTimeoutEndsWithDeadlineExceeded) {
+  ClusterOptions o;
+  o.engine.max_model_len = 257;
+  o.stall_timeout = absl::Seconds(10);
+  Cluster cluster(config_, o);
+  ASSERT_TRUE(cluster.AddWorker(testing::NewWorker(256)).ok());
+  auto paused = std::make_shared<std::atomic<bool>>(true);
+  GenerationRequest r = Greedy(golden_[0].prompt_ids);
+  r.paused = paused;
+  absl::Mutex mu;
+  absl::Status error;
+  auto id = cluster.Submit(r, [&](const RequestUpdate& u) {
+    absl::MutexLock lock(&mu);
+    if (!u.error.ok()) error = u.error;
+    return true;
+  });
+  ASSERT_TRUE(id.ok());
+  const absl::Time t0 = absl::Now();
+  cluster.Tick(t0);                     // seen paused
+  paused->store(false);                 // reads once ...
+  cluster.Tick(t0 + absl::Seconds(5));  // ... so the clock starts again
+  paused->store(true);
+  cluster.Tick(t0 + absl::Seconds(6));
+  cluster.Tick(t0 + absl::Seconds(15));  // 9 s paused: not yet
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(error.ok()) << error;
+  }
+  cluster.Tick(t0 + absl::Seconds(16));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(error.code(), absl::StatusCode::kDeadlineExceeded) << error;
+    EXPECT_THAT(error.message(), HasSubstr("read nothing"));
+  }
+  testing::WaitUntil([&] { return cluster.stats().num_used_blocks == 0; }, kTimeout,
+                     "the stalled request's blocks are freed");
+}
+
+// Workers with the token still cannot make the router hold more block state than its budget.
+TEST_F(ClusterTest, WorkersPastTheRoutersBlockBudgetAreRefused) {
+  ClusterOptions o;
+  o.engine.max_model_len = 257;
+  o.worker_limits.max_total_blocks = 300;
+  Cluster cluster(config_, o);
+  ASSERT_TRUE(cluster.AddWorker(testing::NewWorker(256)).ok());
+  const absl::StatusOr<int> second = cluster.AddWorker(testing::NewWorker(64));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(second.status().message(), HasSubstr("budget"));
+  EXPECT_TRUE(cluster.AddWorker(testing::NewWorker(44)).ok()) << "within the budget";
+}
+
 TEST_F(ClusterTest, AFullWaitingQueueFailsFastWithResourceExhausted) {
   ClusterOptions o;
   o.engine.max_model_len = 257;
