@@ -10,6 +10,7 @@
 #include "glog/logging.h"
 #include "worker/int4_pack.h"
 #include "worker/kernels/isa.h"
+#include "worker/q6k_pack.h"
 
 namespace pagoda {
 namespace {
@@ -88,6 +89,8 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
         }
         break;
       }
+      case WeightDtype::kQ6K:
+        LOG(FATAL) << "q6_k packs from Q6_K views only";
       case WeightDtype::kInt4: {  // rounded to Q4_0's blocks (worker/int4_pack.h)
         const TensorView view{.type = GgmlType::kF32,
                               .rows = out,
@@ -99,6 +102,24 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
     }
   }
 }
+
+// --- q6_k (branch q6k-kernels) ---
+Linear::Linear(std::span<const TensorView> parts, const std::vector<float>& bias, bool accumulate,
+               WeightDtype dtype)
+    : kernels_(ActiveKernels()),
+      shape_(Q6KShape(parts, kernels_.int8_panel_width)),
+      accumulate_(accumulate),
+      packed_((shape_.num_bytes() + 3) / 4),
+      bias_(bias) {
+  CHECK(dtype == WeightDtype::kQ6K) << "only q6_k packs from views on this branch";
+  CHECK(bias.empty() || static_cast<int>(bias.size()) == shape_.n);
+  uint8_t* const base = reinterpret_cast<uint8_t*>(packed_.data());
+#pragma omp parallel for schedule(static)
+  for (int p = 0; p < shape_.num_panels(); ++p) {
+    PackQ6KPanel(parts, shape_, p, base + p * shape_.panel_bytes());
+  }
+}
+// --- end q6_k ---
 
 void Linear::Row(int i, float* out) const {
   const int pw = shape_.panel_width, j = i % pw;
@@ -133,13 +154,17 @@ void Linear::Row(int i, float* out) const {
     case WeightDtype::kInt4:
       Int4Row(bytes(), shape_, i, out);
       return;
+    case WeightDtype::kQ6K:
+      Q6KRow(bytes(), shape_, i, out);
+      return;
   }
 }
 
 void Linear::Run(const float* x, int rows, float* y) const {
   const int num_panels = shape_.num_panels();
   const float* bias = bias_.empty() ? nullptr : bias_.data();
-  if (shape_.dtype == WeightDtype::kInt8 || shape_.dtype == WeightDtype::kInt4) {
+  if (shape_.dtype == WeightDtype::kInt8 || shape_.dtype == WeightDtype::kInt4 ||
+      shape_.dtype == WeightDtype::kQ6K) {
     // x quantized by row tiles; grows to the largest step once, then never allocates.
     static thread_local std::vector<uint8_t> quantized;
     const int tile = kernels_.int8_row_tile, num_tiles = (rows + tile - 1) / tile;
@@ -156,6 +181,8 @@ void Linear::Run(const float* x, int rows, float* y) const {
       const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
       if (shape_.dtype == WeightDtype::kInt4) {
         kernels_.gemm_int4(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, shape_.n);
+      } else if (shape_.dtype == WeightDtype::kQ6K) {
+        kernels_.gemm_q6k(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, shape_.n);
       } else {
         kernels_.gemm_int8(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y);
       }

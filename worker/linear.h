@@ -14,8 +14,10 @@
 #ifndef PAGODA_WORKER_LINEAR_H_
 #define PAGODA_WORKER_LINEAR_H_
 
+#include <span>
 #include <vector>
 
+#include "common/model/tensor_view.h"
 #include "worker/huge_page_buffer.h"
 #include "worker/kernels/kernels.h"
 
@@ -28,6 +30,12 @@ class Linear {
   // Packs for the kernels active now (worker/kernels/isa.h).
   Linear(const float* weight, int in, int out, const std::vector<float>& bias, bool accumulate,
          WeightDtype dtype = WeightDtype::kF32);
+
+  // q6_k (the branch q6k-kernels; the views constructor of weights-load takes this case):
+  // W (out, in) is `parts` stacked by rows, their Q6_K blocks kept exactly
+  // (worker/q6k_pack.h). REQUIRES: dtype is kQ6K and CanPackQ6K(parts).
+  Linear(std::span<const TensorView> parts, const std::vector<float>& bias, bool accumulate,
+         WeightDtype dtype);
 
   // REQUIRES: 0 < rows; x holds (rows, in) and y (rows, out), both dense row-major.
   void Run(const float* x, int rows, float* y) const;
