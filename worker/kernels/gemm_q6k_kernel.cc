@@ -60,13 +60,16 @@ inline I ShiftLeft16(I v, int n) { return _mm512_slli_epi16(v, n); }
 inline I ShiftRight16(I v, int n) { return _mm512_srli_epi16(v, n); }
 // Dot adds 4 products of unsigned q and signed x per int32 lane.
 inline I Dot(I acc, I q, I x) { return _mm512_dpbusd_epi32(acc, q, x); }
+inline I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
 // sc · (Σ q·x − 32 · Σ x) per column.
 inline I Scaled(I acc, I offset, I sc) {
   return _mm512_mullo_epi32(_mm512_sub_epi32(acc, offset), sc);
 }
-// kHalf int8 scales at p, as Scaled takes them.
-inline I LoadScales(const uint8_t* p) {
-  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+// The kPanel int8 scales at p as Scaled takes them: *first for the low-nibble columns, *second
+// for the high-nibble ones.
+inline void LoadScales(const uint8_t* p, I* first, I* second) {
+  *first = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  *second = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kHalf)));
 }
 inline V ToFloat(I v) { return _mm512_cvtepi32_ps(v); }
 inline V HalvesToFloat(const uint8_t* p) {
@@ -84,13 +87,15 @@ inline I ShiftLeft16(I v, int n) { return _mm256_slli_epi16(v, n); }
 inline I ShiftRight16(I v, int n) { return _mm256_srli_epi16(v, n); }
 // int16 lanes of pairs, wrapping (see the top of the file).
 inline I Dot(I acc, I q, I x) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, x)); }
+inline I AddI(I a, I b) { return _mm256_add_epi32(a, b); }
 inline I Scaled(I acc, I offset, I sc) {
   return _mm256_madd_epi16(_mm256_sub_epi16(acc, offset), sc);
 }
 // Each int32 lane the column's scale twice, as int16: vpmaddwd multiplies both halves by it.
-inline I LoadScales(const uint8_t* p) {
-  const I v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+inline void LoadScales(const uint8_t* p, I* first, I* second) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  *first = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, v));
+  *second = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(v, v));
 }
 inline V ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
 inline V HalvesToFloat(const uint8_t* p) {
@@ -129,7 +134,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
     }
     const uint8_t* x = a + static_cast<size_t>(b) * kXBlockBytes;
     const float* x_scale = reinterpret_cast<const float*>(x + 32 * kRowTile);
-    const V d0 = HalvesToFloat(header), d1 = HalvesToFloat(header + 2 * kHalf);
+    I s0[M], s1[M];  // the block's sum of both halves, scaled
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {  // the halves of 16 k, each with its scales
       I i0[M], i1[M], offset[M];
@@ -152,14 +157,21 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
           offset[r] = Dot(offset[r], thirty_two, xr);
         }
       }
-      const uint8_t* scales = w + kScaleBytes + h * kPanel;
-      const I sc0 = LoadScales(scales), sc1 = LoadScales(scales + kHalf);
+      I sc0, sc1;
+      LoadScales(w + kScaleBytes + h * kPanel, &sc0, &sc1);
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
-        const V xs = Set1(x_scale[r]);
-        c0[r] = Fma(ToFloat(Scaled(i0[r], offset[r], sc0)), Mul(d0, xs), c0[r]);
-        c1[r] = Fma(ToFloat(Scaled(i1[r], offset[r], sc1)), Mul(d1, xs), c1[r]);
+        const I t0 = Scaled(i0[r], offset[r], sc0), t1 = Scaled(i1[r], offset[r], sc1);
+        s0[r] = h == 0 ? t0 : AddI(s0[r], t0);
+        s1[r] = h == 0 ? t1 : AddI(s1[r], t1);
       }
+    }
+    const V d0 = HalvesToFloat(header), d1 = HalvesToFloat(header + 2 * kHalf);
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      const V xs = Set1(x_scale[r]);
+      c0[r] = Fma(ToFloat(s0[r]), Mul(d0, xs), c0[r]);
+      c1[r] = Fma(ToFloat(s1[r]), Mul(d1, xs), c1[r]);
     }
     w += kBlockBytes;
   }
