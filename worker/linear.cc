@@ -42,6 +42,7 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
       packed_((shape_.num_bytes() + 3) / 4),
       bias_(bias) {
   CHECK(bias.empty() || static_cast<int>(bias.size()) == out) << bias.size() << " vs " << out;
+  CHECK(dtype != WeightDtype::kQ6K) << "q6_k packs from Q6_K views only";  // branch q6k-kernels
   const int pw = shape_.panel_width;
   uint8_t* const base = reinterpret_cast<uint8_t*>(packed_.data());
   // Element (kk, j) of panel p is W[p·pw + j][kk] (kernels.h); the buffer starts zeroed, so
@@ -89,8 +90,8 @@ Linear::Linear(const float* weight, int in, int out, const std::vector<float>& b
         }
         break;
       }
-      case WeightDtype::kQ6K:
-        LOG(FATAL) << "q6_k packs from Q6_K views only";
+      case WeightDtype::kQ6K:  // refused above
+        break;
       case WeightDtype::kInt4: {  // rounded to Q4_0's blocks (worker/int4_pack.h)
         const TensorView view{.type = GgmlType::kF32,
                               .rows = out,

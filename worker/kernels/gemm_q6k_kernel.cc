@@ -12,9 +12,11 @@
 // AVX-512 multiplies with VNNI's vpdpbusd (unsigned q by signed xq) into int32 and scales with
 // vpmulld; AVX2 with vpmaddubsw, its pairs at most 2·63·127 (no saturation), summed in int16
 // over a half block: the sums wrap, but their difference with the 32 · Σ xq ones, at most
-// 8·32·127 = 32512 in magnitude, is exact, and vpmaddwd by the scales widens it.
-// Registers: AVX-512 3 rows x 32 columns (a QuantizeRows tile of 6 rows in two passes: 6 rows
-// take 30 accumulators); AVX2 2 x 16.
+// 8·32·127 = 32512 in magnitude, is exact, and vpmaddwd by the scales widens it. The two
+// halves' scaled sums add in int32 (at most 2·16·32·127·128 < 2^24 in magnitude), and a block
+// takes one f32 step.
+// Registers: AVX-512 3 rows x 32 columns (a QuantizeRows tile of 6 rows in two passes: each row
+// holds 7 vectors); AVX2 2 x 16.
 #include <cstdint>
 #include <cstring>
 
