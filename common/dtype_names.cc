@@ -12,6 +12,8 @@ const char* WeightDtypeName(WeightDtype dtype) {
       return "int8";
     case WeightDtype::kInt4:
       return "int4";
+    case WeightDtype::kQ6K:
+      return "q6_k";
   }
   return "?";
 }

@@ -9,8 +9,9 @@
 
 namespace pagoda {
 
-// How Linear stores a weight matrix (worker/linear.h).
-enum class WeightDtype { kF32, kBf16, kInt8, kInt4 };
+// How Linear stores a weight matrix (worker/linear.h). kQ6K is no --weight-dtype: it is what
+// `auto` keeps a Q6_K tensor of a GGUF file as (its blocks exactly, worker/q6k_pack.h).
+enum class WeightDtype { kF32, kBf16, kInt8, kInt4, kQ6K };
 
 // K and V are stored in this type and always accumulated in f32.
 enum class KvDtype : int32_t {
@@ -19,7 +20,7 @@ enum class KvDtype : int32_t {
   kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
 };
 
-const char* WeightDtypeName(WeightDtype dtype);  // "f32", "bf16", "int8", "int4"
+const char* WeightDtypeName(WeightDtype dtype);  // "f32", "bf16", "int8", "int4", "q6_k"
 const char* KvDtypeName(KvDtype dtype);          // "f32", "bf16", "f16"
 
 }  // namespace pagoda

@@ -6,7 +6,10 @@
 // machine shared with other work): a decode (rows = 1) reads every weight once.
 // The weights are random bytes (any bytes are valid weights; each f16 and f32 of them normal)
 // copied over at least 256 MiB and taken in turn, so that they come from memory, not the L3.
-//   Args: dtype (0 f32, 1 int8, 2 int4 Q4_0 scales, 3 int4 Q4_K scales), k, n, rows, threads.
+//   Args: dtype (0 f32, 1 int8, 2 int4 Q4_0 scales, 3 int4 Q4_K scales, 4 q6_k), k, n, rows,
+//   threads.
+//   OMP_WAIT_POLICY=passive build/bin/gemm_benchmark --benchmark_filter='dtype:[1-4]/'
+//   (the quantized types)
 //   OMP_WAIT_POLICY=passive build/bin/gemm_benchmark --benchmark_filter='rows:1/'  (decode)
 #include <omp.h>
 #include <time.h>
@@ -64,6 +67,7 @@ PackedShape Shape(const Kernels& kernels, int dtype, int k, int n) {
       .k_padded = (k + 31) / 32 * 32,
       .dtype = dtype == 0   ? WeightDtype::kF32
                : dtype == 1 ? WeightDtype::kInt8
+               : dtype == 4 ? WeightDtype::kQ6K
                             : WeightDtype::kInt4,
       .int4_scales = dtype == 3 ? PackedShape::Int4Scales::kQ4_K : PackedShape::Int4Scales::kQ4_0};
   return s;
@@ -86,7 +90,7 @@ void BM_Gemm(benchmark::State& state) {
   uint8_t* const w = reinterpret_cast<uint8_t*>(weights.data());
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < copies * bytes / 8; ++i) {
-    // Bytes in [0x30, 0x3F]: small normal f32 and f16 values, any int8 and int4.
+    // Bytes in [0x30, 0x3F]: small normal f32 and f16 values, any int8, int4 and q6_k.
     uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ULL;
     x ^= x >> 29;
     x = (x & 0x0F0F0F0F0F0F0F0FULL) | 0x3030303030303030ULL;
@@ -120,6 +124,9 @@ void BM_Gemm(benchmark::State& state) {
         if (dtype == 1) {
           kernels.gemm_int8(quantized.data(), rows, panels, shape, begin, end, nullptr, false,
                             y.data(), n);
+        } else if (dtype == 4) {
+          kernels.gemm_q6k(quantized.data(), rows, panels, shape, begin, end, nullptr, false,
+                           y.data(), n);
         } else {
           kernels.gemm_int4(quantized.data(), rows, panels, shape, begin, end, nullptr, false,
                             y.data(), n);
@@ -138,7 +145,8 @@ void BM_Gemm(benchmark::State& state) {
                  (dtype == 0   ? "f32"
                   : dtype == 1 ? "int8"
                   : dtype == 2 ? "int4_q4_0"
-                               : "int4_q4_k"));
+                  : dtype == 3 ? "int4_q4_k"
+                               : "q6_k"));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
@@ -147,7 +155,7 @@ void Args(benchmark::internal::Benchmark* b) {
   for (const int rows : {1, 32, 512}) {
     for (const int threads : {1, 2}) {
       for (const auto& s : shapes) {
-        for (const int dtype : {0, 1, 2, 3}) b->Args({dtype, s[0], s[1], rows, threads});
+        for (const int dtype : {0, 1, 2, 3, 4}) b->Args({dtype, s[0], s[1], rows, threads});
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "glog/logging.h"
 #include "worker/int4_pack.h"
 #include "worker/kernels/isa.h"
+#include "worker/q6k_pack.h"
 
 namespace pagoda {
 namespace {
@@ -36,6 +37,10 @@ int TotalRows(std::span<const TensorView> parts) {
 PackedShape PackedShapeOf(std::span<const TensorView> parts, WeightDtype dtype,
                           const Kernels& kernels) {
   if (dtype == WeightDtype::kInt4) return Int4Shape(parts, kernels.int8_panel_width);
+  if (dtype == WeightDtype::kQ6K) {
+    CHECK(CanPackQ6K(parts)) << "q6_k packs Q6_K tensors only";  // auto picks it for no other
+    return Q6KShape(parts, kernels.int8_panel_width);
+  }
   return {
       .k = static_cast<int>(parts[0].cols),
       .n = TotalRows(parts),
@@ -77,6 +82,10 @@ Linear::Linear(std::span<const TensorView> parts, const std::vector<float>& bias
       uint8_t* panel = base + p * shape_.panel_bytes();
       if (dtype == WeightDtype::kInt4) {  // Q4_0 / Q4_K blocks copied (worker/int4_pack.h)
         PackInt4Panel(parts, shape_, p, panel);
+        continue;
+      }
+      if (dtype == WeightDtype::kQ6K) {  // Q6_K blocks copied (worker/q6k_pack.h)
+        PackQ6KPanel(parts, shape_, p, panel);
         continue;
       }
       const int cols = std::min(pw, shape_.n - p * pw);
@@ -121,8 +130,9 @@ void Linear::PackColumn(uint8_t* panel, int j, const float* w) const {
       }
       return;
     }
-    case WeightDtype::kInt4:  // packed a panel at a time by PackInt4Panel
-      LOG(FATAL) << "int4 is not packed by column";
+    case WeightDtype::kInt4:  // packed a panel at a time by PackInt4Panel / PackQ6KPanel
+    case WeightDtype::kQ6K:
+      LOG(FATAL) << WeightDtypeName(shape_.dtype) << " is not packed by column";
   }
 }
 
@@ -185,6 +195,9 @@ void Linear::Row(int i, float* out) const {
     case WeightDtype::kInt4:
       Int4Row(bytes(), shape_, i, out);
       return;
+    case WeightDtype::kQ6K:
+      Q6KRow(bytes(), shape_, i, out);
+      return;
   }
 }
 
@@ -192,7 +205,8 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
   const int num_panels = shape_.num_panels();
   if (ldy == 0) ldy = shape_.n;
   const float* bias = bias_.empty() ? nullptr : bias_.data();
-  if (shape_.dtype == WeightDtype::kInt8 || shape_.dtype == WeightDtype::kInt4) {
+  if (shape_.dtype == WeightDtype::kInt8 || shape_.dtype == WeightDtype::kInt4 ||
+      shape_.dtype == WeightDtype::kQ6K) {
     // x quantized by row tiles; grows to the largest step once, then never allocates.
     static thread_local std::vector<uint8_t> quantized;
     const int tile = kernels_.int8_row_tile, num_tiles = (rows + tile - 1) / tile;
@@ -207,8 +221,9 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
 #pragma omp barrier
       const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
       const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-      const auto gemm =
-          shape_.dtype == WeightDtype::kInt4 ? kernels_.gemm_int4 : kernels_.gemm_int8;
+      const auto gemm = shape_.dtype == WeightDtype::kInt4  ? kernels_.gemm_int4
+                        : shape_.dtype == WeightDtype::kQ6K ? kernels_.gemm_q6k
+                                                            : kernels_.gemm_int8;
       gemm(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
     }
     return;

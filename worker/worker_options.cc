@@ -26,7 +26,7 @@ WeightDtype AutoWeightDtype(GgmlType stored) {
     case GgmlType::kQ4_K:
       return WeightDtype::kInt4;  // the blocks copied (worker/int4_pack.h)
     case GgmlType::kQ6_K:
-      return WeightDtype::kInt8;  // rounded from the file's values
+      return WeightDtype::kQ6K;  // the blocks copied (worker/q6k_pack.h)
   }
   return WeightDtype::kF32;
 }

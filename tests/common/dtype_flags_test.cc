@@ -30,6 +30,14 @@ TEST(DtypeFlagsTest, AnUnknownNameIsRefusedNamingTheFlagItWasGivenTo) {
   EXPECT_EQ(kv.message(), "--worker-kv-cache-dtype=int8: expected auto, f32, bf16 or f16");
 }
 
+// q6_k is only what `auto` keeps a GGUF's Q6_K tensors as: no flag asks every matrix for it.
+TEST(DtypeFlagsTest, QSixKIsNamedButNoFlagValue) {
+  EXPECT_STREQ(WeightDtypeName(WeightDtype::kQ6K), "q6_k");
+  const absl::Status status = ParseWeightDtypeFlag("weight-dtype", "q6_k").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--weight-dtype=q6_k: expected auto, f32, bf16, int8 or int4");
+}
+
 TEST(DtypeFlagsTest, TheChoicesListAutoThenEveryName) {
   EXPECT_EQ(WeightDtypeChoices(), "auto, f32, bf16, int8 or int4");
   EXPECT_EQ(KvDtypeChoices(), "auto, f32, bf16 or f16");

@@ -31,7 +31,7 @@ TEST(WorkerOptionsTest, AutoWeightDtypeKeepsEachStoredTypesValuesExactlyWhereAKe
   EXPECT_EQ(AutoWeightDtype(GgmlType::kQ8_0), WeightDtype::kInt8);
   EXPECT_EQ(AutoWeightDtype(GgmlType::kQ4_0), WeightDtype::kInt4);
   EXPECT_EQ(AutoWeightDtype(GgmlType::kQ4_K), WeightDtype::kInt4);
-  EXPECT_EQ(AutoWeightDtype(GgmlType::kQ6_K), WeightDtype::kInt8);
+  EXPECT_EQ(AutoWeightDtype(GgmlType::kQ6_K), WeightDtype::kQ6K);
 }
 
 TEST(WorkerOptionsTest, KvCacheMbIsAutoOrAPositiveSizeAndABadOneNamesTheFlag) {

@@ -20,7 +20,7 @@ bool CpuHasAvx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-// The AVX-512 table, with AVX2's int8 and int4 GEMMs where the CPU lacks VNNI (AVX-512 before
+// The AVX-512 table, with AVX2's int8, int4 and Q6_K GEMMs where the CPU lacks VNNI (AVX-512 before
 // Cascade Lake and Zen 4): those kernels of the AVX-512 table are built with VNNI instructions.
 const Kernels* Avx512Kernels() {
   if (__builtin_cpu_supports("avx512vnni")) return &avx512::GetKernels();
@@ -34,6 +34,7 @@ const Kernels* Avx512Kernels() {
     k.quantize_rows = a.quantize_rows;
     k.gemm_int8 = a.gemm_int8;
     k.gemm_int4 = a.gemm_int4;
+    k.gemm_q6k = a.gemm_q6k;
     return k;
   }();
   return &patched;

@@ -19,6 +19,8 @@ void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const Pa
 void GemmInt4(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
               int ldy);
+void GemmQ6K(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
+             int panel_begin, int panel_end, const float* bias, bool accumulate, float* y, int ldy);
 void Attention(const AttentionTile& tile);
 
 namespace {
@@ -77,6 +79,7 @@ constexpr Kernels kKernels = {
     .quantize_rows = &QuantizeRows,
     .gemm_int8 = &GemmInt8,
     .gemm_int4 = &GemmInt4,
+    .gemm_q6k = &GemmQ6K,
     .rms_norm = &RmsNorm,
     .swiglu = &SwiGlu,
     .attention = &Attention,

@@ -31,6 +31,13 @@ namespace pagoda {
 //                  multiple of 256) a header of f16 d [j] then f16 dmin [j];
 //                  w = (d·sc)·q − dmin·m, each product exact in f32 (Q4_K's blocks, copied).
 //         4.5 bits a weight (Q4_0) and 4.625 (Q4_K, 1.028× the file's 4.5).
+//   q6_k: Q6_K's blocks (q ∈ [0, 63], w = (d·sc)·(q − 32)) in superblocks of 256 k (k_padded = k,
+//         a multiple of 256): a header of f16 d [j], then 8 blocks of 32 k of 26·panel_width
+//         bytes each: the low 4 bits of q as int4's nibbles (16·panel_width bytes), the high 2
+//         bits (8·panel_width bytes: 4 vectors, one per groups 2t and 2t + 1, byte i beside the
+//         nibble byte i, holding for group 2t bits 4-5 of the low-nibble column and 6-7 of the
+//         high-nibble one, for group 2t + 1 bits 0-1 and 2-3), then int8 sc [2][j], one per 16 k.
+//         210 bytes per 256 weights of a column: the file's size exactly.
 struct PackedShape {
   enum class Int4Scales : uint8_t { kQ4_0, kQ4_K };
   int k = 0, n = 0;
@@ -39,7 +46,7 @@ struct PackedShape {
   WeightDtype dtype = WeightDtype::kF32;
   Int4Scales int4_scales = Int4Scales::kQ4_0;  // int4 only
   static constexpr int kInt8Block = 32;
-  static constexpr int kQ4KBlocks = 8;  // int4 kQ4_K: blocks of 32 under one header
+  static constexpr int kQ4KBlocks = 8;  // int4 kQ4_K and q6_k: blocks of 32 under one header
   int num_panels() const { return (n + panel_width - 1) / panel_width; }
   int num_int8_blocks() const { return k_padded / kInt8Block; }
   // int4: bytes of one block of 32 k, and of one kQ4_K header.
@@ -49,6 +56,12 @@ struct PackedShape {
   size_t int4_block_offset(int b) const {
     if (int4_scales == Int4Scales::kQ4_0) return b * int4_block_bytes();
     return (b / kQ4KBlocks + 1) * int4_header_bytes() + b * int4_block_bytes();
+  }
+  // q6_k: bytes of one block of 32 k and of one header; offset of block b in a panel.
+  size_t q6k_block_bytes() const { return static_cast<size_t>(26) * panel_width; }
+  size_t q6k_header_bytes() const { return static_cast<size_t>(2) * panel_width; }
+  size_t q6k_block_offset(int b) const {
+    return (b / kQ4KBlocks + 1) * q6k_header_bytes() + b * q6k_block_bytes();
   }
   size_t panel_bytes() const {
     const size_t elements = static_cast<size_t>(k_padded) * panel_width;
@@ -63,6 +76,9 @@ struct PackedShape {
         return num_int8_blocks() * int4_block_bytes() +
                (int4_scales == Int4Scales::kQ4_K ? num_int8_blocks() / kQ4KBlocks : 0) *
                    int4_header_bytes();
+      case WeightDtype::kQ6K:
+        return num_int8_blocks() / kQ4KBlocks * q6k_header_bytes() +
+               num_int8_blocks() * q6k_block_bytes();
     }
     return 0;
   }
@@ -135,6 +151,10 @@ struct Kernels {
   void (*gemm_int4)(const uint8_t* packed_x, int rows, const uint8_t* packed,
                     const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
                     bool accumulate, float* y, int ldy);
+  // The Q6_K GEMM: x as for gemm_int8, W packed as q6_k in panels of int8_panel_width.
+  void (*gemm_q6k)(const uint8_t* packed_x, int rows, const uint8_t* packed,
+                   const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
+                   bool accumulate, float* y, int ldy);
   int row_tiles(int rows) const { return (rows + row_tile - 1) / row_tile; }
   // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
   void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);
