@@ -214,7 +214,7 @@ class DeployProxyTest : public HostileGrpcTest {
 };
 
 TEST_F(DeployProxyTest, ThroughTheDeployProxyTheRouterStaysSmallAndServing) {
-  if (access(kHaproxy, X_OK) != 0) GTEST_SKIP() << kHaproxy << " is not installed";
+  ASSERT_EQ(access(kHaproxy, X_OK), 0) << kHaproxy << " is missing: tools/setup.sh installs it";
   StartWorker();
   WaitForWorkers(1);
   const int proxy_port = StartProxy();
@@ -250,7 +250,7 @@ TEST_F(DeployProxyTest, StraightOnTheRouterItIsMeasuredAndTheRouterSurvives) {
 // 1.51 buffers it all (its metadata bound is checked only once the block ends: measured +64 MB
 // RSS); the deploy proxy ends the connection at tune.bufsize (32 KiB).
 TEST_F(DeployProxyTest, EndlessContinuationFramesAreCutOffByTheDeployProxy) {
-  if (access(kHaproxy, X_OK) != 0) GTEST_SKIP() << kHaproxy << " is not installed";
+  ASSERT_EQ(access(kHaproxy, X_OK), 0) << kHaproxy << " is missing: tools/setup.sh installs it";
   StartWorker();
   WaitForWorkers(1);
   const int proxy_port = StartProxy();
