@@ -110,7 +110,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
   StoreTile<M>(c0, c1, bias, accumulate, y, ldy, cols);
 }
 
-using TileFn = void (*)(const uint8_t*, const uint8_t*, int, const float*, bool, float*, int, int);
+using TileFn = QuantizedTileFn;
 
 template <int... M>
 struct TileTable {
@@ -163,20 +163,8 @@ void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin,
 void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
               int ldy) {
-  const int num_blocks = shape.num_int8_blocks();
-  const size_t tile_bytes = Int8TileBytes(kRowTile, shape.k_padded);
-  for (int p = panel_begin; p < panel_end; ++p) {
-    const uint8_t* panel = packed + p * shape.panel_bytes();
-    const int col = p * kPanel;
-    const int cols = MinInt(kPanel, shape.n - col);
-    const float* panel_bias = bias ? bias + col : nullptr;
-    // The panel (k/32 x 1088 bytes, 190 KB for k = 5632) stays in L2 across the row tiles.
-    for (int r = 0; r < rows; r += kRowTile) {
-      const int m = MinInt(kRowTile, rows - r);
-      kTiles[m](packed_x + (r / kRowTile) * tile_bytes, panel, num_blocks, panel_bias, accumulate,
-                y + static_cast<size_t>(r) * ldy + col, ldy, cols);
-    }
-  }
+  RunQuantizedPanels(kTiles, kRowTile, packed_x, rows, packed, shape, panel_begin, panel_end, bias,
+                     accumulate, y, ldy);
 }
 
 }  // namespace PAGODA_ISA

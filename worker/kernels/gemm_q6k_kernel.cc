@@ -180,7 +180,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
   StoreTile<M>(c0, c1, bias, accumulate, y, ldy, cols);
 }
 
-using TileFn = void (*)(const uint8_t*, const uint8_t*, int, const float*, bool, float*, int, int);
+using TileFn = QuantizedTileFn;
 
 template <int... M>
 struct TileTable {
@@ -198,20 +198,8 @@ constexpr const TileFn* kTiles = TileTable<1, 2>::kFns;
 void GemmQ6K(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
              int ldy) {
-  const int num_blocks = shape.num_int8_blocks();
-  const size_t tile_bytes = Int8TileBytes(kRowTile, shape.k_padded);
-  for (int p = panel_begin; p < panel_end; ++p) {
-    const uint8_t* panel = packed + p * shape.panel_bytes();
-    const int col = p * kPanel;
-    const int cols = MinInt(kPanel, shape.n - col);
-    const float* panel_bias = bias ? bias + col : nullptr;
-    // The panel (k/256 x 6720 bytes, 145 KB for k = 5632) stays in L2 across the row tiles.
-    for (int r = 0; r < rows; r += kTileRows) {
-      const int m = MinInt(kTileRows, rows - r);
-      kTiles[m](packed_x + (r / kRowTile) * tile_bytes + 4 * (r % kRowTile), panel, num_blocks,
-                panel_bias, accumulate, y + static_cast<size_t>(r) * ldy + col, ldy, cols);
-    }
-  }
+  RunQuantizedPanels(kTiles, kTileRows, packed_x, rows, packed, shape, panel_begin, panel_end, bias,
+                     accumulate, y, ldy);
 }
 
 }  // namespace PAGODA_ISA

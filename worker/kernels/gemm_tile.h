@@ -1,8 +1,9 @@
-// What the GEMM kernels of one ISA share (kernel sources only, like vec.h): the panel width
-// and the store of a finished register tile.
+// What the GEMM kernels of one ISA share (kernel sources only, like vec.h): the panel width,
+// the store of a finished register tile, and the panel loop of the quantized GEMMs.
 #ifndef PAGODA_WORKER_KERNELS_GEMM_TILE_H_
 #define PAGODA_WORKER_KERNELS_GEMM_TILE_H_
 
+#include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
 namespace pagoda {
@@ -44,6 +45,36 @@ inline void StoreTile(const V (&c0)[M], const V (&c1)[M], const float* bias, boo
     for (int j = 0; j < cols; ++j) {
       const float v = row[j] + (bias ? bias[j] : 0.0f);
       dst[j] = accumulate ? dst[j] + v : v;
+    }
+  }
+}
+
+// A register tile of a quantized GEMM over one panel: (x at its first row, panel, blocks of 32
+// along k, bias, accumulate, y at its first row and column, ldy, columns of the panel).
+using QuantizedTileFn = void (*)(const uint8_t*, const uint8_t*, int, const float*, bool, float*,
+                                 int, int);
+
+// Panels [panel_begin, panel_end) of a quantized GEMM (int8, int4, q6_k): x as QuantizeRows
+// wrote it (tiles of kInt8RowTile rows), register tiles of up to `tile_rows` rows
+// (`tiles[m]` runs m rows; tile_rows divides kInt8RowTile). Each panel stays in L2 across
+// the row tiles.
+inline void RunQuantizedPanels(const QuantizedTileFn* tiles, int tile_rows, const uint8_t* packed_x,
+                               int rows, const uint8_t* packed, const PackedShape& shape,
+                               int panel_begin, int panel_end, const float* bias, bool accumulate,
+                               float* y, int ldy) {
+  const int num_blocks = shape.num_int8_blocks();
+  const size_t tile_bytes = Int8TileBytes(kInt8RowTile, shape.k_padded);
+  for (int p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* panel = packed + p * shape.panel_bytes();
+    const int col = p * kPanel;
+    const int cols = MinInt(kPanel, shape.n - col);
+    const float* panel_bias = bias ? bias + col : nullptr;
+    for (int r = 0; r < rows; r += tile_rows) {
+      const int m = MinInt(tile_rows, rows - r);
+      // Row r is word r % kInt8RowTile of its QuantizeRows tile's 4-byte groups.
+      tiles[m](packed_x + (r / kInt8RowTile) * tile_bytes + 4 * (r % kInt8RowTile), panel,
+               num_blocks, panel_bias, accumulate, y + static_cast<size_t>(r) * ldy + col, ldy,
+               cols);
     }
   }
 }
