@@ -130,14 +130,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSourc
   }
 
   const size_t t = max_tokens;
-  model->x_.resize(t * dim);
-  model->xb_.resize(t * dim);
-  model->qkv_.resize(t * qkv_dim);
-  model->att_.resize(t * q_dim);
-  model->gate_up_.resize(t * 2 * hidden);
-  model->hidden_.resize(t * hidden);
-  model->final_x_.resize(static_cast<size_t>(max_logit_rows) * dim);
-  model->logits_.resize(static_cast<size_t>(max_logit_rows) * c.vocab_size);
+  model->x_ = std::make_unique_for_overwrite<float[]>(t * dim);
+  model->xb_ = std::make_unique_for_overwrite<float[]>(t * dim);
+  model->qkv_ = std::make_unique_for_overwrite<float[]>(t * qkv_dim);
+  model->att_ = std::make_unique_for_overwrite<float[]>(t * q_dim);
+  model->gate_up_ = std::make_unique_for_overwrite<float[]>(t * 2 * hidden);
+  model->hidden_ = std::make_unique_for_overwrite<float[]>(t * hidden);
+  model->final_x_ =
+      std::make_unique_for_overwrite<float[]>(static_cast<size_t>(max_logit_rows) * dim);
+  model->logits_ =
+      std::make_unique_for_overwrite<float[]>(static_cast<size_t>(max_logit_rows) * c.vocab_size);
   return model;
 }
 
@@ -229,21 +231,21 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
       kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.attn_norm.data(), dim,
                         c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
-    layer.qkv->Run(xb_.data(), rows, qkv_.data());
-    if (c.qk_norm) NormQk(layer, qkv_.data(), rows);
-    ApplyRope(qkv_.data(), batch.positions, rows);
+    layer.qkv->Run(xb_.get(), rows, qkv_.get());
+    if (c.qk_norm) NormQk(layer, qkv_.get(), rows);
+    ApplyRope(qkv_.get(), batch.positions, rows);
     for (int r = 0; r < rows; ++r) {
       const float* row = &qkv_[static_cast<size_t>(r) * qkv_dim];
       kv.Write(l, batch.slots[r], row + q_dim, row + q_dim + kv_dim);
     }
-    PagedAttention(kernels_, shape, batch.seqs, qkv_.data(), qkv_dim, kv.layer(l), att_.data());
-    layer.o->Run(att_.data(), rows, x_.data());
+    PagedAttention(kernels_, shape, batch.seqs, qkv_.get(), qkv_dim, kv.layer(l), att_.get());
+    layer.o->Run(att_.get(), rows, x_.get());
 #pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.ffn_norm.data(), dim,
                         c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
-    layer.gate_up->Run(xb_.data(), rows, gate_up_.data());
+    layer.gate_up->Run(xb_.get(), rows, gate_up_.get());
 #pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       const float* gate = &gate_up_[static_cast<size_t>(r) * 2 * hidden];
@@ -251,15 +253,15 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
       float* h = &hidden_[static_cast<size_t>(r) * hidden];
       kernels_.swiglu(gate, up, hidden, h);
     }
-    layer.down->Run(hidden_.data(), rows, x_.data());
+    layer.down->Run(hidden_.get(), rows, x_.get());
   }
   const int num_logits = static_cast<int>(batch.logit_rows.size());
   for (int i = 0; i < num_logits; ++i) {
     kernels_.rms_norm(&x_[static_cast<size_t>(batch.logit_rows[i]) * dim], final_norm_.data(), dim,
                       c.rms_norm_eps, &final_x_[static_cast<size_t>(i) * dim]);
   }
-  if (num_logits > 0) classifier_->Run(final_x_.data(), num_logits, logits_.data());
-  return logits_.data();
+  if (num_logits > 0) classifier_->Run(final_x_.get(), num_logits, logits_.get());
+  return logits_.get();
 }
 
 }  // namespace pagoda
