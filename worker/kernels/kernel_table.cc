@@ -1,4 +1,5 @@
 // The element-wise kernels of one ISA, and the table that names all of its kernels.
+#include "worker/kernels/gemm_tile.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
@@ -87,7 +88,7 @@ constexpr Kernels kKernels = {
     .gemm_int4 = &GemmInt4,
     .gemm_q6k = &GemmQ6K,
 #if defined(__AVX512F__)
-    .bf16_row_tile = 6,
+    .bf16_row_tile = kBf16RowTile,
     .pack_rows_bf16 = &PackRowsBf16,
     .gemm_bf16dot = &GemmBf16Dot,
 #else
