@@ -190,7 +190,7 @@ void BM_Gemm(benchmark::State& state) {
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "k", "n", "rows", "threads"});
   const int shapes[][2] = {{2048, 2048}, {2048, 5632}, {2048, 11264}, {5632, 2048}};
-  for (const int rows : {1, 32, 512}) {
+  for (const int rows : {1, 6, 32, 512}) {
     for (const int threads : {1, 2}) {
       for (const auto& s : shapes) {
         for (const int dtype : {0, 1, 2, 3, 4, 5, 6}) b->Args({dtype, s[0], s[1], rows, threads});

@@ -38,11 +38,11 @@ constexpr int kAccumulators = 4 * kRowTile;
 #define PAGODA_BF16DOT_KBLOCK 256
 #endif
 constexpr int kKBlock = PAGODA_BF16DOT_KBLOCK;  // even: blocks start at a whole pair
-#ifndef PAGODA_BF16DOT_PREFETCH
-#define PAGODA_BF16DOT_PREFETCH 16
-#endif
-// A decode's panel pairs (256 bytes each) prefetched this many ahead; 0: the hardware's.
-constexpr int kPrefetchPairs = PAGODA_BF16DOT_PREFETCH;
+// Panel pairs (256 bytes, 4 lines each) prefetched this many ahead (8 KB) into L2 (GemmBf16Dot
+// says when). One core's decode of 2048 -> 2048 read 0.57 of the streaming roof without; with 8 to
+// 32 about the f32 kernel's 0.85, and 32 into L2 a little more than 16 into L1 (A/B runs of 5, all
+// three TinyLlama shapes, 1 and 2 threads).
+constexpr int kPrefetchPairs = 32;
 
 inline __m512bh Bh(__m512i v) { return __builtin_bit_cast(__m512bh, v); }
 
@@ -80,7 +80,8 @@ inline void Store(const V (&c)[M][4], const float* bias, bool accumulate, float*
 // Rows [0, M) of a row tile of x (a[kk2][r], kRowTile words per pair) against pairs
 // [0, pairs) of one panel. With few rows the 4·M chains of vdpbf16ps would wait on their own
 // latency, so S interleaved pairs keep S independent chains per accumulator, summed at the end.
-template <int M>
+// `Prefetch`: ask for the panel kPrefetchPairs ahead.
+template <int M, bool Prefetch>
 void Tile(const uint32_t* __restrict a, const uint16_t* __restrict panel, int pairs,
           const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
   constexpr int S = 8 * M <= kAccumulators ? (16 * M <= kAccumulators ? 4 : 2) : 1;
@@ -98,11 +99,11 @@ void Tile(const uint32_t* __restrict a, const uint16_t* __restrict panel, int pa
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
       const uint16_t* w = panel + static_cast<size_t>(p + s) * kPairRow;
-      if constexpr (kPrefetchPairs > 0 && M <= 2) {
+      if constexpr (Prefetch) {
 #pragma GCC unroll 4
         for (int line = 0; line < 4; ++line) {
           _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchPairs * kPairRow + 32 * line),
-                       _MM_HINT_T0);
+                       _MM_HINT_T1);
         }
       }
       __m512i b[4];
@@ -142,11 +143,12 @@ void Tile(const uint32_t* __restrict a, const uint16_t* __restrict panel, int pa
 using TileFn = void (*)(const uint32_t*, const uint16_t*, int, const float*, bool, float*, int,
                         int);
 
-template <int... M>
+template <bool Prefetch, int... M>
 struct TileTable {
-  static constexpr TileFn kFns[] = {nullptr, &Tile<M>...};
+  static constexpr TileFn kFns[] = {nullptr, &Tile<M, Prefetch>...};
 };
-constexpr const TileFn* kTiles = TileTable<1, 2, 3, 4, 5, 6>::kFns;  // kRowTile
+constexpr const TileFn* kTiles = TileTable<false, 1, 2, 3, 4, 5, 6>::kFns;  // kRowTile
+constexpr const TileFn* kPrefetchTiles = TileTable<true, 1, 2, 3, 4, 5, 6>::kFns;
 
 // FloatToBf16's rounding (common/numeric.h): to nearest even, NaN kept a quiet NaN.
 inline uint32_t RoundToBf16(float f) {
@@ -186,6 +188,10 @@ void GemmBf16Dot(const uint32_t* packed_x, int rows, const uint16_t* packed,
   // row tiles' x in L2 while every row tile passes over it; the first block stores bias (and
   // y, if accumulating), later ones add to it. One row tile has nothing to share: k whole.
   const int block_pairs = rows <= kRowTile ? pairs : kKBlock / 2;
+  // Prefetching helps a decode (1 row: 0.57 -> 0.85 of the roof) and the k blocks of many rows
+  // (12 and 32 rows: 165 -> 190 and 196 -> 208 GFLOP/s a core), but one tile of 2 to 6 rows
+  // streamed from memory ran slower with it (2 rows: 0.80 -> 0.61 of the roof; 6: 0.83 -> 0.75).
+  const TileFn* tiles = rows == 1 || rows > kRowTile ? kPrefetchTiles : kTiles;
   for (int pn = panel_begin; pn < panel_end; ++pn) {
     const uint16_t* panel = packed + pn * panel_elements;
     const int col = pn * kColumns;
@@ -195,9 +201,9 @@ void GemmBf16Dot(const uint32_t* packed_x, int rows, const uint16_t* packed,
       const int pc = MinInt(block_pairs, pairs - p0);
       for (int r = 0; r < rows; r += kRowTile) {
         const int m = MinInt(kRowTile, rows - r);
-        kTiles[m](packed_x + static_cast<size_t>(r / kRowTile) * tile_words + p0 * kRowTile,
-                  panel + static_cast<size_t>(p0) * kPairRow, pc, p0 == 0 ? panel_bias : nullptr,
-                  p0 == 0 ? accumulate : true, y + static_cast<size_t>(r) * ldy + col, ldy, cols);
+        tiles[m](packed_x + static_cast<size_t>(r / kRowTile) * tile_words + p0 * kRowTile,
+                 panel + static_cast<size_t>(p0) * kPairRow, pc, p0 == 0 ? panel_bias : nullptr,
+                 p0 == 0 ? accumulate : true, y + static_cast<size_t>(r) * ldy + col, ldy, cols);
       }
     }
   }
