@@ -10,6 +10,8 @@ namespace {
 constexpr WeightDtype kWeightDtypes[] = {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8,
                                          WeightDtype::kInt4};
 constexpr KvDtype kKvDtypes[] = {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16};
+// Without kAuto: Choices and Parse name "auto" themselves.
+constexpr ComputeDtype kComputeDtypes[] = {ComputeDtype::kF32, ComputeDtype::kBf16};
 
 // "auto, " then the names, the last after "or".
 template <typename Dtype>
@@ -45,7 +47,18 @@ absl::StatusOr<std::optional<KvDtype>> ParseKvDtypeFlag(absl::string_view flag,
   return Parse<KvDtype>(flag, value, kKvDtypes, KvDtypeName);
 }
 
+absl::StatusOr<ComputeDtype> ParseComputeDtypeFlag(absl::string_view flag,
+                                                   absl::string_view value) {
+  absl::StatusOr<std::optional<ComputeDtype>> parsed =
+      Parse<ComputeDtype>(flag, value, kComputeDtypes, ComputeDtypeName);
+  if (!parsed.ok()) return parsed.status();
+  return parsed->value_or(ComputeDtype::kAuto);
+}
+
 std::string WeightDtypeChoices() { return Choices<WeightDtype>(kWeightDtypes, WeightDtypeName); }
 std::string KvDtypeChoices() { return Choices<KvDtype>(kKvDtypes, KvDtypeName); }
+std::string ComputeDtypeChoices() {
+  return Choices<ComputeDtype>(kComputeDtypes, ComputeDtypeName);
+}
 
 }  // namespace pagoda

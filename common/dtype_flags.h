@@ -19,10 +19,15 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeFlag(absl::string_vie
 absl::StatusOr<std::optional<KvDtype>> ParseKvDtypeFlag(absl::string_view flag,
                                                         absl::string_view value);
 
+// A compute dtype flag's value: "auto" is one of its values (ComputeDtype::kAuto), not the
+// reader's default. INVALID_ARGUMENT "--compute-dtype=VALUE: expected auto, f32 or bf16".
+absl::StatusOr<ComputeDtype> ParseComputeDtypeFlag(absl::string_view flag, absl::string_view value);
+
 // What such a flag accepts, for help texts: "auto, f32, bf16, int8 or int4",
 // "auto, f32, bf16 or f16".
 std::string WeightDtypeChoices();
 std::string KvDtypeChoices();
+std::string ComputeDtypeChoices();  // "auto, f32 or bf16"
 
 }  // namespace pagoda
 

@@ -30,4 +30,16 @@ const char* KvDtypeName(KvDtype dtype) {
   return "?";
 }
 
+const char* ComputeDtypeName(ComputeDtype dtype) {
+  switch (dtype) {
+    case ComputeDtype::kAuto:
+      return "auto";
+    case ComputeDtype::kF32:
+      return "f32";
+    case ComputeDtype::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
 }  // namespace pagoda

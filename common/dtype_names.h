@@ -13,6 +13,11 @@ namespace pagoda {
 // `auto` keeps a Q6_K tensor of a GGUF file as (its blocks exactly, worker/q6k_pack.h).
 enum class WeightDtype { kF32, kBf16, kInt8, kInt4, kQ6K };
 
+// What a Linear multiplies bf16 weights in (worker/linear.h): f32 (the weights widened, as on
+// every CPU), bf16 (the activations rounded to bf16 as well, products summed in f32: AVX512_BF16's
+// vdpbf16ps, where the CPU has it), or auto (bf16 where the CPU has it).
+enum class ComputeDtype { kAuto, kF32, kBf16 };
+
 // K and V are stored in this type and always accumulated in f32.
 enum class KvDtype : int32_t {
   kF32 = 0,
@@ -20,8 +25,9 @@ enum class KvDtype : int32_t {
   kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
 };
 
-const char* WeightDtypeName(WeightDtype dtype);  // "f32", "bf16", "int8", "int4", "q6_k"
-const char* KvDtypeName(KvDtype dtype);          // "f32", "bf16", "f16"
+const char* WeightDtypeName(WeightDtype dtype);    // "f32", "bf16", "int8", "int4", "q6_k"
+const char* KvDtypeName(KvDtype dtype);            // "f32", "bf16", "f16"
+const char* ComputeDtypeName(ComputeDtype dtype);  // "auto", "f32", "bf16"
 
 }  // namespace pagoda
 

@@ -6,11 +6,16 @@
 // machine shared with other work): a decode (rows = 1) reads every weight once.
 // The weights are random bytes (any bytes are valid weights; each f16 and f32 of them normal)
 // copied over at least 256 MiB and taken in turn, so that they come from memory, not the L3.
-//   Args: dtype (0 f32, 1 int8, 2 int4 Q4_0 scales, 3 int4 Q4_K scales, 4 q6_k), k, n, rows,
-//   threads.
+// Also reports FLOP/s (`flops`, 2·k·n·rows per call; `core_GFLOPs` per second of the process's
+// CPU time, that is per core): a batched step is bound by compute.
+//   Args: dtype (0 f32, 1 int8, 2 int4 Q4_0 scales, 3 int4 Q4_K scales, 4 q6_k, 5 bf16 widened
+//   to f32 (gemm_bf16), 6 bf16 compute (gemm_bf16dot: x rounded to bf16, vdpbf16ps; skipped
+//   where the CPU lacks AVX512_BF16)), k, n, rows, threads.
 //   OMP_WAIT_POLICY=passive build/bin/gemm_benchmark --benchmark_filter='dtype:[1-4]/'
 //   (the quantized types)
 //   OMP_WAIT_POLICY=passive build/bin/gemm_benchmark --benchmark_filter='rows:1/'  (decode)
+//   OMP_WAIT_POLICY=passive build/bin/gemm_benchmark --benchmark_filter='dtype:[056]/'
+//   (f32 and the two bf16 paths)
 #include <omp.h>
 #include <time.h>
 
@@ -60,12 +65,21 @@ Roof MeasuredRoof(int threads) {
 }
 
 PackedShape Shape(const Kernels& kernels, int dtype, int k, int n) {
+  if (dtype == 6) {
+    return {.k = k,
+            .n = n,
+            .panel_width = PackedShape::kBf16Panel,
+            .k_padded = Bf16KPadded(k),
+            .dtype = WeightDtype::kBf16,
+            .compute_bf16 = true};
+  }
   PackedShape s{
       .k = k,
       .n = n,
-      .panel_width = dtype == 0 ? kernels.panel_width : kernels.int8_panel_width,
+      .panel_width = dtype == 0 || dtype == 5 ? kernels.panel_width : kernels.int8_panel_width,
       .k_padded = (k + 31) / 32 * 32,
       .dtype = dtype == 0   ? WeightDtype::kF32
+               : dtype == 5 ? WeightDtype::kBf16
                : dtype == 1 ? WeightDtype::kInt8
                : dtype == 4 ? WeightDtype::kQ6K
                             : WeightDtype::kInt4,
@@ -78,6 +92,10 @@ void BM_Gemm(benchmark::State& state) {
   const int dtype = static_cast<int>(state.range(0)), k = static_cast<int>(state.range(1)),
             n = static_cast<int>(state.range(2)), rows = static_cast<int>(state.range(3)),
             threads = static_cast<int>(state.range(4));
+  if (dtype == 6 && !HasBf16Compute(kernels)) {
+    state.SkipWithError("the CPU lacks AVX512_BF16");
+    return;
+  }
   omp_set_num_threads(threads);
   const Roof roof = MeasuredRoof(threads);
   const PackedShape shape = Shape(kernels, dtype, k, n);
@@ -98,9 +116,13 @@ void BM_Gemm(benchmark::State& state) {
   }
   std::vector<float> x(static_cast<size_t>(rows) * k), y(static_cast<size_t>(rows) * n);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
-  const int tile = dtype == 0 ? kernels.row_tile : kernels.int8_row_tile;
+  const bool floats = dtype == 0 || dtype == 5;
+  const int tile = floats       ? kernels.row_tile
+                   : dtype == 6 ? kernels.bf16_row_tile
+                                : kernels.int8_row_tile;
   const int num_tiles = (rows + tile - 1) / tile;
   std::vector<float> packed_x(static_cast<size_t>(num_tiles) * tile * k);
+  std::vector<uint32_t> bf16_x(dtype == 6 ? num_tiles * Bf16TileWords(tile, k) : 0);
   std::vector<uint8_t> quantized(num_tiles * Int8TileBytes(tile, shape.k_padded));
   size_t copy = 0;
   const double cpu_start = ProcessCpuSeconds();
@@ -111,12 +133,23 @@ void BM_Gemm(benchmark::State& state) {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       const int begin = static_cast<int>(static_cast<int64_t>(shape.num_panels()) * t / nt);
       const int end = static_cast<int>(static_cast<int64_t>(shape.num_panels()) * (t + 1) / nt);
-      if (dtype == 0) {
+      if (floats) {
         kernels.pack_rows(x.data(), rows, k, num_tiles * t / nt, num_tiles * (t + 1) / nt,
                           packed_x.data());
 #pragma omp barrier
-        kernels.gemm_f32(packed_x.data(), rows, reinterpret_cast<const float*>(panels), shape,
-                         begin, end, nullptr, false, y.data(), n);
+        if (dtype == 0) {
+          kernels.gemm_f32(packed_x.data(), rows, reinterpret_cast<const float*>(panels), shape,
+                           begin, end, nullptr, false, y.data(), n);
+        } else {
+          kernels.gemm_bf16(packed_x.data(), rows, reinterpret_cast<const uint16_t*>(panels), shape,
+                            begin, end, nullptr, false, y.data(), n);
+        }
+      } else if (dtype == 6) {
+        kernels.pack_rows_bf16(x.data(), rows, k, num_tiles * t / nt, num_tiles * (t + 1) / nt,
+                               bf16_x.data());
+#pragma omp barrier
+        kernels.gemm_bf16dot(bf16_x.data(), rows, reinterpret_cast<const uint16_t*>(panels), shape,
+                             begin, end, nullptr, false, y.data(), n);
       } else {
         kernels.quantize_rows(x.data(), rows, k, shape.k_padded, num_tiles * t / nt,
                               num_tiles * (t + 1) / nt, quantized.data());
@@ -141,21 +174,26 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["roof"] = benchmark::Counter(total / roof.real, benchmark::Counter::kIsRate);
   state.counters["cpu_roof"] = total / cpu_seconds / roof.cpu;
   state.counters["roof_GBps"] = roof.real / 1e9;
+  const double flops = static_cast<double>(state.iterations()) * 2.0 * k * n * rows;
+  state.counters["flops"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+  state.counters["core_GFLOPs"] = flops / cpu_seconds / 1e9;  // per second of one core's time
   state.SetLabel(std::string(kernels.name) + " " +
                  (dtype == 0   ? "f32"
                   : dtype == 1 ? "int8"
                   : dtype == 2 ? "int4_q4_0"
                   : dtype == 3 ? "int4_q4_k"
-                               : "q6_k"));
+                  : dtype == 4 ? "q6_k"
+                  : dtype == 5 ? "bf16"
+                               : "bf16dot"));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "k", "n", "rows", "threads"});
-  const int shapes[][2] = {{2048, 2048}, {2048, 11264}, {5632, 2048}};
-  for (const int rows : {1, 32, 512}) {
+  const int shapes[][2] = {{2048, 2048}, {2048, 5632}, {2048, 11264}, {5632, 2048}};
+  for (const int rows : {1, 6, 32, 512}) {
     for (const int threads : {1, 2}) {
       for (const auto& s : shapes) {
-        for (const int dtype : {0, 1, 2, 3, 4}) b->Args({dtype, s[0], s[1], rows, threads});
+        for (const int dtype : {0, 1, 2, 3, 4, 5, 6}) b->Args({dtype, s[0], s[1], rows, threads});
       }
     }
   }

@@ -34,8 +34,28 @@ int TotalRows(std::span<const TensorView> parts) {
   return static_cast<int>(rows);
 }
 
+// Whether bf16 weights are multiplied in bf16 with `kernels`.
+bool ComputesInBf16(WeightDtype dtype, ComputeDtype compute, const Kernels& kernels) {
+  if (dtype != WeightDtype::kBf16 || compute == ComputeDtype::kF32) return false;
+  if (HasBf16Compute(kernels)) return true;
+  if (compute == ComputeDtype::kBf16) {
+    LOG_FIRST_N(WARNING, 1) << "bf16 compute asked for, but the " << kernels.name
+                            << " kernels lack AVX512_BF16: bf16 weights are widened to f32";
+  }
+  return false;
+}
+
 PackedShape PackedShapeOf(std::span<const TensorView> parts, WeightDtype dtype,
-                          const Kernels& kernels) {
+                          ComputeDtype compute, const Kernels& kernels) {
+  if (ComputesInBf16(dtype, compute, kernels)) {
+    const int k = static_cast<int>(parts[0].cols);
+    return {.k = k,
+            .n = TotalRows(parts),
+            .panel_width = PackedShape::kBf16Panel,
+            .k_padded = Bf16KPadded(k),
+            .dtype = dtype,
+            .compute_bf16 = true};
+  }
   if (dtype == WeightDtype::kInt4) return Int4Shape(parts, kernels.int8_panel_width);
   if (dtype == WeightDtype::kQ6K) {
     CHECK(CanPackQ6K(parts)) << "q6_k packs Q6_K tensors only";  // auto picks it for no other
@@ -52,18 +72,18 @@ PackedShape PackedShapeOf(std::span<const TensorView> parts, WeightDtype dtype,
 }  // namespace
 
 Linear::Linear(const float* weight, int in, int out, const std::vector<float>& bias,
-               bool accumulate, WeightDtype dtype)
+               bool accumulate, WeightDtype dtype, ComputeDtype compute)
     : Linear(
           std::array<TensorView, 1>{TensorView{.type = GgmlType::kF32,
                                                .rows = out,
                                                .cols = in,
                                                .data = reinterpret_cast<const uint8_t*>(weight)}},
-          bias, accumulate, dtype) {}
+          bias, accumulate, dtype, compute) {}
 
 Linear::Linear(std::span<const TensorView> parts, const std::vector<float>& bias, bool accumulate,
-               WeightDtype dtype)
+               WeightDtype dtype, ComputeDtype compute)
     : kernels_(ActiveKernels()),
-      shape_(PackedShapeOf(parts, dtype, kernels_)),
+      shape_(PackedShapeOf(parts, dtype, compute, kernels_)),
       accumulate_(accumulate),
       packed_((shape_.num_bytes() + 3) / 4),
       bias_(bias) {
@@ -115,6 +135,10 @@ void Linear::PackColumn(uint8_t* panel, int j, const float* w) const {
     }
     case WeightDtype::kBf16: {
       uint16_t* h = reinterpret_cast<uint16_t*>(panel);
+      if (shape_.compute_bf16) {
+        for (int kk = 0; kk < in; ++kk) h[Bf16PairIndex(kk, j)] = FloatToBf16(w[kk]);
+        return;
+      }
       const int half = pw / 2, pos = j < half ? 2 * j : 2 * (j - half) + 1;
       for (int kk = 0; kk < in; ++kk) h[static_cast<size_t>(kk) * pw + pos] = FloatToBf16(w[kk]);
       return;
@@ -173,6 +197,10 @@ void Linear::Row(int i, float* out) const {
     }
     case WeightDtype::kBf16: {
       const uint16_t* h = reinterpret_cast<const uint16_t*>(panel);
+      if (shape_.compute_bf16) {
+        for (int kk = 0; kk < shape_.k; ++kk) out[kk] = Bf16ToFloat(h[Bf16PairIndex(kk, j)]);
+        return;
+      }
       const int pos = j < pw / 2 ? 2 * j : 2 * (j - pw / 2) + 1;
       for (int kk = 0; kk < shape_.k; ++kk)
         out[kk] = Bf16ToFloat(h[static_cast<size_t>(kk) * pw + pos]);
@@ -228,6 +256,10 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     }
     return;
   }
+  if (shape_.compute_bf16) {
+    RunBf16(x, rows, y, ldy);
+    return;
+  }
   // x packed by row tiles; grows to the largest step once, then never allocates.
   static thread_local std::vector<float> packed_x;
   const int num_tiles = kernels_.row_tiles(rows);
@@ -249,6 +281,26 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     } else {
       kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y, ldy);
     }
+  }
+}
+
+void Linear::RunBf16(const float* x, int rows, float* y, int ldy) const {
+  // x rounded to bf16 by row tiles; grows to the largest step once, then never allocates.
+  static thread_local std::vector<uint32_t> packed_x;
+  const int tile = kernels_.bf16_row_tile, num_tiles = (rows + tile - 1) / tile;
+  const size_t words = num_tiles * Bf16TileWords(tile, shape_.k);
+  if (packed_x.size() < words) packed_x.resize(words);
+  uint32_t* const px = packed_x.data();  // thread_local: the OpenMP threads must see this one
+  const int num_panels = shape_.num_panels();
+  const float* bias = bias_.empty() ? nullptr : bias_.data();
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    kernels_.pack_rows_bf16(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
+#pragma omp barrier
+    const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
+    const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
+    kernels_.gemm_bf16dot(px, rows, bf16_panels(), shape_, begin, end, bias, accumulate_, y, ldy);
   }
 }
 

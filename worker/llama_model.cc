@@ -19,8 +19,9 @@ constexpr int kParallelRows = 16;
 // The Linears of one model, each packed from its views and then done with them.
 class Packer {
  public:
-  Packer(const WeightSource& source, const LlamaModel::WeightDtypeChoice& choose)
-      : source_(source), choose_(choose) {}
+  Packer(const WeightSource& source, const LlamaModel::WeightDtypeChoice& choose,
+         ComputeDtype compute)
+      : source_(source), choose_(choose), compute_(compute) {}
 
   std::unique_ptr<StackedLinear> Stacked(std::initializer_list<LlamaTensor> tensors, int layer,
                                          const std::vector<float>& bias) {
@@ -30,7 +31,8 @@ class Packer {
       views.push_back(source_.View(t, layer));
       dtypes.push_back(choose_(source_.StoredType(t, layer)));
     }
-    auto linear = std::make_unique<StackedLinear>(views, dtypes, bias, /*accumulate=*/false);
+    auto linear =
+        std::make_unique<StackedLinear>(views, dtypes, bias, /*accumulate=*/false, compute_);
     for (LlamaTensor t : tensors) source_.Release(t, layer);
     return linear;
   }
@@ -39,7 +41,7 @@ class Packer {
     const TensorView view = source_.View(tensor, layer);
     auto linear =
         std::make_unique<Linear>(std::span<const TensorView>(&view, 1), std::vector<float>(),
-                                 accumulate, choose_(source_.StoredType(tensor, layer)));
+                                 accumulate, choose_(source_.StoredType(tensor, layer)), compute_);
     source_.Release(tensor, layer);
     return linear;
   }
@@ -47,6 +49,7 @@ class Packer {
  private:
   const WeightSource& source_;
   const LlamaModel::WeightDtypeChoice& choose_;
+  ComputeDtype compute_;
 };
 
 // Bytes of a Linear's packed panels must fit its int indices: every matrix has fewer than
@@ -72,15 +75,18 @@ LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows)
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights weights, int max_tokens,
                                                                int max_logit_rows,
-                                                               WeightDtype dtype) {
+                                                               WeightDtype dtype,
+                                                               ComputeDtype compute) {
   ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source,
                    WeightSource::FromWeights(std::move(weights)));
-  return Create(*source, max_tokens, max_logit_rows, [dtype](GgmlType) { return dtype; });
+  return Create(
+      *source, max_tokens, max_logit_rows, [dtype](GgmlType) { return dtype; }, compute);
 }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSource& source,
                                                                int max_tokens, int max_logit_rows,
-                                                               const WeightDtypeChoice& choose) {
+                                                               const WeightDtypeChoice& choose,
+                                                               ComputeDtype compute) {
   const ModelConfig& c = source.config();
   if (max_tokens <= 0 || max_logit_rows <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -92,7 +98,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSourc
   const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();
   const int qkv_dim = q_dim + 2 * kv_dim;
   using T = LlamaTensor;
-  Packer pack(source, choose);
+  Packer pack(source, choose, compute);
   for (int l = 0; l < c.num_layers; ++l) {
     Layer layer;
     layer.q_norm = source.Floats(T::kQNorm, l);

@@ -46,14 +46,14 @@ class LlamaModel {
   // Packs every matrix straight from `source`'s views (the embedding, each layer's, the
   // classifier) in the dtype `choose` gives its stored type, releasing each view's file pages
   // once packed; norms and biases stay f32. `max_tokens`: the largest T; `max_logit_rows`: the
-  // largest S.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const WeightSource& source,
-                                                            int max_tokens, int max_logit_rows,
-                                                            const WeightDtypeChoice& choose);
+  // largest S. `compute`: what bf16 matrices are multiplied in (Linear's).
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      const WeightSource& source, int max_tokens, int max_logit_rows,
+      const WeightDtypeChoice& choose, ComputeDtype compute = ComputeDtype::kF32);
   // Over f32 weights (tests), every matrix as `dtype`.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(ModelWeights weights, int max_tokens,
-                                                            int max_logit_rows,
-                                                            WeightDtype dtype = WeightDtype::kF32);
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      ModelWeights weights, int max_tokens, int max_logit_rows,
+      WeightDtype dtype = WeightDtype::kF32, ComputeDtype compute = ComputeDtype::kF32);
 
   // Runs the batch, writing K/V into `kv`, and returns logits (S, vocab_size): scratch that is
   // valid (and the caller's to modify, e.g. by the sampler) until the next call. REQUIRES: T <=

@@ -7,12 +7,13 @@
 namespace pagoda {
 
 StackedLinear::StackedLinear(std::span<const TensorView> parts, std::span<const WeightDtype> dtypes,
-                             const std::vector<float>& bias, bool accumulate) {
+                             const std::vector<float>& bias, bool accumulate,
+                             ComputeDtype compute) {
   CHECK_EQ(parts.size(), dtypes.size());
   CHECK(!parts.empty());
   for (const TensorView& part : parts) out_ += static_cast<int>(part.rows);
   if (std::all_of(dtypes.begin(), dtypes.end(), [&](WeightDtype d) { return d == dtypes[0]; })) {
-    linears_.push_back({std::make_unique<Linear>(parts, bias, accumulate, dtypes[0]), 0});
+    linears_.push_back({std::make_unique<Linear>(parts, bias, accumulate, dtypes[0], compute), 0});
     return;
   }
   int column = 0;
@@ -21,7 +22,8 @@ StackedLinear::StackedLinear(std::span<const TensorView> parts, std::span<const 
     std::vector<float> part_bias;
     if (!bias.empty()) part_bias.assign(bias.begin() + column, bias.begin() + column + rows);
     linears_.push_back(
-        {std::make_unique<Linear>(parts.subspan(i, 1), part_bias, accumulate, dtypes[i]), column});
+        {std::make_unique<Linear>(parts.subspan(i, 1), part_bias, accumulate, dtypes[i], compute),
+         column});
     column += rows;
   }
 }

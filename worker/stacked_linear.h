@@ -17,10 +17,11 @@ namespace pagoda {
 
 class StackedLinear {
  public:
-  // parts[i] stored as dtypes[i]; `bias`: (Σ rows) or empty. REQUIRES: parts and dtypes of one
-  // size, not empty, parts of one cols.
+  // parts[i] stored as dtypes[i], bf16 ones multiplied in `compute` (Linear's); `bias`: (Σ rows)
+  // or empty. REQUIRES: parts and dtypes of one size, not empty, parts of one cols.
   StackedLinear(std::span<const TensorView> parts, std::span<const WeightDtype> dtypes,
-                const std::vector<float>& bias, bool accumulate);
+                const std::vector<float>& bias, bool accumulate,
+                ComputeDtype compute = ComputeDtype::kF32);
 
   // y (rows, out) = x (rows, in) · Wᵀ [+ b] [+ y], as Linear::Run.
   void Run(const float* x, int rows, float* y) const;

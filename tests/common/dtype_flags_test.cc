@@ -43,5 +43,16 @@ TEST(DtypeFlagsTest, TheChoicesListAutoThenEveryName) {
   EXPECT_EQ(KvDtypeChoices(), "auto, f32, bf16 or f16");
 }
 
+// auto is a compute dtype of its own (bf16 where the CPU has it), not the reader's default.
+TEST(DtypeFlagsTest, ComputeDtypeNamesAutoF32AndBf16) {
+  for (ComputeDtype d : {ComputeDtype::kAuto, ComputeDtype::kF32, ComputeDtype::kBf16}) {
+    EXPECT_EQ(ParseComputeDtypeFlag("compute-dtype", ComputeDtypeName(d)).value(), d);
+  }
+  EXPECT_EQ(ComputeDtypeChoices(), "auto, f32 or bf16");
+  const absl::Status status = ParseComputeDtypeFlag("compute-dtype", "int8").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--compute-dtype=int8: expected auto, f32 or bf16");
+}
+
 }  // namespace
 }  // namespace pagoda

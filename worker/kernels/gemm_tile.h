@@ -16,6 +16,8 @@ constexpr int kInt8RowTile = 6;
 #else
 constexpr int kInt8RowTile = 2;
 #endif
+// Rows of a register tile of the bf16-compute GEMM (AVX-512 only), and of PackRowsBf16's tiles.
+constexpr int kBf16RowTile = 6;
 
 // y[r][0 : cols] (= or +=) c0[r] | c1[r] + bias, for the M rows of a tile; cols ≤ kPanel.
 template <int M>

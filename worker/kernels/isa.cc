@@ -21,20 +21,32 @@ bool CpuHasAvx2() {
 }
 
 // The AVX-512 table, with AVX2's int8, int4 and Q6_K GEMMs where the CPU lacks VNNI (AVX-512 before
-// Cascade Lake and Zen 4): those kernels of the AVX-512 table are built with VNNI instructions.
+// Cascade Lake and Zen 4): those kernels of the AVX-512 table are built with VNNI instructions;
+// and without its bf16-compute GEMM where the CPU lacks AVX512_BF16 (before Cooper Lake and
+// Zen 4), which bf16 weights then do without (widened to f32, as on AVX2).
 const Kernels* Avx512Kernels() {
-  if (__builtin_cpu_supports("avx512vnni")) return &avx512::GetKernels();
-  static const Kernels patched = [] {
+  const bool vnni = __builtin_cpu_supports("avx512vnni");
+  const bool bf16 = __builtin_cpu_supports("avx512bf16");
+  if (vnni && bf16) return &avx512::GetKernels();
+  static const Kernels patched = [&] {
     Kernels k = avx512::GetKernels();
-    const Kernels& a = avx2::GetKernels();
-    k.name = "avx512_int8_avx2";  // a test name too
-    k.int8_panel_width = a.int8_panel_width;
-    k.int8_row_tile = a.int8_row_tile;
-    k.int8_weights_offset = a.int8_weights_offset;
-    k.quantize_rows = a.quantize_rows;
-    k.gemm_int8 = a.gemm_int8;
-    k.gemm_int4 = a.gemm_int4;
-    k.gemm_q6k = a.gemm_q6k;
+    if (!bf16) {
+      k.name = "avx512_no_bf16";
+      k.bf16_row_tile = 0;
+      k.pack_rows_bf16 = nullptr;
+      k.gemm_bf16dot = nullptr;
+    }
+    if (!vnni) {
+      const Kernels& a = avx2::GetKernels();
+      k.name = bf16 ? "avx512_int8_avx2" : "avx512_int8_avx2_no_bf16";  // test names too
+      k.int8_panel_width = a.int8_panel_width;
+      k.int8_row_tile = a.int8_row_tile;
+      k.int8_weights_offset = a.int8_weights_offset;
+      k.quantize_rows = a.quantize_rows;
+      k.gemm_int8 = a.gemm_int8;
+      k.gemm_int4 = a.gemm_int4;
+      k.gemm_q6k = a.gemm_q6k;
+    }
     return k;
   }();
   return &patched;

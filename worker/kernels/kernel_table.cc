@@ -1,4 +1,5 @@
 // The element-wise kernels of one ISA, and the table that names all of its kernels.
+#include "worker/kernels/gemm_tile.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
@@ -22,6 +23,12 @@ void GemmInt4(const uint8_t* packed_x, int rows, const uint8_t* packed, const Pa
 void GemmQ6K(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y, int ldy);
 void Attention(const AttentionTile& tile);
+#if defined(__AVX512F__)
+void PackRowsBf16(const float* x, int rows, int k, int tile_begin, int tile_end, uint32_t* packed);
+void GemmBf16Dot(const uint32_t* packed_x, int rows, const uint16_t* packed,
+                 const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
+                 bool accumulate, float* y, int ldy);
+#endif
 
 namespace {
 
@@ -80,6 +87,15 @@ constexpr Kernels kKernels = {
     .gemm_int8 = &GemmInt8,
     .gemm_int4 = &GemmInt4,
     .gemm_q6k = &GemmQ6K,
+#if defined(__AVX512F__)
+    .bf16_row_tile = kBf16RowTile,
+    .pack_rows_bf16 = &PackRowsBf16,
+    .gemm_bf16dot = &GemmBf16Dot,
+#else
+    .bf16_row_tile = 0,
+    .pack_rows_bf16 = nullptr,
+    .gemm_bf16dot = nullptr,
+#endif
     .rms_norm = &RmsNorm,
     .swiglu = &SwiGlu,
     .attention = &Attention,

@@ -17,6 +17,11 @@ namespace pagoda {
 //   f32:  packed[p][kk][j]                          (oneDNN's BA16a{panel_width}b layout of Wᵀ)
 //   bf16: packed[p][kk][pos(j)], pos(j) = 2j for j < w, 2(j − w) + 1 otherwise (w = width/2):
 //         one vector load holds both halves of the row, split by a shift and a mask
+//   bf16 with compute_bf16 (multiplied in bf16 by gemm_bf16dot, activations rounded to bf16):
+//         panel_width 64, k_padded = k rounded up to 16, packed[p][kk/2][j][kk%2], that is
+//         uint16 p·k_padded·64 + (kk/2)·128 + 2j + kk%2: a 32-bit lane holds 2 k of one column,
+//         as vdpbf16ps takes them. This is oneDNN's BA16a64b2a layout of Wᵀ (dims {k, n} padded
+//         to {k_padded, 64·panels}), so oneDNN's matmul can read the same buffer.
 //   int8: blocks of 32 along k, each [kk/4][j][kk%4] bytes (an int32 lane holds 4 k of one
 //         column, as VNNI's dot product takes them) and then f16 scales [j], one per column and
 //         block (Q8_0's precision: w ≈ q · scale). q is stored + 128 as unsigned bytes when the
@@ -42,9 +47,12 @@ struct PackedShape {
   enum class Int4Scales : uint8_t { kQ4_0, kQ4_K };
   int k = 0, n = 0;
   int panel_width = 0;  // output columns per panel
-  int k_padded = 0;     // k rounded up to 32 (int4 kQ4_K: k, a multiple of 256)
+  int k_padded = 0;     // k rounded up to 32 (int4 kQ4_K: k, a multiple of 256; bf16
+                        // with compute_bf16: to 16)
   WeightDtype dtype = WeightDtype::kF32;
   Int4Scales int4_scales = Int4Scales::kQ4_0;  // int4 only
+  bool compute_bf16 = false;                   // bf16 only: the pairs layout of gemm_bf16dot
+  static constexpr int kBf16Panel = 64;        // panel_width with compute_bf16
   static constexpr int kInt8Block = 32;
   static constexpr int kQ4KBlocks = 8;  // int4 kQ4_K and q6_k: blocks of 32 under one header
   int num_panels() const { return (n + panel_width - 1) / panel_width; }
@@ -90,6 +98,15 @@ struct PackedShape {
 // −128 · Σ q (what unsigned weights stored + 128 add).
 inline size_t Int8TileBytes(int row_tile, int k_padded) {
   return static_cast<size_t>(k_padded / PackedShape::kInt8Block) * 40 * row_tile;
+}
+
+// k_padded of a bf16 matrix with compute_bf16.
+inline int Bf16KPadded(int k) { return (k + 15) / 16 * 16; }
+
+// 32-bit words of one row tile of activations packed by pack_rows_bf16: [kk/2][r], each word
+// x[r][kk] | x[r][kk + 1] << 16 as bf16, zero past k and past the rows.
+inline size_t Bf16TileWords(int row_tile, int k) {
+  return static_cast<size_t>(Bf16KPadded(k) / 2) * row_tile;
 }
 
 // One step of paged attention for a tile (paged_attention.cc describes the work split).
@@ -155,6 +172,16 @@ struct Kernels {
   void (*gemm_q6k)(const uint8_t* packed_x, int rows, const uint8_t* packed,
                    const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
                    bool accumulate, float* y, int ldy);
+  // The bf16-compute GEMM (PackedShape::compute_bf16), null where the CPU lacks AVX512_BF16
+  // (and in the AVX2 table): pack_rows_bf16 rounds row tiles [tile_begin, tile_end) of x
+  // (rows, k) to bf16, tile t at packed + t·Bf16TileWords(bf16_row_tile, k); gemm_bf16dot
+  // multiplies them by W as gemm_bf16 does.
+  int bf16_row_tile;
+  void (*pack_rows_bf16)(const float* x, int rows, int k, int tile_begin, int tile_end,
+                         uint32_t* packed);
+  void (*gemm_bf16dot)(const uint32_t* packed_x, int rows, const uint16_t* packed,
+                       const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
+                       bool accumulate, float* y, int ldy);
   int row_tiles(int rows) const { return (rows + row_tile - 1) / row_tile; }
   // out = w ⊙ x / sqrt(mean(x²) + eps); out may be x.
   void (*rms_norm)(const float* x, const float* w, int n, float eps, float* out);
@@ -162,6 +189,9 @@ struct Kernels {
   void (*swiglu)(const float* gate, const float* up, int n, float* h);
   void (*attention)(const AttentionTile& tile);
 };
+
+// Whether `kernels` can multiply bf16 weights in bf16 (gemm_bf16dot).
+inline bool HasBf16Compute(const Kernels& kernels) { return kernels.gemm_bf16dot != nullptr; }
 
 // Floats of scratch an AttentionTile needs.
 inline size_t AttentionScratchFloats(int rows, int query_heads, int head_dim, int block_size) {
