@@ -38,19 +38,6 @@ Cpu& TheCpu() {
   return *cpu;
 }
 
-// x (count) rounded to bf16 as FloatToBf16 does (nearest even; NaN stays NaN, quietened),
-// without a branch so that it vectorises.
-void RoundToBf16(const float* x, int64_t count, uint16_t* out) {
-#pragma omp parallel for schedule(static) if (count >= (int64_t{1} << 16))
-  for (int64_t i = 0; i < count; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    const uint32_t rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;
-    const uint32_t quiet_nan = (bits >> 16) | 0x40;
-    out[i] = static_cast<uint16_t>((bits & 0x7FFFFFFF) > 0x7F800000 ? quiet_nan : rounded);
-  }
-}
-
 struct Primitive {
   dnnl::matmul matmul;
   memory::desc src, dst;
@@ -121,18 +108,42 @@ absl::StatusOr<const Primitive*> GetPrimitive(const PrimitiveKey& key,
 
 }  // namespace
 
+void RoundToBf16(const float* x, int64_t count, uint16_t* out) {
+  // Branch-free, so that it vectorises; parallel only where that pays for the fork.
+#pragma omp parallel for schedule(static) if (count >= (int64_t{1} << 16))
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    const uint32_t rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;
+    const uint32_t quiet_nan = (bits >> 16) | 0x40;
+    out[i] = static_cast<uint16_t>((bits & 0x7FFFFFFF) > 0x7F800000 ? quiet_nan : rounded);
+  }
+}
+
 struct OneDnnBf16Matmul::State {
   int n = 0, k = 0, chunk_rows = 0;
   bool accumulate = false;
   std::vector<float> bias;  // (n) or empty
   memory bias_memory;       // over `bias`
   memory::desc weights_desc;
-  memory weights;                        // over the caller's panels or `own`
-  HugePageBuffer own;                    // the weights in oneDNN's layout, when not the caller's
-  std::string impl;                      // of a chunk of chunk_rows rows
-  mutable std::vector<uint16_t> x_bf16;  // (chunk_rows, k): one chunk of x, rounded
-  mutable std::vector<float> y_dense;    // (chunk_rows, n): one chunk of a y wider than n
+  memory weights;      // over the caller's panels or `own`
+  HugePageBuffer own;  // the weights in oneDNN's layout, when not the caller's
+  std::string impl;    // of a chunk of chunk_rows rows
 };
+
+namespace {
+
+// Per thread, shared by every matmul (one per matmul would cost ~100 MB in a 1B model).
+struct Scratch {
+  std::vector<uint16_t> x_bf16;  // (chunk_rows, k): one chunk of x, rounded
+  std::vector<float> y_dense;    // (chunk_rows, n): one chunk of a y wider than n
+};
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<OneDnnBf16Matmul>> OneDnnBf16Matmul::Create(
     const uint16_t* panels, int n, int k, int k_padded, const float* bias, bool accumulate,
@@ -184,8 +195,6 @@ absl::StatusOr<std::unique_ptr<OneDnnBf16Matmul>> OneDnnBf16Matmul::Create(
       cpu.stream.wait();
     }
   }
-  state->x_bf16.resize(static_cast<size_t>(chunk_rows) * k);
-  state->y_dense.resize(static_cast<size_t>(chunk_rows) * n);
 
   for (const int rows : {1, chunk_rows}) {
     absl::StatusOr<const Primitive*> primitive =
@@ -217,26 +226,34 @@ absl::Status OneDnnBf16Matmul::Run(const float* x, int rows, float* y, int ldy) 
   const State& s = *state_;
   if (ldy == 0) ldy = s.n;
   CHECK(rows > 0 && ldy >= s.n) << "rows " << rows << " ldy " << ldy << " n " << s.n;
+  Scratch& scratch = ThreadScratch();
+  const size_t chunk_rows = static_cast<size_t>(std::min(rows, s.chunk_rows));
+  if (scratch.x_bf16.size() < chunk_rows * s.k) scratch.x_bf16.resize(chunk_rows * s.k);
+  if (ldy != s.n && scratch.y_dense.size() < chunk_rows * s.n) {
+    scratch.y_dense.resize(chunk_rows * s.n);
+  }
   for (int row = 0; row < rows; row += s.chunk_rows) {
     const int chunk = std::min(s.chunk_rows, rows - row);
     RoundToBf16(x + static_cast<size_t>(row) * s.k, static_cast<int64_t>(chunk) * s.k,
-                s.x_bf16.data());
+                scratch.x_bf16.data());
     float* const y_chunk = y + static_cast<size_t>(row) * ldy;
     if (ldy == s.n || chunk == 1) {
-      absl::Status status = RunChunk(s.x_bf16.data(), chunk, y_chunk);
+      absl::Status status = RunChunk(scratch.x_bf16.data(), chunk, y_chunk);
       if (!status.ok()) return status;
       continue;
     }
     const size_t row_bytes = sizeof(float) * s.n;
     if (s.accumulate) {
       for (int r = 0; r < chunk; ++r) {
-        std::memcpy(s.y_dense.data() + static_cast<size_t>(r) * s.n, y_chunk + r * ldy, row_bytes);
+        std::memcpy(scratch.y_dense.data() + static_cast<size_t>(r) * s.n, y_chunk + r * ldy,
+                    row_bytes);
       }
     }
-    absl::Status status = RunChunk(s.x_bf16.data(), chunk, s.y_dense.data());
+    absl::Status status = RunChunk(scratch.x_bf16.data(), chunk, scratch.y_dense.data());
     if (!status.ok()) return status;
     for (int r = 0; r < chunk; ++r) {
-      std::memcpy(y_chunk + r * ldy, s.y_dense.data() + static_cast<size_t>(r) * s.n, row_bytes);
+      std::memcpy(y_chunk + r * ldy, scratch.y_dense.data() + static_cast<size_t>(r) * s.n,
+                  row_bytes);
     }
   }
   return absl::OkStatus();

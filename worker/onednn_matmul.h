@@ -26,6 +26,10 @@
 
 namespace pagoda {
 
+// x (count) rounded to bf16 as FloatToBf16 does (nearest even; a NaN stays a NaN, quietened),
+// on the OpenMP threads when count is large. Call outside any parallel region.
+void RoundToBf16(const float* x, int64_t count, uint16_t* out);
+
 class OneDnnBf16Matmul {
  public:
   // Rows per oneDNN call by default: more rows are run in chunks of this many.

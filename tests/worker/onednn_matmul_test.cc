@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -174,6 +175,25 @@ TEST_F(OneDnnBf16MatmulTest, SharesThePanelsWhenItsLayoutIsOurs) {
     GTEST_SKIP() << "oneDNN runs " << (*matmul)->impl_name() << " here, not avx512_core_bf16";
   }
   EXPECT_TRUE((*matmul)->uses_caller_layout());
+}
+
+TEST(RoundToBf16Test, EqualsFloatToBf16OnEveryKindOfFloat) {
+  std::vector<float> x = {0.0f,       -0.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0x1p-140f,
+                          -0x1p-149f, 3e38f, -INFINITY,      INFINITY,           NAN,
+                          -NAN};
+  std::mt19937 rng(7);
+  // Random bit patterns, past the 1 << 16 that runs in parallel.
+  while (x.size() < 70000) {
+    const uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    x.push_back(f);
+  }
+  std::vector<uint16_t> out(x.size());
+  RoundToBf16(x.data(), static_cast<int64_t>(x.size()), out.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(out[i], FloatToBf16(x[i])) << "x " << x[i] << " at " << i;
+  }
 }
 
 }  // namespace
