@@ -2,18 +2,22 @@
 // in the panels of the shared bf16 layout (oneDNN's BA16a64b2a for Wᵀ, dims {k, n}):
 //   panel p (64 output columns) holds k_padded · 64 bf16, element (kk, j) = W[64p + j][kk] at
 //   p·k_padded·64 + (kk/2)·128 + 2j + kk%2, zero in the padding.
-// oneDNN blocks k by 32, so it reads the caller's buffer in place when k_padded is a multiple
-// of 32 and its implementation on this CPU wants that layout (AVX512_BF16 does); otherwise
-// (k_padded = 16 mod 32, or a CPU whose brgemm picks another layout, as AMX may) it keeps its own
-// reordered copy, and uses_caller_layout() tells the caller it may drop its panels.
+// oneDNN pads k to its block of 32, so it reads the caller's panels in place when k_padded is k
+// rounded up to 32 (every k that is a multiple of 32, as in Llama models) and its implementation
+// on this CPU picks that layout (AVX512_BF16's does). Otherwise (k_padded = k rounded up to 16
+// alone, or a CPU whose brgemm picks another layout, as AMX may) it keeps its own reordered copy,
+// and uses_caller_layout() tells the caller it may drop its panels.
 //
-// oneDNN 2.6's brgemm needs the row count fixed when a primitive is made (a run-time row count
-// gets the reference implementation, ~100x slower), so rows are run in chunks of at most
-// `kChunkRows`, each by a primitive for its exact count, made on first use and shared by every
-// matmul of the same shape in the process (docs/BENCHMARKS.md has the measurements).
+// oneDNN 2.6's brgemm needs the row count when a primitive is made (a run-time row count, or a
+// y with a row stride, gets ref:any, ~10-100x slower), so rows run in chunks of at most
+// `chunk_rows`, each by a primitive of its exact count, made on first use (0.07-0.35 ms, ~60 KB)
+// and shared by every matmul of the same shape in the process. tools/onednn_benchmark.cc
+// measured the choice of 64: one primitive per row count up to 512 was ~4% faster at 100-512
+// rows but would hold 512 primitives per shape (~150 MB over a 1B model's 5 shapes).
 //
-// Thread-compatible: Run() is const and must not run concurrently with itself; it is called
-// outside any OpenMP region (oneDNN parallelises inside, on the OpenMP threads).
+// Thread-compatible: Run() is const and must not run concurrently with itself, nor with a Run of
+// another matmul of the same shape (they share oneDNN primitives). Call it outside any OpenMP
+// region: oneDNN parallelises inside, on the OpenMP threads (Debian's oneDNN uses libgomp).
 #ifndef PAGODA_WORKER_ONEDNN_MATMUL_H_
 #define PAGODA_WORKER_ONEDNN_MATMUL_H_
 
@@ -32,15 +36,15 @@ void RoundToBf16(const float* x, int64_t count, uint16_t* out);
 
 class OneDnnBf16Matmul {
  public:
-  // Rows per oneDNN call by default: more rows are run in chunks of this many.
+  // Rows per oneDNN call by default: more rows run in chunks of this many (see above).
   static constexpr int kChunkRows = 64;
 
   // `panels`: ceil(n/64) panels of k_padded · 64 bf16 as above; borrowed, must outlive this
   // object unless uses_caller_layout() is false. `bias`: n floats (copied) or null.
   // `accumulate`: add the product to what y holds. `chunk_rows`: rows per oneDNN call (the
   // benchmark tries others). Makes the primitives for 1 and chunk_rows rows (y dense).
-  // Fails with UNIMPLEMENTED where oneDNN has only its reference implementation (a CPU without
-  // AVX512_BF16), rather than run it.
+  // Fails with UNIMPLEMENTED where oneDNN has only its reference implementation (an AVX2-only
+  // CPU), rather than run it. (AVX-512 without BF16 gets gemm:jit on its own plain copy.)
   // REQUIRES: 0 < n, 0 < k <= k_padded, k_padded % 16 == 0, 0 < chunk_rows.
   static absl::StatusOr<std::unique_ptr<OneDnnBf16Matmul>> Create(const uint16_t* panels, int n,
                                                                   int k, int k_padded,

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/numeric.h"
@@ -175,6 +177,19 @@ TEST_F(OneDnnBf16MatmulTest, SharesThePanelsWhenItsLayoutIsOurs) {
     GTEST_SKIP() << "oneDNN runs " << (*matmul)->impl_name() << " here, not avx512_core_bf16";
   }
   EXPECT_TRUE((*matmul)->uses_caller_layout());
+}
+
+// Run by its own ctest entry with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN then has no bf16 matmul but
+// its reference one, as on an AVX2-only CPU): the environment variable is read once per process.
+TEST(OneDnnBf16MatmulIsaTest, RefusesToRunWithoutABf16Implementation) {
+  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (isa == nullptr || std::string(isa) != "AVX2") {
+    GTEST_SKIP() << "needs ONEDNN_MAX_CPU_ISA=AVX2 (its ctest entry sets it)";
+  }
+  const int n = 64, k = 64;
+  const std::vector<uint16_t> panels(static_cast<size_t>(n) * k, 0);
+  auto matmul = OneDnnBf16Matmul::Create(panels.data(), n, k, k, nullptr, false);
+  EXPECT_EQ(matmul.status().code(), absl::StatusCode::kUnimplemented) << matmul.status();
 }
 
 TEST(RoundToBf16Test, EqualsFloatToBf16OnEveryKindOfFloat) {
