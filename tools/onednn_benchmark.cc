@@ -113,8 +113,10 @@ void BM_Bf16Matmul(benchmark::State& state) {
 void RunPrimitive(benchmark::State& state, const dnnl::matmul::primitive_desc& pd,
                   const std::vector<memory>& weights, int k, int n, int rows, size_t bytes) {
   const dnnl::matmul matmul(pd);
-  memory src(pd.src_desc(), Engine()), dst(pd.dst_desc(), Engine());
-  std::memset(src.get_data_handle(), 0, pd.src_desc().get_size());
+  // Descs of `rows` rows: the primitive's may have a run-time row count.
+  memory src({{rows, k}, pd.src_desc().data_type(), Tag::ab}, Engine());
+  memory dst({{rows, n}, Dt::f32, Tag::ab}, Engine());
+  std::memset(src.get_data_handle(), 0, src.get_desc().get_size());
   size_t copy = 0;
   const double cpu_start = ProcessCpuSeconds();
   for (auto _ : state) {
@@ -141,6 +143,28 @@ void BM_Bf16Primitive(benchmark::State& state) {
   std::vector<memory> weights;
   for (size_t c = 0; c < copies; ++c) {
     weights.emplace_back(weights_desc, Engine(),
+                         reinterpret_cast<uint8_t*>(buffer.data()) + c * bytes);
+  }
+  RunPrimitive(state, pd, weights, k, n, rows, bytes);
+}
+
+// The run-time row count (option (c)): on our layout oneDNN 2.6 has only ref:any (`any` 0);
+// with the weights' layout left to it (`any` 1) it picks gemm:jit on plain weights (a second
+// copy), which packs them on every call.
+void BM_Bf16RuntimeRows(benchmark::State& state) {
+  const int k = static_cast<int>(state.range(0)), n = static_cast<int>(state.range(1)),
+            rows = static_cast<int>(state.range(2));
+  const bool any = state.range(3) != 0;
+  const dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(memory::desc({DNNL_RUNTIME_DIM_VAL, k}, Dt::bf16, Tag::ab),
+                         memory::desc({k, n}, Dt::bf16, any ? Tag::any : Tag::BA16a64b2a),
+                         memory::desc({DNNL_RUNTIME_DIM_VAL, n}, Dt::f32, Tag::ab)),
+      Engine());
+  const size_t bytes = pd.weights_desc().get_size(), copies = any ? Copies(bytes) : 1;
+  HugePageBuffer buffer = RandomWeights(bytes, copies);
+  std::vector<memory> weights;
+  for (size_t c = 0; c < copies; ++c) {
+    weights.emplace_back(pd.weights_desc(), Engine(),
                          reinterpret_cast<uint8_t*>(buffer.data()) + c * bytes);
   }
   RunPrimitive(state, pd, weights, k, n, rows, bytes);
@@ -249,6 +273,13 @@ BENCHMARK(BM_Bf16Primitive)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);
+BENCHMARK(BM_Bf16RuntimeRows)
+    ->ArgNames({"k", "n", "rows", "any"})
+    ->ArgsProduct({{2048}, {2048}, {1, 32, 512}, {1}})
+    ->Args({2048, 2048, 1, 0})
+    ->Args({2048, 2048, 32, 0})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_F32Primitive)
     ->Apply(F32Args)
     ->UseRealTime()
