@@ -241,11 +241,12 @@ constexpr int kShapes[][2] = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 20
 void Bf16Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"k", "n", "rows", "chunk"});
   for (const auto& s : kShapes) {
-    for (const int rows : {1, 4, 16, 32, 64, 512}) b->Args({s[0], s[1], rows, 64});
+    for (const int rows : {1, 4, 16, 32, 64, 512}) {
+      b->Args({s[0], s[1], rows, OneDnnBf16Matmul::kChunkRows});
+    }
     // The row-count strategies: chunks of 64 or 128 rows against one primitive of 512 rows.
-    for (const int chunk : {128, 512}) b->Args({s[0], s[1], 512, chunk});
-    b->Args({s[0], s[1], 100, 64});
-    b->Args({s[0], s[1], 100, 128});
+    for (const int chunk : {64, 128, 512}) b->Args({s[0], s[1], 512, chunk});
+    for (const int chunk : {64, 128}) b->Args({s[0], s[1], 100, chunk});
   }
 }
 

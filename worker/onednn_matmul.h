@@ -9,11 +9,11 @@
 // and uses_caller_layout() tells the caller it may drop its panels.
 //
 // oneDNN 2.6's brgemm needs the row count when a primitive is made (a run-time row count, or a
-// y with a row stride, gets ref:any, ~10-100x slower), so rows run in chunks of at most
-// `chunk_rows`, each by a primitive of its exact count, made on first use (0.07-0.35 ms, ~60 KB)
-// and shared by every matmul of the same shape in the process. tools/onednn_benchmark.cc
-// measured the choice of 64: one primitive per row count up to 512 was ~4% faster at 100-512
-// rows but would hold 512 primitives per shape (~150 MB over a 1B model's 5 shapes).
+// y with a row stride, gets ref:any, 200x slower or worse), so rows run in chunks of at most
+// `chunk_rows`, each by a primitive of its exact count, made on first use (0.04-0.35 ms, ~60 KB)
+// and shared by every matmul of the same shape in the process. tools/onednn_benchmark.cc chose
+// 128: within 1-3% of one primitive per row count at 512 rows (which would hold 512 primitives
+// per shape, ~150 MB over a 1B model's 5 shapes); chunks of 64 were 3-7% slower at 100-512 rows.
 //
 // Thread-compatible: Run() is const and must not run concurrently with itself, nor with a Run of
 // another matmul of the same shape (they share oneDNN primitives). Call it outside any OpenMP
@@ -37,7 +37,7 @@ void RoundToBf16(const float* x, int64_t count, uint16_t* out);
 class OneDnnBf16Matmul {
  public:
   // Rows per oneDNN call by default: more rows run in chunks of this many (see above).
-  static constexpr int kChunkRows = 64;
+  static constexpr int kChunkRows = 128;
 
   // `panels`: ceil(n/64) panels of k_padded · 64 bf16 as above; borrowed, must outlive this
   // object unless uses_caller_layout() is false. `bias`: n floats (copied) or null.
@@ -64,7 +64,7 @@ class OneDnnBf16Matmul {
   // False when this object reads its own reordered copy of the weights (the caller's panels
   // are no longer needed).
   bool uses_caller_layout() const;
-  // oneDNN's implementation for a chunk of kChunkRows rows ("brg:avx512_core_bf16").
+  // oneDNN's implementation for a chunk of chunk_rows rows ("brg:avx512_core_bf16").
   std::string impl_name() const;
   int n() const;
   int k() const;
