@@ -6,6 +6,7 @@
 #   - in common/, cpp-httplib only in the process plumbing (common/process/);
 #   - router/ and worker/ never include each other; the worker needs no tokenizer or template;
 #     common/text/ may include common/model/, never the other way;
+#   - oneDNN only in worker/ (the router's binary does not load it);
 #   - in router/ and worker/, gRPC and generated protos only in the transports: *_service.*,
 #     *_main.cc, router_server.* and grpc_port_limits.cc (STYLE: the core is plain C++).
 # Exits 1 listing every include that breaks a rule.
@@ -31,6 +32,7 @@ forbid router 'worker/' "router/ includes worker/"
 forbid worker 'router/' "worker/ includes router/"
 forbid worker 'common/text/|common/jinja/' "worker/ includes tokenizers or templates (it links only model/)"
 forbid common/model 'common/text/' "common/model/ includes common/text/ (text/ may read model files; the worker links model/ alone)"
+forbid "common router cli" 'oneapi/|dnnl' "oneDNN outside worker/ (only the worker links it)"
 forbid "router worker" 'grpcpp/|grpc/|google/protobuf/|pagoda/v1/' \
   "gRPC or protobuf outside the transports" '[^:]*(_service\.(h|cc)|_main\.cc|router_server\.(h|cc)|grpc_port_limits\.cc)'
 [ "$status" -eq 0 ] && echo "layering: every include follows the rules"

@@ -5,11 +5,14 @@
 set -euo pipefail
 # Every package is named: --no-install-recommends installs nothing by luck.
 # nlohmann-json, cpp-httplib and PCRE2 are the packaged JSON, HTTP and regex libraries.
+# oneDNN (libdnnl-dev, the worker's bf16 matmuls) is built with an OpenCL GPU runtime: its CMake
+# config finds OpenCL, so ocl-icd-opencl-dev comes too (only the CPU engine is used).
 packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libxxhash-dev
+  libdnnl-dev ocl-icd-opencl-dev
 )
 if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   # Tests: network namespaces (multi-host test), openssl (TLS test certificates), curl and
