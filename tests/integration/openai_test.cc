@@ -196,28 +196,37 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
   struct Case {
     Json body;
     std::string param;
+    std::string code;  // OpenAI's string code
   };
+  const Json too_many_ids = std::vector<int>(257, 1);
   const std::vector<Case> cases = {
-      {{{"prompt", "x"}, {"temperature", -1}}, "temperature"},
-      {{{"prompt", "x"}, {"temperature", "hot"}}, "temperature"},
-      {{{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens"},
-      {{{"prompt", "x"}, {"max_tokens", 100000}}, "max_tokens"},
-      {{{"prompt", "x"}, {"n", 99}}, "n"},
-      {{{"prompt", "x"}, {"n", -1}}, "n"},
-      {{{"prompt", "x"}, {"top_p", 0}}, "top_p"},
-      {{{"prompt", "x"}, {"stop", {1, 2}}}, "stop"},
-      {{{"prompt", "x"}, {"logprobs", 21}}, "logprobs"},
-      {{{"prompt", {1, 99999}}}, "prompt"},
-      {{{"prompt", Json::array()}}, "prompt"},
-      {{{"prompt", 5}}, "prompt"},
-      {{{"max_tokens", 5}}, "prompt"},
+      {{{"prompt", "x"}, {"temperature", -1}}, "temperature", "invalid_value"},
+      {{{"prompt", "x"}, {"temperature", "hot"}}, "temperature", "invalid_type"},
+      {{{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens", "invalid_value"},
+      {{{"prompt", "x"}, {"max_tokens", 100000}}, "max_tokens", "context_length_exceeded"},
+      {{{"prompt", too_many_ids}}, "prompt", "context_length_exceeded"},
+      {{{"prompt", std::string(257 * 64 + 1, 'a')}}, "prompt", "context_length_exceeded"},
+      {{{"prompt", "x"}, {"n", 99}}, "n", "invalid_value"},
+      {{{"prompt", "x"}, {"n", -1}}, "n", "invalid_value"},
+      {{{"prompt", "x"}, {"top_p", 0}}, "top_p", "invalid_value"},
+      {{{"prompt", "x"}, {"stop", {1, 2}}}, "stop", "invalid_value"},
+      {{{"prompt", "x"}, {"logprobs", 21}}, "logprobs", "invalid_value"},
+      {{{"prompt", "x"}, {"stream", "yes"}}, "stream", "invalid_type"},
+      {{{"prompt", "x"}, {"suffix", "y"}}, "suffix", "unsupported_parameter"},
+      {{{"prompt", {1, 99999}}}, "prompt", "invalid_value"},
+      {{{"prompt", Json::array()}}, "prompt", "invalid_value"},
+      {{{"prompt", 5}}, "prompt", "invalid_value"},
+      {{{"max_tokens", 5}}, "prompt", "missing_required_parameter"},
   };
   for (const Case& c : cases) {
     const Json r = PostJson("/v1/completions", c.body, 400);
     EXPECT_EQ(r["error"]["param"], c.param) << c.body << " -> " << r;
+    EXPECT_EQ(r["error"]["code"], c.code) << c.body << " -> " << r;
     EXPECT_EQ(r["error"]["type"], "invalid_request_error");
     EXPECT_FALSE(r["error"]["message"].get<std::string>().empty());
   }
+  EXPECT_EQ(PostJson("/v1/chat/completions", Json::object(), 400)["error"]["code"],
+            "missing_required_parameter");
   EXPECT_EQ(PostJson("/v1/chat/completions", {{"messages", "hi"}}, 400)["error"]["param"],
             "messages");
   EXPECT_EQ(PostJson("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", 7}}}}},
@@ -240,6 +249,7 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
   const Json unknown = PostJson("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4"}}, 404);
   EXPECT_EQ(unknown["error"]["code"], "model_not_found");
   EXPECT_EQ(PostJson("/v1/nothing", Json::object(), 404)["error"]["type"], "not_found_error");
+  EXPECT_EQ(PostJson("/v1/nothing", Json::object(), 404)["error"]["code"], "not_found");
 }
 
 TEST_F(OpenAiTest, AStreamingClientThatLeavesAbortsItsSequences) {
@@ -320,6 +330,7 @@ TEST_F(OpenAiTest, WithoutAWorkerBothApisWaitTheirBoundThenAnswerUnavailable) {
   EXPECT_EQ(grpc_status.error_code(), grpc::StatusCode::UNAVAILABLE) << grpc_status.error_message();
   EXPECT_GT(grpc_waited, absl::Seconds(1)) << "it waited for a worker";
   EXPECT_EQ(error["error"]["type"], "service_unavailable_error");
+  EXPECT_EQ(error["error"]["code"], "service_unavailable");
   EXPECT_GE(http_waited, kWorkerWait - absl::Seconds(1)) << "it waited for a worker";
   EXPECT_LT(http_waited, kWorkerWait + absl::Seconds(10));
   EXPECT_EQ(streamed_status, 503) << "a stream opens only once a worker took the call";
