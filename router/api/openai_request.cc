@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "router/api/openai_error.h"
@@ -76,6 +77,26 @@ absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::v
   return absl::OkStatus();
 }
 
+// OpenAI's logit_bias: {"token id": bias}. Ranges are checked with the rest of the request.
+absl::Status ReadLogitBias(const Json& body, SamplingParams* params) {
+  const Json* v = Field(body, "logit_bias");
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_object()) return Bad("logit_bias", "must be an object", kInvalidType);
+  std::vector<LogitBias> entries;
+  for (const auto& [key, bias] : v->items()) {
+    int id;
+    if (!absl::SimpleAtoi(key, &id) || id < 0) {
+      return Bad("logit_bias", absl::StrCat("key \"", key.substr(0, 32), "\" is not a token id"));
+    }
+    if (!bias.is_number()) {
+      return Bad("logit_bias", absl::StrCat("the bias of token ", id, " must be a number"),
+                 kInvalidType);
+    }
+    entries.push_back({id, static_cast<float>(bias.get<double>())});
+  }
+  return SetLogitBias(std::move(entries), params);
+}
+
 // Everything the two endpoints share: model, sampling, stops, n, seed, streaming.
 absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCall* call,
                         GenerationRequest* base) {
@@ -117,14 +138,16 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
                           std::numeric_limits<int64_t>::max(), &i));
   if (i.has_value()) set.seed = static_cast<uint64_t>(*i);
   i.reset();
+  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
+  given.min_tokens = static_cast<int>(i.value_or(0));
+  i.reset();
+  RETURN_IF_ERROR(ReadLogitBias(body, &given));
   base->sampling = ResolveSampling(set, context.cluster->config(), given);
   call->seed = base->sampling.seed;
   // The call's GenerationStream checks n against the limit before anything is sized by it.
   RETURN_IF_ERROR(ReadInt(body, "n", 1, std::numeric_limits<int>::max(), &i));
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
-  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
-  if (i.value_or(0) > 0) return Bad("min_tokens", "is not supported (only 0)");
   RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &base->ignore_eos));
   if (const Json* ids = Field(body, "stop_token_ids")) {
     RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", kMaxStopTokenIds, &base->stop_token_ids));
