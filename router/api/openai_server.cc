@@ -51,7 +51,10 @@ class OpenAiServer::Api {
  public:
   Api(Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
       OpenAiServerOptions options)
-      : cluster_(cluster), tokenizer_(tokenizer), options_(std::move(options)) {
+      : cluster_(cluster),
+        tokenizer_(tokenizer),
+        cors_(options.cors),
+        options_(std::move(options)) {
     context_.cluster = cluster;
     context_.tokenizer = tokenizer;
     context_.chat_template = chat_template;
@@ -95,12 +98,33 @@ class OpenAiServer::Api {
       if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
       res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
     });
-    // The key is checked on the head, before httplib reads a chunked body.
+    // The key is checked on the head, before httplib reads a chunked body. A browser sends
+    // none on a preflight.
     s->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const bool open = req.path == "/health" || req.path == "/version" || req.path == "/metrics";
+      const bool open = req.path == "/health" || req.path == "/version" || req.path == "/metrics" ||
+                        IsPreflight(req);
       return open || Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
                                           : httplib::Server::HandlerResponse::Handled;
     });
+    if (cors_.enabled()) {
+      s->Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+        res.status = 204;
+        if (!IsPreflight(req)) return res.set_header("Allow", "GET, POST, OPTIONS");
+        for (const auto& [name, value] :
+             cors_.PreflightHeaders(req.get_header_value("Origin"),
+                                    req.get_header_value("Access-Control-Request-Method"),
+                                    req.get_header_value("Access-Control-Request-Headers"))) {
+          res.set_header(name, value);
+        }
+      });
+      // Every other answer (errors and streams too) says which origin may read it.
+      s->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (IsPreflight(req)) return;
+        for (const auto& [name, value] : cors_.ResponseHeaders(req.get_header_value("Origin"))) {
+          res.set_header(name, value);
+        }
+      });
+    }
     s->set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
           // A bug, not the client's: its text stays in the log, not in a header.
@@ -121,6 +145,11 @@ class OpenAiServer::Api {
   static void SendJson(httplib::Response& res, const OrderedJson& j) {
     res.set_content(j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace),
                     "application/json");
+  }
+
+  bool IsPreflight(const httplib::Request& req) const {
+    return cors_.IsPreflight(req.method, req.get_header_value("Origin"),
+                             req.get_header_value("Access-Control-Request-Method"));
   }
 
   bool Authorized(const httplib::Request& req, httplib::Response& res) {
@@ -284,6 +313,7 @@ class OpenAiServer::Api {
 
   Cluster* const cluster_;
   const Tokenizer* const tokenizer_;
+  const CorsPolicy cors_;
   const OpenAiServerOptions options_;
   OpenAiContext context_;
   const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());

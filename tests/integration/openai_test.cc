@@ -136,6 +136,48 @@ TEST_F(OpenAiTest, GreedyChatOverHttpEqualsTheSamePromptOverGrpc) {
   EXPECT_TRUE(reply["system_fingerprint"].get<std::string>().starts_with("fp_"));
 }
 
+// The model's EOS ids are 1 and 2 (generation_config.json): +100 ends a sequence at once,
+// unless min_tokens holds them back. Both APIs carry the fields to the same sampler.
+TEST_F(OpenAiTest, LogitBiasAndMinTokensShapeTheOutputAlikeOverHttpAndGrpc) {
+  const Json ids = PostJson("/tokenize", {{"prompt", "Once upon a time"}})["tokens"];
+  Json ask = {{"prompt", ids},
+              {"max_tokens", 40},
+              {"temperature", 1},
+              {"seed", 7},
+              {"logit_bias", {{"1", 100}, {"2", 100}, {"13", -100}}}};
+  const Json eager = PostJson("/v1/completions", ask);
+  EXPECT_LT(eager["usage"]["completion_tokens"].get<int>(), 5) << eager;
+  EXPECT_EQ(eager["choices"][0]["finish_reason"], "stop");
+  ask["min_tokens"] = 25;
+  const Json held = PostJson("/v1/completions", ask);
+  EXPECT_GE(held["usage"]["completion_tokens"].get<int>(), 25) << held;
+  EXPECT_EQ(held["choices"][0]["finish_reason"], "stop") << "EOS comes once it may";
+  ask["stream"] = true;
+  std::string streamed;
+  for (const std::string& e : Stream("/v1/completions", ask)) {
+    if (e != "[DONE]") streamed += Json::parse(e)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, held["choices"][0]["text"]);
+
+  v1::GenerateRequest request = Greedy("");
+  request.clear_prompt();
+  for (int id : ids) request.add_prompt_token_ids(id);
+  request.set_max_tokens(40);
+  request.set_min_tokens(25);
+  request.mutable_sampling()->set_temperature(1);
+  request.mutable_sampling()->set_seed(7);
+  auto& bias = *request.mutable_sampling()->mutable_logit_bias();
+  bias[1] = 100;
+  bias[2] = 100;
+  bias[13] = -100;
+  const testing::StreamOutput grpc = Generate(request);
+  ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
+  EXPECT_EQ(grpc.text[0], held["choices"][0]["text"]);
+  EXPECT_EQ(grpc.ids[0].size(), held["usage"]["completion_tokens"]);
+  bias[512] = 1;  // outside the vocabulary
+  EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(OpenAiTest, CompletionsTakeEveryPromptForm) {
   const Json ids = PostJson("/tokenize", {{"prompt", "Once upon a time"}})["tokens"];
   for (const Json& prompt : {Json("Once upon a time"), ids}) {
@@ -217,6 +259,13 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
       {{{"prompt", Json::array()}}, "prompt", "invalid_value"},
       {{{"prompt", 5}}, "prompt", "invalid_value"},
       {{{"max_tokens", 5}}, "prompt", "missing_required_parameter"},
+      {{{"prompt", "x"}, {"logit_bias", {{"5", 1000}}}}, "logit_bias", "invalid_value"},
+      {{{"prompt", "x"}, {"logit_bias", {{"512", 1}}}}, "logit_bias", "invalid_value"},
+      {{{"prompt", "x"}, {"logit_bias", {{"x", 1}}}}, "logit_bias", "invalid_value"},
+      {{{"prompt", "x"}, {"logit_bias", {{"5", "up"}}}}, "logit_bias", "invalid_type"},
+      {{{"prompt", "x"}, {"logit_bias", "no"}}, "logit_bias", "invalid_type"},
+      {{{"prompt", "x"}, {"min_tokens", 17}}, "min_tokens", "invalid_value"},  // > 16
+      {{{"prompt", "x"}, {"min_tokens", -1}}, "min_tokens", "invalid_value"},
   };
   for (const Case& c : cases) {
     const Json r = PostJson("/v1/completions", c.body, 400);
