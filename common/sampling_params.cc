@@ -29,6 +29,33 @@ absl::Status SamplingParams::Validate() const {
   if (logprobs < 0 || logprobs > kMaxLogprobs) {
     return bad("logprobs", logprobs, absl::StrCat("in [0, ", kMaxLogprobs, "]").c_str());
   }
+  if (min_tokens < 0) return bad("min_tokens", min_tokens, ">= 0");
+  if (logit_bias.size() > static_cast<size_t>(kMaxLogitBiasEntries)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: ", logit_bias.size(), " tokens; at most ", kMaxLogitBiasEntries));
+  }
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const LogitBias& b = logit_bias[i];
+    if (b.token_id < 0 || (i > 0 && b.token_id <= logit_bias[i - 1].token_id)) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: token id ", b.token_id,
+                                                     ": ids must be >= 0, each at most once"));
+    }
+    if (!(b.bias >= -kMaxLogitBias && b.bias <= kMaxLogitBias)) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: the bias of token ", b.token_id,
+                                                     " is ", b.bias, "; must be in [-",
+                                                     kMaxLogitBias, ", ", kMaxLogitBias, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SamplingParams::ValidateTokenIds(int vocab_size) const {
+  for (const LogitBias& b : logit_bias) {
+    if (b.token_id < 0 || b.token_id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias: token id ", b.token_id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -5,10 +5,21 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
 namespace pagoda {
+
+// A bias added to one token's logit before sampling (OpenAI's logit_bias).
+struct LogitBias {
+  int token_id = 0;  // in [0, vocab)
+  float bias = 0;    // [-kMaxLogitBias, kMaxLogitBias]: -100 bans the token, +100 forces it
+};
+
+inline constexpr float kMaxLogitBias = 100;
+// Biased tokens per request at most (the HTTP API's JSON bound of keys per object, too).
+inline constexpr int kMaxLogitBiasEntries = 1024;
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy; otherwise >= 0 and finite
@@ -20,10 +31,19 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]; subtracted per occurrence in the output
   uint64_t seed = 0;                // counter-based sampling: same seed, same tokens
   int logprobs = 0;                 // how many top alternatives to report per token (0..20)
+  // >= 0: the tokens that would end the sequence (EOS unless ignore_eos, and stop_token_ids;
+  // not stop strings) cannot be sampled until this many tokens are out.
+  int min_tokens = 0;
+  // Added to the logits before penalties, temperature, top-k/p and greedy's argmax; token ids
+  // strictly increasing, at most kMaxLogitBiasEntries.
+  std::vector<LogitBias> logit_bias;
 
   bool greedy() const { return temperature == 0.0f; }
-  // INVALID_ARGUMENT naming the first bad field.
+  // INVALID_ARGUMENT naming the first bad field. Token ids are only checked to be >= 0:
+  // ValidateTokenIds knows the vocabulary.
   absl::Status Validate() const;
+  // INVALID_ARGUMENT naming logit_bias when one of its ids is outside [0, vocab_size).
+  absl::Status ValidateTokenIds(int vocab_size) const;
 };
 
 constexpr int kMaxLogprobs = 20;

@@ -18,7 +18,15 @@ struct NewSequence {
   int seq_index = 0;            // which of the request's n samples; part of the RNG counter
   std::vector<int> prompt_ids;  // the request's prompt (for repetition penalties)
   std::vector<int> output_ids;  // tokens generated before a preemption, if any
+  // The ids that would end it (EOS unless ignore_eos, and the request's stop_token_ids): the
+  // worker masks them while fewer than sampling.min_tokens tokens are out. Sent only then; at
+  // most kMaxStopIdsPerSequence.
+  std::vector<int> stop_ids;
 };
+
+// What a worker accepts in NewSequence.stop_ids: the router's bound on a request's
+// stop_token_ids plus room for the model's EOS ids.
+inline constexpr int kMaxStopIdsPerSequence = 1024;
 
 // One sequence's work in this step.
 struct ScheduledSequence {

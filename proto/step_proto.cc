@@ -18,6 +18,12 @@ void ToProto(const SamplingParams& in, v1::SamplingState* out) {
   out->set_frequency_penalty(in.frequency_penalty);
   out->set_seed(in.seed);
   out->set_logprobs(in.logprobs);
+  out->set_min_tokens(in.min_tokens);
+  for (const LogitBias& b : in.logit_bias) {
+    v1::LogitBias* p = out->add_logit_bias();
+    p->set_token_id(b.token_id);
+    p->set_bias(b.bias);
+  }
 }
 
 SamplingParams FromProto(const v1::SamplingState& in) {
@@ -31,6 +37,8 @@ SamplingParams FromProto(const v1::SamplingState& in) {
   p.frequency_penalty = in.frequency_penalty();
   p.seed = in.seed();
   p.logprobs = in.logprobs();
+  p.min_tokens = in.min_tokens();
+  for (const v1::LogitBias& b : in.logit_bias()) p.logit_bias.push_back({b.token_id(), b.bias()});
   return p;
 }
 
@@ -46,6 +54,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->set_seq_index(n.seq_index);
     p->mutable_prompt_ids()->Add(n.prompt_ids.begin(), n.prompt_ids.end());
     p->mutable_output_ids()->Add(n.output_ids.begin(), n.output_ids.end());
+    p->mutable_stop_ids()->Add(n.stop_ids.begin(), n.stop_ids.end());
   }
   for (const BlockCopy& c : in.block_copies) {
     v1::BlockCopy* p = out->add_block_copies();
@@ -74,6 +83,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     n.seq_index = p.seq_index();
     n.prompt_ids = ToVector<int>(p.prompt_ids());
     n.output_ids = ToVector<int>(p.output_ids());
+    n.stop_ids = ToVector<int>(p.stop_ids());
   }
   for (const v1::BlockCopy& p : in.block_copies()) out.block_copies.push_back({p.src(), p.dst()});
   for (const v1::ScheduledSequence& p : in.scheduled()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -10,11 +11,12 @@ namespace pagoda {
 namespace {
 
 // A worker's reply comes off the wire: it must answer this step with exactly the samples asked
-// for, in order, with ids in the vocabulary, finite log-probabilities, and top alternatives
-// only as many as the sequence asked for (`logprobs_of`), and a finite, non-negative
-// forward time. Anything else means the worker is broken.
+// for, in order, with ids in the vocabulary, no stop id before min_tokens, finite
+// log-probabilities, and top alternatives only as many as the sequence asked for, and a
+// finite, non-negative forward time. Anything else means the worker is broken. `sequence_of`
+// finds a scheduled sequence (null once aborted).
 absl::Status CheckResult(const StepCommand& command, const StepResult& result, int vocab_size,
-                         const std::function<int(int64_t)>& logprobs_of) {
+                         const std::function<const Sequence*(int64_t)>& sequence_of) {
   auto broken = [&](auto&&... parts) {
     return absl::InternalError(
         absl::StrCat("worker sent ", parts..., " in step ", command.step_id));
@@ -38,9 +40,16 @@ absl::Status CheckResult(const StepCommand& command, const StepResult& result, i
       return broken("token ", sampled.token_id, " outside the vocabulary");
     }
     if (!std::isfinite(sampled.logprob)) return broken("logprob ", sampled.logprob);
-    if (static_cast<int>(sampled.top_logprobs.size()) > logprobs_of(s.seq_id)) {
+    const Sequence* seq = sequence_of(s.seq_id);
+    const int logprobs = seq == nullptr ? 0 : seq->sampling.logprobs;
+    if (static_cast<int>(sampled.top_logprobs.size()) > logprobs) {
       return broken(sampled.top_logprobs.size(), " top logprobs for sequence ", s.seq_id,
-                    ", which asked for ", logprobs_of(s.seq_id));
+                    ", which asked for ", logprobs);
+    }
+    if (seq != nullptr && seq->num_output_tokens() < seq->sampling.min_tokens &&
+        absl::c_linear_search(seq->stop_token_ids, sampled.token_id)) {
+      return broken("stop token ", sampled.token_id, " for sequence ", s.seq_id, " after ",
+                    seq->num_output_tokens(), " of its min_tokens ", seq->sampling.min_tokens);
     }
     for (const TokenLogprob& top : sampled.top_logprobs) {
       if (!in_vocab(top.token_id) || !std::isfinite(top.logprob)) {
@@ -102,6 +111,11 @@ absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len
         absl::StrCat("prompt (", num_prompt, " tokens) + max_tokens (", *r.max_tokens,
                      ") exceeds the model length of ", max_model_len, " tokens"));
   }
+  if (r.max_tokens.has_value() && r.sampling.min_tokens > *r.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("min_tokens = ", r.sampling.min_tokens,
+                                                   ": must be at most max_tokens (", *r.max_tokens,
+                                                   ")"));
+  }
   if (!r.output_ids.empty() && r.n != 1) {
     return absl::InvalidArgumentError("output_ids: a resumed sequence must have n = 1");
   }
@@ -123,6 +137,13 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
       return absl::InvalidArgumentError(
           absl::StrCat("stop_token_ids: token id ", id, " is outside the vocabulary"));
     }
+  }
+  RETURN_IF_ERROR(r.sampling.ValidateTokenIds(config.vocab_size));
+  // min_tokens masks the stop ids: some token must stay possible.
+  const size_t num_stop_ids = r.stop_token_ids.size() + (r.ignore_eos ? 0 : config.eos_ids.size());
+  if (r.sampling.min_tokens > 0 && num_stop_ids >= static_cast<size_t>(config.vocab_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_tokens: ", num_stop_ids, " stop ids would mask the whole vocabulary"));
   }
   return absl::OkStatus();
 }
@@ -203,9 +224,8 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   const StepCommand command = scheduler_.Schedule();
   if (after_schedule_) after_schedule_();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
-  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size, [this](int64_t seq_id) {
-    return scheduler_.requested_logprobs(seq_id);
-  }));
+  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size,
+                              [this](int64_t seq_id) { return scheduler_.sequence(seq_id); }));
   last_forward_seconds_ = result.forward_seconds;
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   // Forget finished sequences, and requests once none of theirs is left here.

@@ -25,6 +25,13 @@
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
 ABSL_FLAG(int, worker_port, 50052, "port workers dial");
 ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP API (/v1/...); 0 = off");
+ABSL_FLAG(std::string, allowed_origins, "",
+          "CORS for browsers on --http-port: origins that may call it, comma-separated "
+          "(https://app.example,http://localhost:3000) or *; empty = CORS off");
+ABSL_FLAG(std::string, allowed_methods, "*", "CORS: methods a preflight may ask for; * = any");
+ABSL_FLAG(std::string, allowed_headers, "*", "CORS: headers a preflight may ask for; * = any");
+ABSL_FLAG(bool, allow_credentials, false,
+          "CORS: browsers may send cookies and Authorization (the origin is echoed, never *)");
 ABSL_FLAG(std::string, chat_template, "",
           "Jinja chat template file for /v1/chat/completions; default: the model's own");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
@@ -92,6 +99,8 @@ pagoda::ProgramUsage Usage() {
       {
           {"Model", {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template"}},
           {"Network", {"host", "port", "http_port", "worker_port", "metrics_port"}},
+          {"Browsers (CORS)",
+           {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
           {"Local workers",
            {"spawn_workers", "worker_kv_cache_mb", "worker_kv_cache_dtype", "worker_threads",
             "worker_weight_dtype"}},
@@ -135,6 +144,10 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   o.http_port.reset();
   if (const int port = absl::GetFlag(FLAGS_http_port); port > 0) o.http_port = port;
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port > 0) o.metrics_port = port;
+  ASSIGN_OR_RETURN(o.cors, pagoda::ParseCorsOptions(absl::GetFlag(FLAGS_allowed_origins),
+                                                    absl::GetFlag(FLAGS_allowed_methods),
+                                                    absl::GetFlag(FLAGS_allowed_headers),
+                                                    absl::GetFlag(FLAGS_allow_credentials)));
   o.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
 
   pagoda::EngineOptions& engine = o.cluster.engine;

@@ -230,6 +230,7 @@ absl::Status RouterServer::Listen() {
     http.ready = [this] { return ready_.load(); };
     http.registry = &registry_;
     http.metrics = &metrics_;
+    http.cors = options_.cors;
     ASSIGN_OR_RETURN(http_, OpenAiServer::Start(cluster_.get(), tokenizer_.get(),
                                                 chat_template_ ? &*chat_template_ : nullptr, http));
   }

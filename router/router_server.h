@@ -31,6 +31,7 @@
 #include "common/process/metrics.h"
 #include "common/process/secret.h"
 #include "common/text/tokenizer.h"
+#include "router/api/cors.h"
 #include "router/cluster.h"
 #include "router/local_workers.h"
 #include "router/router_metrics.h"
@@ -61,6 +62,7 @@ struct RouterServerOptions {
   int port = 50051;                      // 0: any free port (port())
   int worker_port = 50052;               // 0: any free port (worker_port())
   std::optional<int> http_port = 8000;   // unset: no HTTP API; 0: any free port
+  CorsOptions cors;                      // for browsers on http_port; off by default
   std::optional<int> metrics_port;       // /metrics and /health; unset: none; 0: any free port
   int max_streams_per_connection = 256;  // concurrent calls on one client connection
   bool enable_reflection = false;        // gRPC server reflection on `port`

@@ -156,7 +156,11 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
          .prompt_ids =
              std::vector<int>(seq->tokens.begin(), seq->tokens.begin() + seq->num_prompt_tokens),
          .output_ids =
-             std::vector<int>(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end())});
+             std::vector<int>(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end()),
+         // The worker masks them until min_tokens are out, also when it recomputes the
+         // sequence after a preemption or a failover: the output so far comes along.
+         .stop_ids = seq->sampling.min_tokens > seq->num_output_tokens() ? seq->stop_token_ids
+                                                                         : std::vector<int>()});
     seq->on_worker = true;
     seq->num_synced_blocks = 0;
   }
@@ -283,9 +287,9 @@ StepCommand Scheduler::Schedule() {
   return cmd;
 }
 
-int Scheduler::requested_logprobs(int64_t seq_id) const {
+const Sequence* Scheduler::sequence(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
-  return it == seqs_.end() ? 0 : it->second->sampling.logprobs;
+  return it == seqs_.end() ? nullptr : it->second.get();
 }
 
 Scheduler::KvSlots Scheduler::kv_slots() const {

@@ -92,8 +92,8 @@ class Scheduler {
   };
   KvSlots kv_slots() const;
   const KVCacheManager& kv() const { return kv_; }
-  // How many top alternatives the sequence asked for per token (0 for an unknown id).
-  int requested_logprobs(int64_t seq_id) const;
+  // The sequence of `seq_id`, or null for an unknown (finished, aborted) id.
+  const Sequence* sequence(int64_t seq_id) const;
   const SchedulerOptions& options() const { return options_; }
 
  private:

@@ -46,6 +46,14 @@ Sampler::Sampler(int vocab_size)
       probs_(vocab_size),
       candidates_(vocab_size) {}
 
+void Sampler::ApplyBiasAndMask(float* logits, const SamplingParams& p, size_t num_output,
+                               std::span<const int> stop_ids) {
+  for (const LogitBias& b : p.logit_bias) logits[b.token_id] += b.bias;
+  if (num_output < static_cast<size_t>(p.min_tokens)) {
+    for (int t : stop_ids) logits[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 void Sampler::ApplyPenalties(float* logits, const SamplingParams& p, std::span<const int> prompt,
                              std::span<const int> output) {
   if (p.repetition_penalty != 1.0f) {
@@ -74,7 +82,8 @@ void Sampler::ApplyPenalties(float* logits, const SamplingParams& p, std::span<c
 }
 
 SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<const int> prompt,
-                             std::span<const int> output, int seq_index) {
+                             std::span<const int> output, int seq_index,
+                             std::span<const int> stop_ids) {
   const int n = vocab_size_;
   SampledToken result;
   // Logprobs describe the model's own distribution, before penalties and temperature. The
@@ -90,6 +99,7 @@ SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<c
     }
   }
   if (p.logprobs > 0) std::copy(logits, logits + n, raw_.begin());
+  ApplyBiasAndMask(logits, p, output.size(), stop_ids);
   ApplyPenalties(logits, p, prompt, output);
 
   int token;

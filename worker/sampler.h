@@ -23,10 +23,17 @@ class Sampler {
 
   // `logits` (vocab_size) is modified in place. `prompt` and `output` are the sequence's
   // tokens so far (for penalties); the new token lands at position prompt.size() + output.size().
+  // `stop_ids` cannot be sampled while output.size() < params.min_tokens.
+  // REQUIRES: params.Validate() and ValidateTokenIds(vocab_size) are OK, every id in `prompt`,
+  // `output` and `stop_ids` is in [0, vocab_size), and fewer than vocab_size distinct stop ids.
   SampledToken Sample(float* logits, const SamplingParams& params, std::span<const int> prompt,
-                      std::span<const int> output, int seq_index);
+                      std::span<const int> output, int seq_index,
+                      std::span<const int> stop_ids = {});
 
  private:
+  // logit_bias, and min_tokens' mask of the stop ids.
+  void ApplyBiasAndMask(float* logits, const SamplingParams& params, size_t num_output,
+                        std::span<const int> stop_ids);
   void ApplyPenalties(float* logits, const SamplingParams& params, std::span<const int> prompt,
                       std::span<const int> output);
 

@@ -106,6 +106,16 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
       }
     }
     RETURN_IF_ERROR(n.sampling.Validate());
+    RETURN_IF_ERROR(n.sampling.ValidateTokenIds(c.vocab_size));
+    // Fewer than the vocabulary: min_tokens always leaves a token to sample.
+    if (n.stop_ids.size() > static_cast<size_t>(kMaxStopIdsPerSequence) ||
+        n.stop_ids.size() >= static_cast<size_t>(c.vocab_size)) {
+      return bad("sequence ", n.seq_id, ": ", n.stop_ids.size(), " stop ids");
+    }
+    for (int t : n.stop_ids) {
+      if (t < 0 || t >= c.vocab_size)
+        return bad("sequence ", n.seq_id, ": stop id ", t, " out of range");
+    }
   }
   int64_t total = 0;
   int num_sample = 0;
@@ -150,6 +160,7 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
     SequenceState& s = seqs_[n.seq_id];
     s.sampling = n.sampling;
     s.seq_index = n.seq_index;
+    s.stop_ids = n.stop_ids;
     s.num_prompt_tokens = static_cast<int>(n.prompt_ids.size());
     s.tokens = n.prompt_ids;
     s.tokens.insert(s.tokens.end(), n.output_ids.begin(), n.output_ids.end());
@@ -194,8 +205,9 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
       const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
       s.tokens.resize(std::max<int>(known, s.num_prompt_tokens));
       const std::span<const int> all(s.tokens);
-      SampledToken token = sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
-                                           all.subspan(s.num_prompt_tokens), s.seq_index);
+      SampledToken token =
+          sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
+                          all.subspan(s.num_prompt_tokens), s.seq_index, s.stop_ids);
       token.seq_id = sched.seq_id;
       s.tokens.push_back(token.token_id);
       result.sampled.push_back(std::move(token));

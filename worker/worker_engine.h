@@ -49,6 +49,7 @@ class WorkerEngine {
     int num_prompt_tokens = 0;
     std::vector<int> tokens;       // prompt then output, as far as known
     std::vector<int> block_table;  // physical block ids, in order
+    std::vector<int> stop_ids;     // masked until sampling.min_tokens are out (NewSequence)
   };
 
   WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks);

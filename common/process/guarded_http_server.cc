@@ -73,6 +73,21 @@ const char* Reason(int status) {
   }
 }
 
+// The error `code` and `type` as OpenAI's error object spells them (router/api/openai_error.h,
+// which this layer cannot see: it serves workers' metrics too).
+const char* ErrorCode(int status) {
+  switch (status) {
+    case 400:
+      return "invalid_request";
+    case 413:
+      return "request_too_large";
+    case 431:
+      return "headers_too_large";
+    default:
+      return "service_unavailable";
+  }
+}
+
 // The request the current pool thread serves.
 thread_local const HttpRequestStream* current_stream = nullptr;
 
@@ -263,9 +278,10 @@ class GuardedHttpServer::Loop {
 
   // Answers from the loop and closes: the request is refused before any thread reads it.
   void Refuse(ConnectionPtr& c, int status, const std::string& message) {
-    const std::string body = absl::StrCat(R"({"error": {"message": ")", message,
-                                          R"(", "type": "invalid_request_error", )",
-                                          R"("param": null, "code": )", status, "}}");
+    const std::string body =
+        absl::StrCat(R"({"error": {"message": ")", message, R"(", "type": ")",
+                     status >= 500 ? "service_unavailable_error" : "invalid_request_error",
+                     R"(", "param": null, "code": ")", ErrorCode(status), R"("}})");
     const std::string response =
         absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),

@@ -243,6 +243,13 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   given.presence_penalty = s.presence_penalty();
   given.frequency_penalty = s.frequency_penalty();
   given.logprobs = in.logprobs();
+  given.min_tokens = in.min_tokens();
+  if (s.logit_bias_size() > kMaxLogitBiasEntries) {
+    return bad("logit_bias: ", s.logit_bias_size(), " tokens; at most ", kMaxLogitBiasEntries);
+  }
+  std::vector<LogitBias> bias;
+  for (const auto& [token_id, value] : s.logit_bias()) bias.push_back({token_id, value});
+  RETURN_IF_ERROR(SetLogitBias(std::move(bias), &given));
   r.sampling = ResolveSampling(set, cluster_->config(), given);
   if (in.stop_size() > kMaxStopStrings) {
     return bad("stop: ", in.stop_size(), " strings; at most ", kMaxStopStrings);

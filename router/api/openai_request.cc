@@ -5,8 +5,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "router/api/openai_error.h"
 #include "router/api/request_policy.h"
 
 namespace pagoda {
@@ -14,8 +16,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status Bad(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+// A bad field: INVALID_ARGUMENT starting with its name, tagged with OpenAI's code for it.
+absl::Status Bad(absl::string_view field, absl::string_view why,
+                 absl::string_view code = kInvalidValue) {
+  return WithOpenAiCode(absl::InvalidArgumentError(absl::StrCat(field, ": ", why)), code);
 }
 
 // The field's value, or null when absent (an explicit null counts as absent, as OpenAI's
@@ -29,7 +33,7 @@ absl::Status ReadNumber(const Json& body, const char* name, double min, double m
                         std::optional<double>* out) {
   const Json* v = Field(body, name);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number()) return Bad(name, "must be a number");
+  if (!v->is_number()) return Bad(name, "must be a number", kInvalidType);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < min || x > max) {
     return Bad(name, absl::StrCat("must be in [", min, ", ", max, "]"));
@@ -42,7 +46,7 @@ absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t ma
                      std::optional<int64_t>* out) {
   const Json* v = Field(body, name);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number_integer()) return Bad(name, "must be an integer");
+  if (!v->is_number_integer()) return Bad(name, "must be an integer", kInvalidType);
   const int64_t x =
       v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
   if (x < min || x > max) return Bad(name, absl::StrCat("must be in [", min, ", ", max, "]"));
@@ -53,7 +57,7 @@ absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t ma
 absl::Status ReadBool(const Json& body, const char* name, bool* out) {
   const Json* v = Field(body, name);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_boolean()) return Bad(name, "must be true or false");
+  if (!v->is_boolean()) return Bad(name, "must be true or false", kInvalidType);
   *out = v->get<bool>();
   return absl::OkStatus();
 }
@@ -73,15 +77,35 @@ absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::v
   return absl::OkStatus();
 }
 
+// OpenAI's logit_bias: {"token id": bias}. Ranges are checked with the rest of the request.
+absl::Status ReadLogitBias(const Json& body, SamplingParams* params) {
+  const Json* v = Field(body, "logit_bias");
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_object()) return Bad("logit_bias", "must be an object", kInvalidType);
+  std::vector<LogitBias> entries;
+  for (const auto& [key, bias] : v->items()) {
+    int id;
+    if (!absl::SimpleAtoi(key, &id) || id < 0) {
+      return Bad("logit_bias", absl::StrCat("key \"", key.substr(0, 32), "\" is not a token id"));
+    }
+    if (!bias.is_number()) {
+      return Bad("logit_bias", absl::StrCat("the bias of token ", id, " must be a number"),
+                 kInvalidType);
+    }
+    entries.push_back({id, static_cast<float>(bias.get<double>())});
+  }
+  return SetLogitBias(std::move(entries), params);
+}
+
 // Everything the two endpoints share: model, sampling, stops, n, seed, streaming.
 absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCall* call,
                         GenerationRequest* base) {
   if (const Json* m = Field(body, "model")) {
-    if (!m->is_string()) return Bad("model", "must be a string");
+    if (!m->is_string()) return Bad("model", "must be a string", kInvalidType);
     call->model = m->get<std::string>();
   }
   if (const Json* u = Field(body, "user"); u != nullptr && !u->is_string()) {
-    return Bad("user", "must be a string");
+    return Bad("user", "must be a string", kInvalidType);
   }
   // Fields left out: the model's defaults (generation_config.json), and a fresh seed.
   SamplingOverrides set;
@@ -114,14 +138,16 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
                           std::numeric_limits<int64_t>::max(), &i));
   if (i.has_value()) set.seed = static_cast<uint64_t>(*i);
   i.reset();
+  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
+  given.min_tokens = static_cast<int>(i.value_or(0));
+  i.reset();
+  RETURN_IF_ERROR(ReadLogitBias(body, &given));
   base->sampling = ResolveSampling(set, context.cluster->config(), given);
   call->seed = base->sampling.seed;
   // The call's GenerationStream checks n against the limit before anything is sized by it.
   RETURN_IF_ERROR(ReadInt(body, "n", 1, std::numeric_limits<int>::max(), &i));
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
-  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
-  if (i.value_or(0) > 0) return Bad("min_tokens", "is not supported (only 0)");
   RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &base->ignore_eos));
   if (const Json* ids = Field(body, "stop_token_ids")) {
     RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", kMaxStopTokenIds, &base->stop_token_ids));
@@ -147,7 +173,7 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   }
   RETURN_IF_ERROR(ReadBool(body, "stream", &call->stream));
   if (const Json* options = Field(body, "stream_options")) {
-    if (!options->is_object()) return Bad("stream_options", "must be an object");
+    if (!options->is_object()) return Bad("stream_options", "must be an object", kInvalidType);
     if (!call->stream) return Bad("stream_options", "only allowed with stream: true");
     RETURN_IF_ERROR(ReadBool(*options, "include_usage", &call->include_usage));
   }
@@ -193,8 +219,8 @@ std::string ContentText(const Json& content) {
 // The messages as the template sees them: content parts joined into one string.
 absl::StatusOr<Json> ReadMessages(const Json& body) {
   const Json* messages = Field(body, "messages");
-  if (messages == nullptr || !messages->is_array() || messages->empty() ||
-      messages->size() > kMaxMessages) {
+  if (messages == nullptr) return Bad("messages", "is required", kMissingRequired);
+  if (!messages->is_array() || messages->empty() || messages->size() > kMaxMessages) {
     return Bad("messages", absl::StrCat("must be a list of 1 to ", kMaxMessages, " messages"));
   }
   Json out = Json::array();
@@ -232,7 +258,11 @@ absl::Status InOpenAiFieldNames(const absl::Status& status) {
   if (absl::StartsWith(message, "prompt_token_ids")) message.replace(0, 16, "prompt");
   // "prompt (N tokens) + max_tokens (M) exceeds ...": max_tokens is what the client set.
   if (absl::StrContains(message, "+ max_tokens")) message = "max_tokens: " + message;
-  return absl::InvalidArgumentError(message);
+  absl::Status renamed = absl::InvalidArgumentError(message);
+  status.ForEachPayload([&renamed](absl::string_view url, const absl::Cord& payload) {
+    renamed.SetPayload(url, payload);
+  });
+  return renamed;
 }
 
 absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& context) {
@@ -252,11 +282,11 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
     inputs.add_generation_prompt = false;
   }
   if (const Json* tools = Field(body, "tools")) {
-    if (!tools->is_array()) return Bad("tools", "must be a list");
+    if (!tools->is_array()) return Bad("tools", "must be a list", kInvalidType);
     inputs.tools = *tools;
   }
   if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) return Bad("chat_template_kwargs", "must be an object");
+    if (!kwargs->is_object()) return Bad("chat_template_kwargs", "must be an object", kInvalidType);
     inputs.extra_context = *kwargs;
   }
   inputs.bos_token = context.bos_token;
@@ -287,14 +317,15 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
   RETURN_IF_ERROR(ReadInt(body, "logprobs", 0, kMaxLogprobs, &logprobs));
   if (logprobs.has_value()) call.top_logprobs = static_cast<int>(*logprobs);
   if (call.echo && logprobs.has_value()) {
-    return Bad("echo", "echo with logprobs (prompt log probabilities) is not supported");
+    return Bad("echo", "echo with logprobs (prompt log probabilities) is not supported",
+               kUnsupportedParameter);
   }
   if (const Json* suffix = Field(body, "suffix"); suffix != nullptr) {
-    return Bad("suffix", "is not supported");
+    return Bad("suffix", "is not supported", kUnsupportedParameter);
   }
 
   const Json* prompt = Field(body, "prompt");
-  if (prompt == nullptr) return Bad("prompt", "is required");
+  if (prompt == nullptr) return Bad("prompt", "is required", kMissingRequired);
   const int max_len = context.cluster->max_model_len();
   // Each prompt is a string or a list of token ids; a list of either makes several.
   std::vector<const Json*> prompts;
@@ -317,6 +348,12 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
       ASSIGN_OR_RETURN(r.prompt_ids, EncodePrompt(*context.tokenizer, text, max_len));
       call.prompt_texts.push_back(text);
     } else {
+      if (p->is_array() && p->size() >= static_cast<size_t>(max_len)) {
+        return Bad(
+            "prompt",
+            absl::StrCat(p->size(), " tokens leave no room in the model length of ", max_len),
+            kContextLengthExceeded);
+      }
       RETURN_IF_ERROR(ReadTokenIds(*p, "prompt", max_len, &r.prompt_ids));
       if (r.prompt_ids.empty()) return Bad("prompt", "must not be empty");
       call.prompt_texts.push_back(call.echo ? context.tokenizer->Decode(r.prompt_ids)

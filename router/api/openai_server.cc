@@ -14,6 +14,7 @@
 #include "common/process/version.h"
 #include "glog/logging.h"
 #include "router/api/generation_stream.h"
+#include "router/api/openai_error.h"
 #include "router/api/openai_request.h"
 #include "router/api/openai_response.h"
 #include "router/api/request_policy.h"
@@ -31,51 +32,18 @@ constexpr JsonShapeLimits kBodyShape = {
 // How long the HTTP thread waits for output before it looks again.
 constexpr absl::Duration kTakeWait = absl::Milliseconds(500);
 
-void SendError(httplib::Response& res, int status, std::string_view message,
-               std::string_view param = "", std::string_view code = "") {
-  const char* type = status == 401   ? "authentication_error"
-                     : status == 404 ? "not_found_error"
-                     : status == 429 ? "rate_limit_error"
-                     : status == 503 ? "service_unavailable_error"
-                     : status >= 500 ? "server_error"
-                                     : "invalid_request_error";
-  OrderedJson error = {{"message", message},
-                       {"type", type},
-                       {"param", param.empty() ? OrderedJson(nullptr) : OrderedJson(param)},
-                       {"code", code.empty() ? OrderedJson(status) : OrderedJson(code)}};
-  res.status = status;
-  res.set_content(OrderedJson{{"error", std::move(error)}}.dump(
-                      -1, ' ', false, OrderedJson::error_handler_t::replace),
-                  "application/json");
+void Send(httplib::Response& res, const OpenAiError& error) {
+  res.status = error.http_status;
+  res.set_content(error.Body(), "application/json");
 }
 
-// The HTTP status for a core error; INVALID_ARGUMENT names its field first ("n = 0: ...",
-// "temperature: ..."), which becomes the error's param.
-void SendStatus(httplib::Response& res, const absl::Status& status) {
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition: {
-      size_t end = 0;
-      while (end < message.size() &&
-             (absl::ascii_isalnum(message[end]) || message[end] == '_' || message[end] == '.')) {
-        ++end;
-      }
-      const bool named = end > 0 && end < message.size() &&
-                         (message[end] == ':' || message.compare(end, 2, " =") == 0);
-      SendError(res, 400, message, named ? message.substr(0, end) : "");
-      return;
-    }
-    case absl::StatusCode::kResourceExhausted:
-      SendError(res, 429, message);
-      return;
-    case absl::StatusCode::kUnavailable:
-      SendError(res, 503, message);
-      return;
-    default:
-      SendError(res, 500, message);
-  }
+void SendError(httplib::Response& res, int status, std::string message, std::string param = "",
+               std::string code = "") {
+  Send(res, MakeOpenAiError(status, std::move(message), std::move(param), std::move(code)));
 }
+
+// A core error as OpenAI's: INVALID_ARGUMENT names its field first, which becomes `param`.
+void SendStatus(httplib::Response& res, const absl::Status& status) { Send(res, ErrorOf(status)); }
 
 }  // namespace
 
@@ -83,7 +51,10 @@ class OpenAiServer::Api {
  public:
   Api(Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
       OpenAiServerOptions options)
-      : cluster_(cluster), tokenizer_(tokenizer), options_(std::move(options)) {
+      : cluster_(cluster),
+        tokenizer_(tokenizer),
+        cors_(options.cors),
+        options_(std::move(options)) {
     context_.cluster = cluster;
     context_.tokenizer = tokenizer;
     context_.chat_template = chat_template;
@@ -127,12 +98,33 @@ class OpenAiServer::Api {
       if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
       res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
     });
-    // The key is checked on the head, before httplib reads a chunked body.
+    // The key is checked on the head, before httplib reads a chunked body. A browser sends
+    // none on a preflight.
     s->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const bool open = req.path == "/health" || req.path == "/version" || req.path == "/metrics";
+      const bool open = req.path == "/health" || req.path == "/version" || req.path == "/metrics" ||
+                        IsPreflight(req);
       return open || Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
                                           : httplib::Server::HandlerResponse::Handled;
     });
+    if (cors_.enabled()) {
+      s->Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+        res.status = 204;
+        if (!IsPreflight(req)) return res.set_header("Allow", "GET, POST, OPTIONS");
+        for (const auto& [name, value] :
+             cors_.PreflightHeaders(req.get_header_value("Origin"),
+                                    req.get_header_value("Access-Control-Request-Method"),
+                                    req.get_header_value("Access-Control-Request-Headers"))) {
+          res.set_header(name, value);
+        }
+      });
+      // Every other answer (errors and streams too) says which origin may read it.
+      s->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (IsPreflight(req)) return;
+        for (const auto& [name, value] : cors_.ResponseHeaders(req.get_header_value("Origin"))) {
+          res.set_header(name, value);
+        }
+      });
+    }
     s->set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
           // A bug, not the client's: its text stays in the log, not in a header.
@@ -153,6 +145,11 @@ class OpenAiServer::Api {
   static void SendJson(httplib::Response& res, const OrderedJson& j) {
     res.set_content(j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace),
                     "application/json");
+  }
+
+  bool IsPreflight(const httplib::Request& req) const {
+    return cors_.IsPreflight(req.method, req.get_header_value("Origin"),
+                             req.get_header_value("Access-Control-Request-Method"));
   }
 
   bool Authorized(const httplib::Request& req, httplib::Response& res) {
@@ -250,12 +247,7 @@ class OpenAiServer::Api {
           stream->Sent(taken.num_tokens());
           if (!taken.done) return true;
           if (!taken.error.ok()) {
-            OrderedJson error = {{"error",
-                                  {{"message", std::string(taken.error.message())},
-                                   {"type", "server_error"},
-                                   {"param", nullptr},
-                                   {"code", 500}}}};
-            if (!send({DumpJson(error)})) return false;
+            if (!send({ErrorOf(taken.error).Body()})) return false;
           } else if (!send(response->ClosingEvents())) {
             return false;
           }
@@ -285,7 +277,7 @@ class OpenAiServer::Api {
     if (auto it = body.find("add_special_tokens"); it != body.end()) {
       if (!it->is_boolean()) {
         return SendError(res, 400, "add_special_tokens: must be true or false",
-                         "add_special_tokens");
+                         "add_special_tokens", kInvalidType);
       }
       add_special_tokens = it->get<bool>();
     }
@@ -321,6 +313,7 @@ class OpenAiServer::Api {
 
   Cluster* const cluster_;
   const Tokenizer* const tokenizer_;
+  const CorsPolicy cors_;
   const OpenAiServerOptions options_;
   OpenAiContext context_;
   const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());

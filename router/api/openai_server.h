@@ -11,7 +11,9 @@
 // its deadline), then answers 503. Errors are OpenAI's object {"error": {"message", "type",
 // "param", "code"}}: 400 a bad field (named in param), 401 a missing or wrong API key, 404 an
 // unknown model or path, 429 the queue is full, 503 no worker came. A streaming client that
-// goes away aborts its sequences.
+// goes away aborts its sequences. With CORS origins set (OpenAiServerOptions::cors), every
+// response carries the Access-Control-* headers for an allowed Origin, and a preflight
+// (OPTIONS) is answered 204 without the API key; without them OPTIONS is not served.
 #ifndef PAGODA_ROUTER_API_OPENAI_SERVER_H_
 #define PAGODA_ROUTER_API_OPENAI_SERVER_H_
 
@@ -24,6 +26,7 @@
 #include "common/jinja/chat_template.h"
 #include "common/process/metrics.h"
 #include "common/text/tokenizer.h"
+#include "router/api/cors.h"
 #include "router/cluster.h"
 #include "router/router_metrics.h"
 
@@ -41,6 +44,7 @@ struct OpenAiServerOptions {
   std::function<bool()> ready;  // /health; null: ready
   const MetricsRegistry* registry = nullptr;  // /metrics when set
   RouterMetrics* metrics = nullptr;           // may be null
+  CorsOptions cors;                           // off by default (no allowed origins)
 };
 
 class OpenAiServer {

@@ -1,5 +1,7 @@
 #include "router/api/request_policy.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace pagoda {
@@ -33,6 +35,23 @@ SamplingParams ResolveSampling(const SamplingOverrides& overrides, const ModelCo
       overrides.repetition_penalty.value_or(SamplingParams().repetition_penalty);
   params.seed = overrides.seed.has_value() ? *overrides.seed : RandomSeed();
   return params;
+}
+
+absl::Status SetLogitBias(std::vector<LogitBias> entries, SamplingParams* params) {
+  if (entries.size() > static_cast<size_t>(kMaxLogitBiasEntries)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: ", entries.size(), " tokens; at most ", kMaxLogitBiasEntries));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const LogitBias& a, const LogitBias& b) { return a.token_id < b.token_id; });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i].token_id == entries[i - 1].token_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: token id ", entries[i].token_id, " is given twice"));
+    }
+  }
+  params->logit_bias = std::move(entries);
+  return absl::OkStatus();
 }
 
 absl::Time WorkerWaitEnd(std::optional<absl::Time> client_deadline, absl::Time now) {

@@ -32,6 +32,12 @@ absl::StatusOr<std::vector<int>> EncodePrompt(const Tokenizer& tokenizer, std::s
 SamplingParams ResolveSampling(const SamplingOverrides& overrides, const ModelConfig& model,
                                SamplingParams params = {});
 
+// `params.logit_bias` from a client's (token id, bias) pairs in any order: sorted by id, as
+// SamplingParams requires. INVALID_ARGUMENT naming logit_bias for more than
+// kMaxLogitBiasEntries pairs or an id given twice; ranges (ids in the vocabulary, biases in
+// [-100, 100]) are the request's validation's (GenerationStream::Submit).
+absl::Status SetLogitBias(std::vector<LogitBias> entries, SamplingParams* params);
+
 // How long a request waits for a worker when none is ready (every API alike).
 inline constexpr absl::Duration kWorkerWait = absl::Seconds(30);
 // When a request still waiting for a worker gives up with UNAVAILABLE: a little before the

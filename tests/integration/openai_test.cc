@@ -136,6 +136,48 @@ TEST_F(OpenAiTest, GreedyChatOverHttpEqualsTheSamePromptOverGrpc) {
   EXPECT_TRUE(reply["system_fingerprint"].get<std::string>().starts_with("fp_"));
 }
 
+// The model's EOS ids are 1 and 2 (generation_config.json): +100 ends a sequence at once,
+// unless min_tokens holds them back. Both APIs carry the fields to the same sampler.
+TEST_F(OpenAiTest, LogitBiasAndMinTokensShapeTheOutputAlikeOverHttpAndGrpc) {
+  const Json ids = PostJson("/tokenize", {{"prompt", "Once upon a time"}})["tokens"];
+  Json ask = {{"prompt", ids},
+              {"max_tokens", 40},
+              {"temperature", 1},
+              {"seed", 7},
+              {"logit_bias", {{"1", 100}, {"2", 100}, {"13", -100}}}};
+  const Json eager = PostJson("/v1/completions", ask);
+  EXPECT_LT(eager["usage"]["completion_tokens"].get<int>(), 5) << eager;
+  EXPECT_EQ(eager["choices"][0]["finish_reason"], "stop");
+  ask["min_tokens"] = 25;
+  const Json held = PostJson("/v1/completions", ask);
+  EXPECT_GE(held["usage"]["completion_tokens"].get<int>(), 25) << held;
+  EXPECT_EQ(held["choices"][0]["finish_reason"], "stop") << "EOS comes once it may";
+  ask["stream"] = true;
+  std::string streamed;
+  for (const std::string& e : Stream("/v1/completions", ask)) {
+    if (e != "[DONE]") streamed += Json::parse(e)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, held["choices"][0]["text"]);
+
+  v1::GenerateRequest request = Greedy("");
+  request.clear_prompt();
+  for (int id : ids) request.add_prompt_token_ids(id);
+  request.set_max_tokens(40);
+  request.set_min_tokens(25);
+  request.mutable_sampling()->set_temperature(1);
+  request.mutable_sampling()->set_seed(7);
+  auto& bias = *request.mutable_sampling()->mutable_logit_bias();
+  bias[1] = 100;
+  bias[2] = 100;
+  bias[13] = -100;
+  const testing::StreamOutput grpc = Generate(request);
+  ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
+  EXPECT_EQ(grpc.text[0], held["choices"][0]["text"]);
+  EXPECT_EQ(grpc.ids[0].size(), held["usage"]["completion_tokens"]);
+  bias[512] = 1;  // outside the vocabulary
+  EXPECT_EQ(Generate(request).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(OpenAiTest, CompletionsTakeEveryPromptForm) {
   const Json ids = PostJson("/tokenize", {{"prompt", "Once upon a time"}})["tokens"];
   for (const Json& prompt : {Json("Once upon a time"), ids}) {
@@ -196,28 +238,44 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
   struct Case {
     Json body;
     std::string param;
+    std::string code;  // OpenAI's string code
   };
+  const Json too_many_ids = std::vector<int>(257, 1);
   const std::vector<Case> cases = {
-      {{{"prompt", "x"}, {"temperature", -1}}, "temperature"},
-      {{{"prompt", "x"}, {"temperature", "hot"}}, "temperature"},
-      {{{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens"},
-      {{{"prompt", "x"}, {"max_tokens", 100000}}, "max_tokens"},
-      {{{"prompt", "x"}, {"n", 99}}, "n"},
-      {{{"prompt", "x"}, {"n", -1}}, "n"},
-      {{{"prompt", "x"}, {"top_p", 0}}, "top_p"},
-      {{{"prompt", "x"}, {"stop", {1, 2}}}, "stop"},
-      {{{"prompt", "x"}, {"logprobs", 21}}, "logprobs"},
-      {{{"prompt", {1, 99999}}}, "prompt"},
-      {{{"prompt", Json::array()}}, "prompt"},
-      {{{"prompt", 5}}, "prompt"},
-      {{{"max_tokens", 5}}, "prompt"},
+      {{{"prompt", "x"}, {"temperature", -1}}, "temperature", "invalid_value"},
+      {{{"prompt", "x"}, {"temperature", "hot"}}, "temperature", "invalid_type"},
+      {{{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens", "invalid_value"},
+      {{{"prompt", "x"}, {"max_tokens", 100000}}, "max_tokens", "context_length_exceeded"},
+      {{{"prompt", too_many_ids}}, "prompt", "context_length_exceeded"},
+      {{{"prompt", std::string(257 * 64 + 1, 'a')}}, "prompt", "context_length_exceeded"},
+      {{{"prompt", "x"}, {"n", 99}}, "n", "invalid_value"},
+      {{{"prompt", "x"}, {"n", -1}}, "n", "invalid_value"},
+      {{{"prompt", "x"}, {"top_p", 0}}, "top_p", "invalid_value"},
+      {{{"prompt", "x"}, {"stop", {1, 2}}}, "stop", "invalid_value"},
+      {{{"prompt", "x"}, {"logprobs", 21}}, "logprobs", "invalid_value"},
+      {{{"prompt", "x"}, {"stream", "yes"}}, "stream", "invalid_type"},
+      {{{"prompt", "x"}, {"suffix", "y"}}, "suffix", "unsupported_parameter"},
+      {{{"prompt", {1, 99999}}}, "prompt", "invalid_value"},
+      {{{"prompt", Json::array()}}, "prompt", "invalid_value"},
+      {{{"prompt", 5}}, "prompt", "invalid_value"},
+      {{{"max_tokens", 5}}, "prompt", "missing_required_parameter"},
+      {{{"prompt", "x"}, {"logit_bias", {{"5", 1000}}}}, "logit_bias", "invalid_value"},
+      {{{"prompt", "x"}, {"logit_bias", {{"512", 1}}}}, "logit_bias", "invalid_value"},
+      {{{"prompt", "x"}, {"logit_bias", {{"x", 1}}}}, "logit_bias", "invalid_value"},
+      {{{"prompt", "x"}, {"logit_bias", {{"5", "up"}}}}, "logit_bias", "invalid_type"},
+      {{{"prompt", "x"}, {"logit_bias", "no"}}, "logit_bias", "invalid_type"},
+      {{{"prompt", "x"}, {"min_tokens", 17}}, "min_tokens", "invalid_value"},  // > 16
+      {{{"prompt", "x"}, {"min_tokens", -1}}, "min_tokens", "invalid_value"},
   };
   for (const Case& c : cases) {
     const Json r = PostJson("/v1/completions", c.body, 400);
     EXPECT_EQ(r["error"]["param"], c.param) << c.body << " -> " << r;
+    EXPECT_EQ(r["error"]["code"], c.code) << c.body << " -> " << r;
     EXPECT_EQ(r["error"]["type"], "invalid_request_error");
     EXPECT_FALSE(r["error"]["message"].get<std::string>().empty());
   }
+  EXPECT_EQ(PostJson("/v1/chat/completions", Json::object(), 400)["error"]["code"],
+            "missing_required_parameter");
   EXPECT_EQ(PostJson("/v1/chat/completions", {{"messages", "hi"}}, 400)["error"]["param"],
             "messages");
   EXPECT_EQ(PostJson("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", 7}}}}},
@@ -240,6 +298,7 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
   const Json unknown = PostJson("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4"}}, 404);
   EXPECT_EQ(unknown["error"]["code"], "model_not_found");
   EXPECT_EQ(PostJson("/v1/nothing", Json::object(), 404)["error"]["type"], "not_found_error");
+  EXPECT_EQ(PostJson("/v1/nothing", Json::object(), 404)["error"]["code"], "not_found");
 }
 
 TEST_F(OpenAiTest, AStreamingClientThatLeavesAbortsItsSequences) {
@@ -320,6 +379,7 @@ TEST_F(OpenAiTest, WithoutAWorkerBothApisWaitTheirBoundThenAnswerUnavailable) {
   EXPECT_EQ(grpc_status.error_code(), grpc::StatusCode::UNAVAILABLE) << grpc_status.error_message();
   EXPECT_GT(grpc_waited, absl::Seconds(1)) << "it waited for a worker";
   EXPECT_EQ(error["error"]["type"], "service_unavailable_error");
+  EXPECT_EQ(error["error"]["code"], "service_unavailable");
   EXPECT_GE(http_waited, kWorkerWait - absl::Seconds(1)) << "it waited for a worker";
   EXPECT_LT(http_waited, kWorkerWait + absl::Seconds(10));
   EXPECT_EQ(streamed_status, 503) << "a stream opens only once a worker took the call";

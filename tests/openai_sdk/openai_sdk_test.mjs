@@ -61,6 +61,7 @@ before(async () => {
     `--port=${port}`, `--worker-port=${workerPort}`, `--http-port=${httpPort}`,
     "--host=127.0.0.1", `--model=${makeChatModel()}`, "--max-model-len=257",
     "--spawn-workers=1", "--worker-kv-cache-mb=8", `--api-key=${apiKey}`,
+    "--allowed-origins=https://app.example",
   ], { stdio: ["ignore", log, log] });
   baseURL = `http://127.0.0.1:${httpPort}/v1`;
   // Ready when /health says a worker is ready.
@@ -179,6 +180,62 @@ test("a seed replays; no seed draws a new one each call", async () => {
   assert.equal(replay.choices[0].message.content, a.choices[0].message.content);
 });
 
+// stories260K's EOS ids are 1 and 2: +100 ends a sequence at once unless min_tokens holds
+// them back. min_tokens is vLLM's field: the SDK sends what it is given.
+test("logit_bias and min_tokens, streamed and not, on both endpoints", async () => {
+  const bias = { logit_bias: { 1: 100, 2: 100, 13: -100 }, temperature: 1, seed: 3 };
+  const eager = await client.completions.create({
+    model: "chat-model", prompt: "Once upon a time", max_tokens: 30, ...bias,
+  });
+  assert.equal(eager.choices[0].finish_reason, "stop");
+  assert.ok(eager.usage.completion_tokens < 3, `${eager.usage.completion_tokens} tokens`);
+  const ask = { model: "chat-model", prompt: "Once upon a time", max_tokens: 30, min_tokens: 12,
+    ...bias };
+  const held = await client.completions.create(ask);
+  assert.equal(held.choices[0].finish_reason, "stop");
+  assert.ok(held.usage.completion_tokens >= 12, `${held.usage.completion_tokens} tokens`);
+  let text = "";
+  for await (const chunk of await client.completions.create({ ...ask, stream: true })) {
+    for (const c of chunk.choices) text += c.text;
+  }
+  assert.equal(text, held.choices[0].text);
+  const chatAsk = chat("Tell me a story.", { max_tokens: 30, min_tokens: 10, ...bias });
+  const whole = await client.chat.completions.create(chatAsk);
+  assert.equal(whole.choices[0].finish_reason, "stop");
+  assert.ok(whole.usage.completion_tokens >= 10);
+  let streamed = "";
+  for await (const chunk of await client.chat.completions.create({ ...chatAsk, stream: true })) {
+    for (const c of chunk.choices) streamed += c.delta.content ?? "";
+  }
+  assert.equal(streamed, whole.choices[0].message.content);
+});
+
+test("errors carry OpenAI's string codes, streamed or not", async () => {
+  const bad = (param, code) => (e) =>
+    e instanceof OpenAI.BadRequestError && e.param === param && e.code === code &&
+    e.type === "invalid_request_error";
+  for (const stream of [false, true]) {
+    await assert.rejects(client.completions.create({
+      model: "chat-model", prompt: "x", logit_bias: { 5: 1000 }, stream,
+    }), bad("logit_bias", "invalid_value"));
+    await assert.rejects(client.chat.completions.create(
+      chat("x", { logit_bias: { 9999: 1 }, stream })), bad("logit_bias", "invalid_value"));
+    await assert.rejects(client.completions.create({
+      model: "chat-model", prompt: "x", max_tokens: 4, min_tokens: 5, stream,
+    }), bad("min_tokens", "invalid_value"));
+    await assert.rejects(client.completions.create({
+      model: "chat-model", prompt: "x", max_tokens: 1000, stream,
+    }), bad("max_tokens", "context_length_exceeded"));
+    await assert.rejects(client.chat.completions.create(
+      chat("x", { temperature: "hot", stream })), bad("temperature", "invalid_type"));
+    await assert.rejects(client.completions.create({ model: "chat-model", stream }),
+      bad("prompt", "missing_required_parameter"));
+  }
+  await assert.rejects(client.completions.create({
+    model: "chat-model", prompt: "x".repeat(257 * 64 + 1) }),
+  bad("prompt", "context_length_exceeded"));
+});
+
 test("errors: 400 naming the field, 401, 404", async () => {
   await assert.rejects(client.chat.completions.create(chat("x", { temperature: -1 })),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "temperature");
@@ -186,9 +243,36 @@ test("errors: 400 naming the field, 401, 404", async () => {
     (e) => e instanceof OpenAI.BadRequestError && e.param === "n");
   const stranger = new OpenAI({ apiKey: "wrong", baseURL, maxRetries: 0 });
   await assert.rejects(stranger.chat.completions.create(chat("x")),
-    (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+    (e) => e instanceof OpenAI.AuthenticationError && e.status === 401 &&
+      e.code === "invalid_api_key");
   await assert.rejects(client.chat.completions.create({ ...chat("x"), model: "gpt-4o" }),
     (e) => e instanceof OpenAI.NotFoundError && e.code === "model_not_found");
+});
+
+// What a browser page on https://app.example reads: the SDK as it runs there (Origin sent),
+// its answers allowed to that origin, streamed or not; a preflight needs no key.
+test("CORS: an allowed origin reads answers and streams; a preflight needs no key", async () => {
+  const origin = "https://app.example";
+  const page = new OpenAI({ apiKey, baseURL, maxRetries: 0, defaultHeaders: { Origin: origin } });
+  const { response } = await page.completions.create({
+    model: "chat-model", prompt: "Once", max_tokens: 3,
+  }).withResponse();
+  assert.equal(response.headers.get("access-control-allow-origin"), origin);
+  const { response: streamed } = await page.chat.completions.create(
+    chat("Hi", { max_tokens: 3, stream: true })).withResponse();
+  assert.equal(streamed.headers.get("access-control-allow-origin"), origin);
+  const preflight = await fetch(`${baseURL}/chat/completions`, {
+    method: "OPTIONS",
+    headers: { Origin: origin, "Access-Control-Request-Method": "POST",
+      "Access-Control-Request-Headers": "authorization,content-type" },
+  });
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get("access-control-allow-origin"), origin);
+  assert.match(preflight.headers.get("access-control-allow-headers"), /authorization/);
+  const { response: foreign } = await new OpenAI({
+    apiKey, baseURL, maxRetries: 0, defaultHeaders: { Origin: "https://elsewhere.example" },
+  }).models.list().withResponse();
+  assert.equal(foreign.headers.get("access-control-allow-origin"), null);
 });
 
 test("aborting a stream mid-way frees its blocks", async () => {

@@ -18,6 +18,9 @@ TEST(StepProtoTest, CommandSurvivesTheWire) {
   n.sampling.logprobs = 3;
   n.prompt_ids = {1, 2, 3};
   n.output_ids = {4};
+  n.sampling.min_tokens = 5;
+  n.sampling.logit_bias = {{3, -100.0f}, {17, 2.5f}};
+  n.stop_ids = {2, 30};
   c.block_copies.push_back({5, 6});
   ScheduledSequence& s = c.scheduled.emplace_back();
   s.seq_id = 7;
@@ -42,6 +45,11 @@ TEST(StepProtoTest, CommandSurvivesTheWire) {
   EXPECT_EQ(back.new_sequences[0].sampling.logprobs, 3);
   EXPECT_EQ(back.new_sequences[0].prompt_ids, n.prompt_ids);
   EXPECT_EQ(back.new_sequences[0].output_ids, n.output_ids);
+  EXPECT_EQ(back.new_sequences[0].sampling.min_tokens, 5);
+  ASSERT_EQ(back.new_sequences[0].sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(back.new_sequences[0].sampling.logit_bias[1].token_id, 17);
+  EXPECT_EQ(back.new_sequences[0].sampling.logit_bias[1].bias, 2.5f);
+  EXPECT_EQ(back.new_sequences[0].stop_ids, n.stop_ids);
   ASSERT_EQ(back.block_copies.size(), 1u);
   EXPECT_EQ(back.block_copies[0].dst, 6);
   ASSERT_EQ(back.scheduled.size(), 1u);

@@ -2,11 +2,14 @@
 // invariance, the caller's request ids, validation, cancellation and broken workers.
 #include "router/engine.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/block_pool.h"
@@ -241,6 +244,130 @@ TEST_F(EngineTest, APromptsPrecomputedBlockHashesAreUsedWhenTheBlockSizeMatches)
   EXPECT_EQ(cached_tokens(16, BlockHashes(p, 16)), 16);
   EXPECT_EQ(cached_tokens(16, {12345}), 0) << "used, though wrong";
   EXPECT_EQ(cached_tokens(8, {12345, 678}), 16) << "another block size: hashed again";
+}
+
+// min_tokens holds back every id that would end the sequence (the model's EOS here) until that
+// many tokens are out; greedy is otherwise unchanged up to where it would have stopped.
+TEST_F(EngineTest, MinTokensHoldsBackTheStopTokensUntilReached) {
+  Start(512);
+  const testing::GoldenCase* stopped = nullptr;
+  for (const auto& c : golden()) {  // the shortest that stops on EOS
+    if (absl::c_linear_search(config_.eos_ids, c.greedy_ids.back()) &&
+        (stopped == nullptr || c.greedy_ids.size() < stopped->greedy_ids.size())) {
+      stopped = &c;
+    }
+  }
+  ASSERT_NE(stopped, nullptr) << "no golden case stops early on EOS";
+  const int natural = static_cast<int>(stopped->greedy_ids.size());  // the EOS included
+  SamplingParams p = Greedy();
+  p.min_tokens = natural + 10;
+  const int64_t id = Add(stopped->prompt_ids, p, /*n=*/1, /*max_tokens=*/natural + 40);
+  const std::vector<int> out = RunAll()[id].outputs[0];
+  ASSERT_GE(static_cast<int>(out.size()), p.min_tokens);
+  EXPECT_TRUE(std::equal(stopped->greedy_ids.begin(), stopped->greedy_ids.end() - 1, out.begin()))
+      << "the tokens before the stop are greedy's";
+  for (int i = 0; i < p.min_tokens; ++i) {
+    EXPECT_FALSE(absl::c_linear_search(config_.eos_ids, out[i])) << "EOS at " << i;
+  }
+}
+
+TEST_F(EngineTest, LogitBiasBansAndForcesTokensBeforeGreedysChoice) {
+  Start(512);
+  const auto& c = golden()[1];
+  SamplingParams banned = Greedy();
+  banned.logit_bias = {{c.greedy_ids[0], -100.0f}};
+  SamplingParams forced = Greedy();
+  forced.logit_bias = {{77, 100.0f}};
+  const int64_t a = Add(c.prompt_ids, banned, 1, 8), b = Add(c.prompt_ids, forced, 1, 8);
+  auto r = RunAll();
+  EXPECT_NE(r[a].outputs[0][0], c.greedy_ids[0]);
+  EXPECT_EQ(r[b].outputs[0], std::vector<int>(8, 77));
+}
+
+// A sequence preempted and recomputed, or resumed on another worker from its output so far
+// (what the Cluster sends after a worker failure), samples exactly what one run alone does:
+// the seed, logit_bias and min_tokens' count all come with the step.
+TEST_F(EngineTest, MinTokensAndLogitBiasAreExactAcrossPreemptionAndResumption) {
+  auto request = [&](int i) {
+    GenerationRequest r;
+    r.prompt_ids = ManyPrompts()[i];
+    r.sampling = Sampled(100 + i);
+    r.sampling.min_tokens = 60;
+    r.sampling.logit_bias = {{13, -100.0f}, {29, 3.0f}, {300, 2.0f}};
+    r.max_tokens = 90;
+    return r;
+  };
+  constexpr int kNum = 8;
+  Start(/*num_blocks=*/512);
+  std::vector<std::vector<int>> alone;
+  for (int i = 0; i < kNum; ++i) {
+    const int64_t id = Add(request(i));
+    alone.push_back(RunAll()[id].outputs.at(0));
+  }
+  for (const auto& out : alone) {
+    ASSERT_GE(out.size(), 60u);
+    EXPECT_FALSE(absl::c_linear_search(out, 13)) << "a banned token";
+  }
+  // Too few blocks for all of them: the scheduler preempts and recomputes.
+  Start(/*num_blocks=*/24);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < kNum; ++i) ids.push_back(Add(request(i)));
+  auto crowded = RunAll();
+  EXPECT_GT(engine_->scheduler().num_preemptions(), 0);
+  for (int i = 0; i < kNum; ++i) EXPECT_EQ(crowded[ids[i]].outputs[0], alone[i]) << i;
+  // Resumed elsewhere 30 tokens in, before min_tokens.
+  Start(/*num_blocks=*/512);
+  for (int i = 0; i < kNum; ++i) {
+    GenerationRequest resumed = request(i);
+    resumed.output_ids.assign(alone[i].begin(), alone[i].begin() + 30);
+    const int64_t id = Add(resumed);
+    const std::vector<int> rest = RunAll()[id].outputs.at(0);
+    EXPECT_EQ(rest, std::vector<int>(alone[i].begin() + 30, alone[i].end())) << i;
+  }
+}
+
+TEST_F(EngineTest, BadMinTokensAndLogitBiasAreRefusedNamingTheField) {
+  Start(64);
+  GenerationRequest r;
+  r.prompt_ids = golden()[0].prompt_ids;
+  r.max_tokens = 5;
+  r.sampling.min_tokens = 6;
+  EXPECT_THAT(engine_->AddRequest(1, r).message(), HasSubstr("min_tokens"));
+  r.sampling.min_tokens = -1;
+  EXPECT_THAT(engine_->AddRequest(1, r).message(), HasSubstr("min_tokens"));
+  r.sampling.min_tokens = 0;
+  for (const std::vector<LogitBias>& bias :
+       std::vector<std::vector<LogitBias>>{{{config_.vocab_size, 1.0f}},
+                                           {{-1, 1.0f}},
+                                           {{5, 100.5f}},
+                                           {{5, -101.0f}},
+                                           {{5, std::nanf("")}},
+                                           {{7, 1.0f}, {5, 1.0f}},
+                                           {{5, 1.0f}, {5, 2.0f}},
+                                           std::vector<LogitBias>(kMaxLogitBiasEntries + 1)}) {
+    r.sampling.logit_bias = bias;
+    const absl::Status s = engine_->AddRequest(1, r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("logit_bias"));
+  }
+  EXPECT_FALSE(engine_->has_unfinished());
+}
+
+TEST_F(EngineTest, AWorkerThatEndsASequenceBeforeMinTokensIsBroken) {
+  Start(64);
+  SpoilingExecutor bad(executor_.get(),
+                       [this](StepResult& r) { r.sampled.front().token_id = config_.eos_ids[0]; });
+  EngineOptions eo;
+  eo.max_model_len = 257;
+  Engine engine(config_, &bad, eo);
+  GenerationRequest r;
+  r.prompt_ids = golden()[0].prompt_ids;
+  r.sampling = Greedy();
+  r.sampling.min_tokens = 3;
+  ASSERT_TRUE(engine.AddRequest(0, r).ok());
+  const absl::Status status = engine.Step().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_THAT(status.message(), HasSubstr("min_tokens"));
 }
 
 }  // namespace

@@ -123,6 +123,65 @@ TEST(SamplerTest, LogprobsAreOfTheRawDistribution) {
   EXPECT_NEAR(t.top_logprobs[1].logprob, std::log(0.25), 1e-5);
 }
 
+TEST(SamplerTest, LogitBiasIsAddedBeforeGreedysChoice) {
+  Sampler sampler(4);
+  SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias = {{1, -100.0f}, {3, 1.5f}};  // 3 + 1.5 > 2 + 1.5 > 2; 1 is banned
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 2.0f};
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0).token_id, 3);
+}
+
+TEST(SamplerTest, LogitBiasIsAddedBeforeTopKAndTemperature) {
+  // Token 49 is the least likely; +100 puts it alone at the top, so top_k = 1 keeps only it.
+  SamplingParams p;
+  p.top_k = 1;
+  p.temperature = 5;
+  p.logit_bias = {{49, 100.0f}};
+  for (int pos = 1; pos < 20; ++pos) EXPECT_EQ(SampleOnce(p, 0, pos).token_id, 49);
+  // -100 on the likeliest token: never sampled (e^-100 of the mass), at any temperature.
+  p = SamplingParams();
+  p.temperature = 1;
+  p.logit_bias = {{0, -100.0f}};
+  for (int pos = 1; pos < 200; ++pos) EXPECT_NE(SampleOnce(p, 0, pos).token_id, 0);
+}
+
+TEST(SamplerTest, MinTokensMasksTheStopIdsUntilEnoughAreOut) {
+  Sampler sampler(4);
+  SamplingParams p;
+  p.temperature = 0;
+  p.min_tokens = 2;
+  const std::vector<int> stop_ids = {1, 2};
+  auto sample = [&](std::vector<int> output) {
+    std::vector<float> logits = {0.0f, 5.0f, 4.0f, 1.0f};
+    return sampler.Sample(logits.data(), p, {}, output, 0, stop_ids).token_id;
+  };
+  EXPECT_EQ(sample({}), 3);
+  EXPECT_EQ(sample({3}), 3);
+  EXPECT_EQ(sample({3, 3}), 1) << "min_tokens reached";
+  // Sampled, too: every draw avoids the masked ids.
+  p.temperature = 1;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    p.seed = seed;
+    const int t = sample({0});
+    EXPECT_TRUE(t == 0 || t == 3) << t;
+  }
+}
+
+TEST(SamplerTest, LogprobsStayTheModelsUnderBiasAndMask) {
+  Sampler sampler(3);
+  std::vector<float> logits = {0.0f, std::log(3.0f), -100.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 1;
+  p.min_tokens = 1;
+  p.logit_bias = {{0, 1.0f}};
+  const std::vector<int> stop_ids = {1};
+  const SampledToken t = sampler.Sample(logits.data(), p, {}, {}, 0, stop_ids);
+  EXPECT_EQ(t.token_id, 0);
+  EXPECT_NEAR(t.logprob, std::log(0.25), 1e-5);
+}
+
 TEST(SamplingParamsTest, ValidateNamesTheField) {
   SamplingParams p;
   EXPECT_TRUE(p.Validate().ok());
@@ -139,6 +198,18 @@ TEST(SamplingParamsTest, ValidateNamesTheField) {
   p = SamplingParams();
   p.logprobs = 100;
   EXPECT_NE(p.Validate().message().find("logprobs"), std::string::npos);
+  p = SamplingParams();
+  p.min_tokens = -1;
+  EXPECT_NE(p.Validate().message().find("min_tokens"), std::string::npos);
+  p = SamplingParams();
+  p.logit_bias = {{4, 100.0f}, {9, -100.0f}};
+  EXPECT_TRUE(p.Validate().ok());
+  EXPECT_TRUE(p.ValidateTokenIds(10).ok());
+  EXPECT_NE(p.ValidateTokenIds(9).message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{9, 1.0f}, {4, 1.0f}};
+  EXPECT_NE(p.Validate().message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{4, INFINITY}};
+  EXPECT_NE(p.Validate().message().find("logit_bias"), std::string::npos);
 }
 
 }  // namespace

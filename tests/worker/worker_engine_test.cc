@@ -1,5 +1,7 @@
 #include "worker/worker_engine.h"
 
+#include <functional>
+
 #include "common/model/llama2c_checkpoint.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -25,6 +27,66 @@ TEST(WorkerEngineTest, ASixteenBitPoolHoldsTwiceTheBlocksInTheSameBytes) {
   EXPECT_EQ(num_blocks[0], 100);
   EXPECT_EQ(num_blocks[1], 200);
   EXPECT_EQ(num_blocks[2], 200);
+}
+
+// A step comes off the wire: a bad sampling field or stop id is refused, never a crash, and
+// leaves the worker as it was.
+TEST(WorkerEngineTest, ABadNewSequenceIsRefusedAndChangesNothing) {
+  absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const int vocab = w->config.vocab_size;
+  WorkerOptions options;
+  options.num_blocks = 8;
+  options.max_num_batched_tokens = 64;
+  options.max_num_seqs = 4;
+  auto engine = WorkerEngine::Create(*std::move(w), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto step = [](const std::function<void(NewSequence&)>& spoil) {
+    StepCommand c;
+    c.step_id = 1;
+    NewSequence& n = c.new_sequences.emplace_back();
+    n.seq_id = 1;
+    n.prompt_ids = {1, 5, 6};
+    n.sampling.temperature = 0;
+    n.sampling.min_tokens = 2;
+    n.stop_ids = {1, 2};
+    n.sampling.logit_bias = {{3, -5.0f}};
+    spoil(n);
+    c.scheduled.push_back({.seq_id = 1,
+                           .token_ids = n.prompt_ids,
+                           .num_kept_blocks = 0,
+                           .new_block_ids = {0},
+                           .sample = true});
+    return c;
+  };
+  const std::vector<std::function<void(NewSequence&)>> spoils = {
+      [&](NewSequence& n) { n.stop_ids = {vocab}; },
+      [](NewSequence& n) { n.stop_ids = {-1}; },
+      [&](NewSequence& n) { n.stop_ids.assign(vocab, 1); },
+      [](NewSequence& n) { n.stop_ids.assign(kMaxStopIdsPerSequence + 1, 1); },
+      [](NewSequence& n) { n.sampling.min_tokens = -1; },
+      [&](NewSequence& n) {
+        n.sampling.logit_bias = {{vocab, 1.0f}};
+      },
+      [](NewSequence& n) {
+        n.sampling.logit_bias = {{-1, 1.0f}};
+      },
+      [](NewSequence& n) {
+        n.sampling.logit_bias = {{3, 1000.0f}};
+      },
+      [](NewSequence& n) {
+        n.sampling.logit_bias = {{4, 1.0f}, {3, 1.0f}};
+      },
+  };
+  for (const auto& spoil : spoils) {
+    const absl::StatusOr<StepResult> r = (*engine)->Execute(step(spoil));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  const absl::StatusOr<StepResult> good = (*engine)->Execute(step([](NewSequence&) {}));
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ(good->sampled.size(), 1u);
+  EXPECT_NE(good->sampled[0].token_id, 1);
+  EXPECT_NE(good->sampled[0].token_id, 2);
 }
 
 }  // namespace
