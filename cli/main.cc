@@ -17,6 +17,7 @@
 #include "cli/render_template_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
+#include "common/dtype_flags.h"
 #include "common/process/command_line.h"
 #include "common/process/secret.h"
 #include "glog/logging.h"
@@ -52,9 +53,12 @@ ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
 ABSL_FLAG(std::string, weight_dtype, "auto",
-          "how the matrices are stored: f32, bf16 (half the bytes; f32 arithmetic), int8 "
-          "(Q8_0's blocks of 32) or int4 (Q4_0's blocks of 32); auto: bf16 for bf16/f16 "
-          "checkpoints, int8 for quantized GGUF, else f32");
+          "how the matrices are stored: f32, bf16 (half the bytes), int8 (Q8_0's blocks of 32) "
+          "or int4 (Q4_0's blocks of 32); auto: each tensor as its file stores it (F32 and F16: "
+          "f32, BF16: bf16, Q8_0: int8, Q4_0/Q4_K: int4, Q6_K: q6_k)");
+ABSL_FLAG(std::string, compute_dtype, "auto",
+          "what bf16 weights are multiplied in: bf16 (activations rounded to bf16, f32 sums; "
+          "needs AVX512_BF16), f32 (exact products), or auto: bf16 where the CPU has it");
 ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: half the memory available after the weights load, at "
           "most --max-num-seqs sequences of the model's context");
@@ -134,8 +138,8 @@ pagoda::ProgramUsage Usage() {
                 "presence_penalty", "frequency_penalty", "seed", "n", "ignore_eos"},
                {"run", "generate"}},
               {"Engine (run)",
-               {"max_model_len", "weight_dtype", "kv_cache_mb", "kv_cache_dtype", "num_kv_blocks",
-                "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"},
+               {"max_model_len", "weight_dtype", "compute_dtype", "kv_cache_mb", "kv_cache_dtype",
+                "num_kv_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"},
                {"run"}},
               {"Router client (generate, bench)",
                {"server", "api_key", "timeout"},
@@ -242,6 +246,13 @@ int Run() {
     return 2;
   }
   o.worker.weight_dtype = *weight_dtype;
+  absl::StatusOr<pagoda::ComputeDtype> compute_dtype =
+      pagoda::ParseComputeDtypeFlag("compute-dtype", absl::GetFlag(FLAGS_compute_dtype));
+  if (!compute_dtype.ok()) {
+    std::cerr << "error: " << compute_dtype.status().message() << "\n";
+    return 2;
+  }
+  o.worker.compute_dtype = *compute_dtype;
   o.engine.max_num_batched_tokens = o.worker.max_num_batched_tokens;
   o.engine.max_num_seqs = o.worker.max_num_seqs;
   o.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);

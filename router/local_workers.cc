@@ -45,6 +45,9 @@ absl::Status CheckLocalWorkersOptions(const LocalWorkersOptions& options) {
   if (auto d = ParseKvDtypeFlag("worker-kv-cache-dtype", options.kv_cache_dtype); !d.ok()) {
     return d.status();
   }
+  if (auto d = ParseComputeDtypeFlag("worker-compute-dtype", options.compute_dtype); !d.ok()) {
+    return d.status();
+  }
   return absl::OkStatus();
 }
 
@@ -62,6 +65,7 @@ std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
           "--kv_cache_dtype=" + options.kv_cache_dtype,
           absl::StrCat("--threads=", threads),
           "--weight_dtype=" + options.weight_dtype,
+          "--compute_dtype=" + options.compute_dtype,
           absl::StrCat("--max_num_batched_tokens=", router.max_num_batched_tokens),
           absl::StrCat("--max_num_seqs=", router.max_num_seqs),
           absl::StrCat("--name=local-", index)};

@@ -25,6 +25,7 @@ struct LocalWorkersOptions {
   std::string kv_cache_mb = "auto";      // each one's --kv-cache-mb
   std::string weight_dtype = "auto";     // each one's --weight-dtype
   std::string kv_cache_dtype = "auto";   // each one's --kv-cache-dtype
+  std::string compute_dtype = "auto";    // each one's --compute-dtype
   int threads = 0;                       // each one's --threads; 0 = the cores split between them
 };
 

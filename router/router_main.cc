@@ -47,6 +47,8 @@ ABSL_FLAG(std::string, worker_kv_cache_mb, "auto",
           "--kv-cache-mb of spawned workers; auto: they share half the memory available");
 ABSL_FLAG(std::string, worker_weight_dtype, "auto",
           absl::StrCat("--weight-dtype of spawned workers: ", pagoda::WeightDtypeChoices()));
+ABSL_FLAG(std::string, worker_compute_dtype, "auto",
+          absl::StrCat("--compute-dtype of spawned workers: ", pagoda::ComputeDtypeChoices()));
 ABSL_FLAG(std::string, worker_kv_cache_dtype, "auto",
           absl::StrCat("--kv-cache-dtype of spawned workers: ", pagoda::KvDtypeChoices()));
 ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
@@ -103,7 +105,7 @@ pagoda::ProgramUsage Usage() {
            {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
           {"Local workers",
            {"spawn_workers", "worker_kv_cache_mb", "worker_kv_cache_dtype", "worker_threads",
-            "worker_weight_dtype"}},
+            "worker_weight_dtype", "worker_compute_dtype"}},
           {"Scheduling",
            {"placement", "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
             "enable_prefix_caching"}},
@@ -189,6 +191,7 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   o.local_workers.kv_cache_mb = absl::GetFlag(FLAGS_worker_kv_cache_mb);
   o.local_workers.weight_dtype = absl::GetFlag(FLAGS_worker_weight_dtype);
   o.local_workers.kv_cache_dtype = absl::GetFlag(FLAGS_worker_kv_cache_dtype);
+  o.local_workers.compute_dtype = absl::GetFlag(FLAGS_worker_compute_dtype);
   o.local_workers.threads = absl::GetFlag(FLAGS_worker_threads);
   RETURN_IF_ERROR(pagoda::RouterServer::CheckOptions(o));
   return o;

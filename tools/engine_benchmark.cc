@@ -9,6 +9,8 @@
 // as the worker loads it. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
 // Weights: $PAGODA_BENCH_WEIGHTS = any --weight-dtype the worker takes (f32, bf16, int8, and
 // int4 once it exists); unset: f32 for a random model, auto (per tensor) for a file.
+// bf16 weights' arithmetic: $PAGODA_BENCH_COMPUTE = auto (default), f32 or bf16 (--compute-dtype);
+// which bf16 engine: PAGODA_MATMUL = ours or onednn (worker/linear.h).
 // KV cache element type: $PAGODA_BENCH_KV = f32 (default), bf16 or f16 (in the context).
 // Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
+#include "common/dtype_flags.h"
 #include "common/model/model_loader.h"
 #include "common/model/random_weights.h"
 #include "glog/logging.h"
@@ -151,6 +154,11 @@ Bench& GetBench() {
       absl::StatusOr<std::optional<WeightDtype>> d = ParseWeightDtype(dtype);
       CHECK(d.ok()) << "PAGODA_BENCH_WEIGHTS=" << dtype << ": " << d.status().message();
       wo.weight_dtype = *d;  // auto: nullopt, per tensor
+    }
+    if (const char* compute = std::getenv("PAGODA_BENCH_COMPUTE"); compute && *compute) {
+      absl::StatusOr<ComputeDtype> c = ParseComputeDtypeFlag("PAGODA_BENCH_COMPUTE", compute);
+      CHECK(c.ok()) << c.status().message();
+      wo.compute_dtype = *c;
     }
     wo.kv_cache_dtype = kBenchKv;
     b->kv_elem_bytes = KvDtypeBytes(kBenchKv);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "common/numeric.h"
 #include "glog/logging.h"
@@ -16,6 +18,9 @@
 
 namespace pagoda {
 namespace {
+
+// bf16 compute: our kernel up to this many rows, oneDNN's brgemm above (docs/BENCHMARKS.md §16).
+constexpr int kOursUpToRows = 64;
 
 // The f16 scale of one block of up to 32 weights, rounded as Q8_0 stores it, and the weights.
 void QuantizeBlock(const float* w, int n, uint16_t* scale, int8_t* q) {
@@ -69,7 +74,33 @@ PackedShape PackedShapeOf(std::span<const TensorView> parts, WeightDtype dtype,
       .dtype = dtype};
 }
 
+// PAGODA_MATMUL, read once: "ours", "onednn", or empty (each row class's winner).
+MatmulEngine* ForcedEngine() {
+  static MatmulEngine* forced = []() -> MatmulEngine* {
+    static MatmulEngine engine;
+    const char* env = std::getenv("PAGODA_MATMUL");
+    const std::string_view wanted = env ? env : "";
+    if (wanted == "ours") {
+      engine = MatmulEngine::kOurs;
+    } else if (wanted == "onednn") {
+      engine = MatmulEngine::kOneDnn;
+    } else {
+      if (!wanted.empty()) LOG(WARNING) << "PAGODA_MATMUL=" << wanted << " is not ours or onednn";
+      LOG(INFO) << "bf16 matmuls: ours up to " << kOursUpToRows << " rows, oneDNN above";
+      return nullptr;
+    }
+    LOG(INFO) << "bf16 matmuls: " << wanted << " at every row count (PAGODA_MATMUL)";
+    return &engine;
+  }();
+  return forced;
+}
+
 }  // namespace
+
+MatmulEngine Bf16MatmulEngine(int rows) {
+  if (const MatmulEngine* forced = ForcedEngine()) return *forced;
+  return rows <= kOursUpToRows ? MatmulEngine::kOurs : MatmulEngine::kOneDnn;
+}
 
 Linear::Linear(const float* weight, int in, int out, const std::vector<float>& bias,
                bool accumulate, WeightDtype dtype, ComputeDtype compute)
@@ -121,6 +152,22 @@ Linear::Linear(std::span<const TensorView> parts, const std::vector<float>& bias
           PackColumn(panel, j, row.data());
         }
       }
+    }
+  }
+  if (shape_.compute_bf16 && !(ForcedEngine() && *ForcedEngine() == MatmulEngine::kOurs)) {
+    absl::StatusOr<std::unique_ptr<OneDnnBf16Matmul>> onednn =
+        OneDnnBf16Matmul::Create(bf16_panels(), shape_.n, shape_.k, shape_.k_padded,
+                                 bias_.empty() ? nullptr : bias_.data(), accumulate_);
+    if (!onednn.ok()) {
+      LOG_FIRST_N(WARNING, 1) << "oneDNN's bf16 matmul is unavailable (" << onednn.status()
+                              << "): every bf16 matmul runs on our kernel";
+    } else if (!(*onednn)->uses_caller_layout()) {
+      // It would keep a second copy of the weights (AMX's brgemm may want another layout).
+      LOG_FIRST_N(WARNING, 1) << "oneDNN (" << (*onednn)->impl_name()
+                              << ") cannot read our bf16 panels in place: every bf16 matmul "
+                                 "runs on our kernel, to keep one copy of the weights";
+    } else {
+      onednn_ = *std::move(onednn);
     }
   }
 }
@@ -257,7 +304,22 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     return;
   }
   if (shape_.compute_bf16) {
-    RunBf16(x, rows, y, ldy);
+    if (onednn_ == nullptr || Bf16MatmulEngine(rows) == MatmulEngine::kOurs) {
+      RunBf16(x, rows, y, ldy);
+      return;
+    }
+    // A chunk oneDNN cannot run (no primitive for a new row count) is left untouched by it, so
+    // our kernel takes over from that chunk and y is right either way.
+    const int chunk = OneDnnBf16Matmul::kChunkRows;
+    for (int r0 = 0; r0 < rows; r0 += chunk) {
+      const float* xr = x + static_cast<size_t>(r0) * shape_.k;
+      float* yr = y + static_cast<size_t>(r0) * ldy;
+      if (absl::Status s = onednn_->Run(xr, std::min(chunk, rows - r0), yr, ldy); !s.ok()) {
+        LOG_FIRST_N(ERROR, 1) << "oneDNN's bf16 matmul failed (" << s << "); ours runs instead";
+        RunBf16(xr, rows - r0, yr, ldy);
+        return;
+      }
+    }
     return;
   }
   // x packed by row tiles; grows to the largest step once, then never allocates.

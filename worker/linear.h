@@ -14,20 +14,30 @@
 // One kernel serves every row count: a decode (1 row) streams each panel once, like a GEMV; a
 // batch of up to 12 (AVX-512) or 6 (AVX2) rows is one register tile per panel, and more rows
 // reuse the panel from L2. docs/BENCHMARKS.md §6 has the measurements that chose it over
-// oneDNN's matmul. The weights exist only in this layout (no second copy).
+// oneDNN's matmul for f32 and int8. bf16 compute has two engines over the same panels (oneDNN
+// reads our layout in place): ours and oneDNN's brgemm, chosen per row count by
+// Bf16MatmulEngine (§16 measured them). The weights exist only in this layout (no second copy).
 // Thread-compatible: Run() is const, splits the panels over the OpenMP threads, and must not
 // run concurrently with itself.
 #ifndef PAGODA_WORKER_LINEAR_H_
 #define PAGODA_WORKER_LINEAR_H_
 
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/model/tensor_view.h"
 #include "worker/huge_page_buffer.h"
 #include "worker/kernels/kernels.h"
+#include "worker/onednn_matmul.h"
 
 namespace pagoda {
+
+// Which engine multiplies a bf16-compute matrix (both read the same panels).
+enum class MatmulEngine { kOurs, kOneDnn };
+// The engine for `rows` rows: PAGODA_MATMUL=ours|onednn forces one (read once, logged);
+// otherwise the measured winner of each row class (docs/BENCHMARKS.md §16).
+MatmulEngine Bf16MatmulEngine(int rows);
 
 class Linear {
  public:
@@ -86,6 +96,8 @@ class Linear {
   bool accumulate_;
   HugePageBuffer packed_;    // shape_.num_bytes(), as floats
   std::vector<float> bias_;  // (out) or empty
+  // bf16 compute: oneDNN's matmul over packed_ (null where oneDNN cannot read it in place).
+  std::unique_ptr<OneDnnBf16Matmul> onednn_;
 };
 
 }  // namespace pagoda

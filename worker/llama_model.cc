@@ -150,8 +150,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSourc
 }
 
 std::string LlamaModel::DescribeWeightDtypes() const {
-  std::map<WeightDtype, int> counts;
-  auto count = [&](const Linear& linear) { ++counts[linear.dtype()]; };
+  std::map<std::string, int> counts;  // "bf16 (bf16 compute)" apart from widened bf16
+  auto count = [&](const Linear& linear) {
+    ++counts[absl::StrCat(WeightDtypeName(linear.dtype()),
+                          linear.compute_bf16() ? " (bf16 compute)" : "")];
+  };
   count(*classifier_);
   if (token_embedding_) count(*token_embedding_);
   for (const Layer& l : layers_) {
@@ -161,13 +164,12 @@ std::string LlamaModel::DescribeWeightDtypes() const {
     count(*l.o);
     count(*l.down);
   }
-  std::vector<std::pair<int, WeightDtype>> by_count;
-  for (const auto& [dtype, n] : counts) by_count.push_back({-n, dtype});
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [name, n] : counts) by_count.push_back({-n, name});
   std::sort(by_count.begin(), by_count.end());
   std::string out;
-  for (const auto& [n, dtype] : by_count) {
-    absl::StrAppend(&out, out.empty() ? "" : ", ", WeightDtypeName(dtype), " x", -n);
-  }
+  for (const auto& [n, name] : by_count)
+    absl::StrAppend(&out, out.empty() ? "" : ", ", name, " x", -n);
   return out;
 }
 

@@ -29,10 +29,11 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig& config = source.config();
   const std::optional<WeightDtype> all = options.weight_dtype;
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<LlamaModel> model,
-      LlamaModel::Create(source, options.max_num_batched_tokens, options.max_num_seqs,
-                         [all](GgmlType stored) { return all.value_or(AutoWeightDtype(stored)); }));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                   LlamaModel::Create(
+                       source, options.max_num_batched_tokens, options.max_num_seqs,
+                       [all](GgmlType stored) { return all.value_or(AutoWeightDtype(stored)); },
+                       options.compute_dtype));
   LOG(INFO) << "weights: " << model->DescribeWeightDtypes()
             << (options.weight_dtype ? "" : " (--weight-dtype=auto, by each tensor's type)") << ", "
             << model->weight_bytes() / (1 << 20) << " MiB from " << source.num_bytes() / (1 << 20)

@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/dtype_flags.h"
 #include "common/model/model_loader.h"
 #include "common/model/weights_digest.h"
 #include "common/process/command_line.h"
@@ -40,9 +41,12 @@ ABSL_FLAG(double, kv_cache_memory_fraction, 0.5, "the share of available memory 
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(std::string, weight_dtype, "auto",
-          "how the matrices are stored: f32, bf16 (half the bytes; f32 arithmetic) or int8 "
-          "(Q8_0's blocks of 32); auto: bf16 for bf16/f16 checkpoints, int8 for quantized GGUF, "
-          "else f32");
+          "how the matrices are stored: f32, bf16 (half the bytes), int8 (Q8_0's blocks of 32) "
+          "or int4 (Q4_0's blocks); auto: each tensor as its file stores it (F32 and F16: f32, "
+          "BF16: bf16, Q8_0: int8, Q4_0/Q4_K: int4, Q6_K: q6_k)");
+ABSL_FLAG(std::string, compute_dtype, "auto",
+          "what bf16 weights are multiplied in: bf16 (activations rounded to bf16, f32 sums; "
+          "needs AVX512_BF16), f32 (exact products), or auto: bf16 where the CPU has it");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "the largest step, in tokens");
 ABSL_FLAG(int, max_num_seqs, 256, "the most sequences in one step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
@@ -63,7 +67,7 @@ pagoda::ProgramUsage Usage() {
           "pagoda-worker --router=HOST:PORT --model=M [--kv-cache-mb=MB] [--threads=T] [flags]\n"
           "Holds the weights and a shard of the KV pool; runs the steps the router sends.\n",
           {
-              {"Router and model", {"router", "model", "name", "weight_dtype"}},
+              {"Router and model", {"router", "model", "name", "weight_dtype", "compute_dtype"}},
               {"KV cache and steps",
                {"kv_cache_mb", "kv_cache_dtype", "kv_cache_memory_fraction", "num_kv_blocks",
                 "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"}},
@@ -144,6 +148,12 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << weight_dtype.status().message() << "\n";
     return 2;
   }
+  absl::StatusOr<pagoda::ComputeDtype> compute_dtype =
+      pagoda::ParseComputeDtypeFlag("compute-dtype", absl::GetFlag(FLAGS_compute_dtype));
+  if (!compute_dtype.ok()) {
+    std::cerr << "error: " << compute_dtype.status().message() << "\n";
+    return 2;
+  }
   absl::StatusOr<pagoda::KvDtype> kv_dtype =
       pagoda::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
   if (!kv_dtype.ok()) {
@@ -203,6 +213,7 @@ int main(int argc, char** argv) {
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.weight_dtype = *weight_dtype;
+  options.compute_dtype = *compute_dtype;
   auto engine = pagoda::WorkerEngine::Create(**weights, options);
   weights->reset();  // the file's mapping
   if (!engine.ok()) {

@@ -29,6 +29,9 @@ struct WorkerOptions {
   int threads = 0;                    // OpenMP threads; 0 = the runtime's default
   // How every matrix is stored; unset = auto: AutoWeightDtype of each tensor's stored type.
   std::optional<WeightDtype> weight_dtype;
+  // What bf16 matrices are multiplied in: auto = bf16 where the CPU has AVX512_BF16 (a bf16
+  // checkpoint's own arithmetic), f32 = exact products of the bf16 weights (Linear).
+  ComputeDtype compute_dtype = ComputeDtype::kAuto;
 };
 
 // --weight-dtype: "auto" (nullopt), "f32", "bf16" or "int8"; INVALID_ARGUMENT naming the flag
@@ -36,8 +39,8 @@ struct WorkerOptions {
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& flag);
 // What auto stores a matrix as, by the type its checkpoint stored it in: each value kept
 // exactly where a kernel can hold it. F32 and F16 → f32 (bf16 would drop 3 of f16's mantissa
-// bits), BF16 → bf16, Q8_0 → int8 (its blocks as they are), and the 4- and 6-bit types
-// (Q4_0, Q4_K, Q6_K) → int8 (finer than they are) until the int4 kernels take them.
+// bits), BF16 → bf16, Q8_0 → int8, Q4_0 and Q4_K → int4, Q6_K → q6_k (each its blocks as
+// they are).
 WeightDtype AutoWeightDtype(GgmlType stored);
 
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -391,6 +392,17 @@ GuardedHttpServer::~GuardedHttpServer() { Shutdown(); }
 bool GuardedHttpServer::listen_after_bind() {
   ::listen(svr_sock_, SOMAXCONN);
   return Server::listen_after_bind();
+}
+
+std::thread GuardedHttpServer::ListenInBackground() {
+  std::thread thread([this] {
+    listen_after_bind();
+    listen_returned_ = true;
+  });
+  while (!is_running() && !listen_returned_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return thread;
 }
 
 void GuardedHttpServer::Shutdown() { loop_->Stop(); }

@@ -27,7 +27,9 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 
 #include "absl/time/time.h"
 #include "common/process/http_head.h"
@@ -57,6 +59,10 @@ class GuardedHttpServer : public httplib::Server {
   // httplib's, with a listen backlog of SOMAXCONN rather than 5: a burst of connections (an
   // attack's) must not make an honest client's SYN wait for a retransmit.
   bool listen_after_bind();
+  // listen_after_bind() on a thread of its own, returned once the server runs (or the listen
+  // failed): httplib's stop() is a no-op until then, so a server stopped at once would never
+  // stop, and joining its thread would hang.
+  std::thread ListenInBackground();
 
   // After stop(): closes waiting connections and joins the pool (requests in progress end).
   void Shutdown();
@@ -73,6 +79,7 @@ class GuardedHttpServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
 
   std::unique_ptr<Loop> loop_;
+  std::atomic<bool> listen_returned_{false};
 };
 
 }  // namespace pagoda

@@ -67,11 +67,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
 HttpServer::HttpServer(std::unique_ptr<GuardedHttpServer> server, int port)
     : server_(std::move(server)), port_(port) {
   // The socket listens already: connections wait in its backlog until the loop accepts them.
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // stop() is a no-op until the loop runs: a server destroyed at once would never stop.
-  for (int i = 0; i < 1000 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  thread_ = server_->ListenInBackground();
 }
 
 HttpServer::~HttpServer() {

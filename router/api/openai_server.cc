@@ -339,7 +339,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
         absl::StrCat("cannot listen on HTTP port ", options.host, ":", options.port));
   }
   server->port_ = port;
-  server->thread_ = std::thread([s] { s->listen_after_bind(); });
+  server->thread_ = s->ListenInBackground();
   LOG(INFO) << "OpenAI-compatible HTTP API on " << options.host << ":" << port;
   return server;
 }

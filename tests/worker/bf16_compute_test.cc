@@ -212,7 +212,7 @@ TEST_F(Bf16ComputeTest, LinearPacksTheSharedLayoutAndEqualsTheReference) {
       if (linear.compute_bf16()) {
         const PackedShape& shape = linear.packed_shape();
         EXPECT_EQ(shape.panel_width, 64);
-        EXPECT_EQ(shape.k_padded, (s.in + 15) / 16 * 16);
+        EXPECT_EQ(shape.k_padded, (s.in + 31) / 32 * 32);
         EXPECT_EQ(shape.panel_bytes(), static_cast<size_t>(shape.k_padded) * 64 * 2);
         EXPECT_EQ(linear.weight_bytes(), shape.panel_bytes() * ((s.out + 63) / 64));
         const uint16_t* panels = linear.bf16_panels();

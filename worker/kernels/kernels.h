@@ -18,10 +18,10 @@ namespace pagoda {
 //   bf16: packed[p][kk][pos(j)], pos(j) = 2j for j < w, 2(j − w) + 1 otherwise (w = width/2):
 //         one vector load holds both halves of the row, split by a shift and a mask
 //   bf16 with compute_bf16 (multiplied in bf16 by gemm_bf16dot, activations rounded to bf16):
-//         panel_width 64, k_padded = k rounded up to 16, packed[p][kk/2][j][kk%2], that is
+//         panel_width 64, k_padded = k rounded up to 32, packed[p][kk/2][j][kk%2], that is
 //         uint16 p·k_padded·64 + (kk/2)·128 + 2j + kk%2: a 32-bit lane holds 2 k of one column,
 //         as vdpbf16ps takes them. This is oneDNN's BA16a64b2a layout of Wᵀ (dims {k, n} padded
-//         to {k_padded, 64·panels}), so oneDNN's matmul can read the same buffer.
+//         to {k_padded, 64·panels}; oneDNN pads k to 32), so its matmul reads the same buffer.
 //   int8: blocks of 32 along k, each [kk/4][j][kk%4] bytes (an int32 lane holds 4 k of one
 //         column, as VNNI's dot product takes them) and then f16 scales [j], one per column and
 //         block (Q8_0's precision: w ≈ q · scale). q is stored + 128 as unsigned bytes when the
@@ -101,7 +101,7 @@ inline size_t Int8TileBytes(int row_tile, int k_padded) {
 }
 
 // k_padded of a bf16 matrix with compute_bf16.
-inline int Bf16KPadded(int k) { return (k + 15) / 16 * 16; }
+inline int Bf16KPadded(int k) { return (k + 31) / 32 * 32; }
 
 // 32-bit words of one row tile of activations packed by pack_rows_bf16: [kk/2][r], each word
 // x[r][kk] | x[r][kk + 1] << 16 as bf16, zero past k and past the rows.
