@@ -46,14 +46,16 @@ class GrammarMatcher {
 
   const Grammar& grammar() const { return *grammar_; }
 
+  // The two sentinel frames at the bottom of stacks.
+  static constexpr int32_t kComplete = 0;  // the empty stack
+  static constexpr int32_t kContext = 1;   // frames below were not looked at
+
  private:
   friend class TokenMasker;
   struct Frame {
     int32_t pos;     // an element index; -1 for the two sentinels
     int32_t parent;  // a frame index
   };
-  static constexpr int32_t kComplete = 0;  // the empty stack
-  static constexpr int32_t kContext = 1;   // frames below were not looked at
 
   // The frame (pos, parent), shared when it exists.
   int32_t Intern(int32_t pos, int32_t parent);
