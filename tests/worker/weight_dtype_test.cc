@@ -258,5 +258,21 @@ TEST(WeightDtypeFlagTest, TheWorkerRefusesAnUnknownDtypeBeforeLoading) {
       << r.err;
 }
 
+TEST(WeightDtypeFlagTest, EveryBinaryRefusesAnUnknownComputeDtypeBeforeLoading) {
+  const std::vector<std::vector<std::string>> commands = {
+      {testing::BinaryPath("pagoda-worker"), "--model=/nonexistent", "--compute-dtype=fp8"},
+      {testing::BinaryPath("pagoda"), "run", "--model=/nonexistent", "--prompt=x",
+       "--compute-dtype=fp8"},
+      {testing::BinaryPath("pagoda-router"), "--model=/nonexistent", "--spawn-workers=1",
+       "--worker-compute-dtype=fp8"}};
+  for (const std::vector<std::string>& command : commands) {
+    const testing::CommandResult r = testing::RunCommand(command);
+    EXPECT_EQ(r.exit_code, 2) << command[0] << "\n" << r.err;
+    EXPECT_NE(r.err.find("compute-dtype=fp8: expected auto, f32 or bf16"), std::string::npos)
+        << command[0] << "\n"
+        << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
