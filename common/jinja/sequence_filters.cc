@@ -243,7 +243,7 @@ absl::StatusOr<Value> FilterSum(Interpreter& interp, const Value& v, CallArgs& a
     if (total.is_float() || x.is_float()) {
       total = Value::Float(total.as_float() + x.as_float());
     } else {
-      total = Value::Int(total.as_int() + x.as_int());
+      ASSIGN_OR_RETURN(total, IntResult(static_cast<__int128>(total.as_int()) + x.as_int()));
     }
   }
   return total;

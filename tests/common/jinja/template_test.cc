@@ -300,6 +300,7 @@ TEST(JinjaTest, TypeErrorsAreErrorsNotCrashes) {
   EXPECT_THAT(Error("{{ 1 // 0 }}").message(), HasSubstr("ZeroDivisionError"));
   EXPECT_THAT(Error("{% for x in 3 %}{% endfor %}").message(), HasSubstr("not iterable"));
   EXPECT_THAT(Error("{{ 9223372036854775807 + 1 }}").message(), HasSubstr("OverflowError"));
+  EXPECT_THAT(Error("{{ [9223372036854775807, 1] | sum }}").message(), HasSubstr("OverflowError"));
   EXPECT_FALSE(Error("{{ none() }}").ok());
   EXPECT_FALSE(Error("{% set a, b = [1] %}").ok());
 }
