@@ -219,6 +219,12 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
     }
   }
   RETURN_IF_ERROR(r.sampling.ValidateTokenIds(config.vocab_size));
+  // Alternatives the worker can give: never more than the vocabulary (its reports are checked
+  // for exactly this many).
+  if (r.sampling.prompt_logprobs > config.vocab_size || r.sampling.logprobs > config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("logprobs: more alternatives than the ",
+                                                   config.vocab_size, " tokens of the vocabulary"));
+  }
   // min_tokens masks the stop ids: some token must stay possible.
   const size_t num_stop_ids = r.stop_token_ids.size() + (r.ignore_eos ? 0 : config.eos_ids.size());
   if (r.sampling.min_tokens > 0 && num_stop_ids >= static_cast<size_t>(config.vocab_size)) {
