@@ -29,6 +29,10 @@ absl::Status SamplingParams::Validate() const {
   if (logprobs < 0 || logprobs > kMaxLogprobs) {
     return bad("logprobs", logprobs, absl::StrCat("in [0, ", kMaxLogprobs, "]").c_str());
   }
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxLogprobs) {
+    return bad("prompt_logprobs", prompt_logprobs,
+               absl::StrCat("in [0, ", kMaxLogprobs, "] (or -1: none)").c_str());
+  }
   if (min_tokens < 0) return bad("min_tokens", min_tokens, ">= 0");
   if (logit_bias.size() > static_cast<size_t>(kMaxLogitBiasEntries)) {
     return absl::InvalidArgumentError(

@@ -31,6 +31,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]; subtracted per occurrence in the output
   uint64_t seed = 0;                // counter-based sampling: same seed, same tokens
   int logprobs = 0;                 // how many top alternatives to report per token (0..20)
+  // -1: none. Else each prompt token's log probability (the first's excepted) is reported
+  // with this many top alternatives (0..20), computed in the prefill (vLLM's prompt_logprobs).
+  int prompt_logprobs = -1;
   // >= 0: the tokens that would end the sequence (EOS unless ignore_eos, and stop_token_ids;
   // not stop strings) cannot be sampled until this many tokens are out.
   int min_tokens = 0;

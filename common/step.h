@@ -11,6 +11,10 @@
 
 namespace pagoda {
 
+// How an embedding sequence pools the final norm's output rows (the hidden state before the
+// LM head) into one vector, L2-normalized by the worker. kNone: a generating sequence.
+enum class Pooling { kNone = 0, kLast = 1, kMean = 2 };
+
 // A sequence the worker has not seen (new, or back after preemption or a worker failure).
 struct NewSequence {
   int64_t seq_id = 0;
@@ -22,6 +26,9 @@ struct NewSequence {
   // worker masks them while fewer than sampling.min_tokens tokens are out. Sent only then; at
   // most kMaxStopIdsPerSequence.
   std::vector<int> stop_ids;
+  // Not kNone: an embedding. It never samples; the step that computes its last prompt token
+  // returns the pooled vector (StepResult::embeddings).
+  Pooling pooling = Pooling::kNone;
 };
 
 // What a worker accepts in NewSequence.stop_ids: the router's bound on a request's
@@ -36,6 +43,11 @@ struct ScheduledSequence {
   int num_kept_blocks = 0;         // the worker keeps this many leading block-table entries
   std::vector<int> new_block_ids;  // ... and appends these (a copy-on-write replaces the tail)
   bool sample = false;             // sample a token from the last row
+  // Report the log probability of each prompt token this chunk's rows predict (the row at
+  // position p predicts token p + 1 of the prompt): every row before the prompt's last gets
+  // logits (sampling.prompt_logprobs says how many alternatives), counted in the step's
+  // logit rows.
+  bool prompt_logprobs = false;
 };
 
 struct BlockCopy {
@@ -63,10 +75,32 @@ struct SampledToken {
   std::vector<TokenLogprob> top_logprobs;  // the `logprobs` most likely, when asked
 };
 
+// The prompt's log probabilities one chunk computed: entry i is the prompt token at position
+// first_position + i (>= 1: the first token has none), with its rank in the vocabulary (1 =
+// most likely) and the sequence's prompt_logprobs most likely alternatives.
+struct PromptLogprobs {
+  int64_t seq_id = 0;
+  int first_position = 1;
+  std::vector<float> logprobs;
+  std::vector<int> ranks;
+  std::vector<TokenLogprob> top;  // (logprobs.size() x top_n), row-major
+};
+
+// An embedding sequence's pooled, L2-normalized hidden state (dim floats).
+struct Embedding {
+  int64_t seq_id = 0;
+  std::vector<float> values;
+};
+
 struct StepResult {
   int64_t step_id = 0;
   std::vector<SampledToken> sampled;  // one per scheduled sequence with sample = true
-  double forward_seconds = 0.0;       // time in the worker's forward pass + sampling
+  // One per scheduled sequence with prompt_logprobs whose chunk reached rows before the
+  // prompt's last; one embedding per embedding sequence whose prompt this step completed.
+  // Both in scheduling order.
+  std::vector<PromptLogprobs> prompt_logprobs;
+  std::vector<Embedding> embeddings;
+  double forward_seconds = 0.0;  // time in the worker's forward pass + sampling
 };
 
 }  // namespace pagoda

@@ -19,6 +19,7 @@ void ToProto(const SamplingParams& in, v1::SamplingState* out) {
   out->set_seed(in.seed);
   out->set_logprobs(in.logprobs);
   out->set_min_tokens(in.min_tokens);
+  if (in.prompt_logprobs >= 0) out->set_prompt_logprobs(in.prompt_logprobs);
   for (const LogitBias& b : in.logit_bias) {
     v1::LogitBias* p = out->add_logit_bias();
     p->set_token_id(b.token_id);
@@ -38,6 +39,7 @@ SamplingParams FromProto(const v1::SamplingState& in) {
   p.seed = in.seed();
   p.logprobs = in.logprobs();
   p.min_tokens = in.min_tokens();
+  p.prompt_logprobs = in.has_prompt_logprobs() ? in.prompt_logprobs() : -1;
   for (const v1::LogitBias& b : in.logit_bias()) p.logit_bias.push_back({b.token_id(), b.bias()});
   return p;
 }
@@ -55,6 +57,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->mutable_prompt_ids()->Add(n.prompt_ids.begin(), n.prompt_ids.end());
     p->mutable_output_ids()->Add(n.output_ids.begin(), n.output_ids.end());
     p->mutable_stop_ids()->Add(n.stop_ids.begin(), n.stop_ids.end());
+    p->set_pooling(static_cast<int>(n.pooling));
   }
   for (const BlockCopy& c : in.block_copies) {
     v1::BlockCopy* p = out->add_block_copies();
@@ -69,6 +72,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->set_num_kept_blocks(s.num_kept_blocks);
     p->mutable_new_block_ids()->Add(s.new_block_ids.begin(), s.new_block_ids.end());
     p->set_sample(s.sample);
+    p->set_prompt_logprobs(s.prompt_logprobs);
   }
 }
 
@@ -84,6 +88,9 @@ StepCommand FromProto(const v1::StepCommand& in) {
     n.prompt_ids = ToVector<int>(p.prompt_ids());
     n.output_ids = ToVector<int>(p.output_ids());
     n.stop_ids = ToVector<int>(p.stop_ids());
+    // An unknown value is kept out of the enum's range, for the worker's check to refuse.
+    n.pooling = p.pooling() >= 0 && p.pooling() <= 2 ? static_cast<Pooling>(p.pooling())
+                                                     : static_cast<Pooling>(-1);
   }
   for (const v1::BlockCopy& p : in.block_copies()) out.block_copies.push_back({p.src(), p.dst()});
   for (const v1::ScheduledSequence& p : in.scheduled()) {
@@ -94,6 +101,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     s.num_kept_blocks = p.num_kept_blocks();
     s.new_block_ids = ToVector<int>(p.new_block_ids());
     s.sample = p.sample();
+    s.prompt_logprobs = p.prompt_logprobs();
   }
   return out;
 }
@@ -111,6 +119,22 @@ void ToProto(const StepResult& in, v1::StepResult* out) {
       p->add_top_logprobs(top.logprob);
     }
   }
+  for (const PromptLogprobs& l : in.prompt_logprobs) {
+    v1::PromptLogprobs* p = out->add_prompt_logprobs();
+    p->set_seq_id(l.seq_id);
+    p->set_first_position(l.first_position);
+    p->mutable_logprobs()->Add(l.logprobs.begin(), l.logprobs.end());
+    p->mutable_ranks()->Add(l.ranks.begin(), l.ranks.end());
+    for (const TokenLogprob& top : l.top) {
+      p->add_top_token_ids(top.token_id);
+      p->add_top_logprobs(top.logprob);
+    }
+  }
+  for (const Embedding& e : in.embeddings) {
+    v1::Embedding* p = out->add_embeddings();
+    p->set_seq_id(e.seq_id);
+    p->mutable_values()->Add(e.values.begin(), e.values.end());
+  }
 }
 
 StepResult FromProto(const v1::StepResult& in) {
@@ -124,6 +148,19 @@ StepResult FromProto(const v1::StepResult& in) {
     t.logprob = p.logprob();
     const int n = std::min(p.top_token_ids_size(), p.top_logprobs_size());
     for (int i = 0; i < n; ++i) t.top_logprobs.push_back({p.top_token_ids(i), p.top_logprobs(i)});
+  }
+  // Sizes are the router's to check (Engine's CheckResult).
+  for (const v1::PromptLogprobs& p : in.prompt_logprobs()) {
+    PromptLogprobs& l = out.prompt_logprobs.emplace_back();
+    l.seq_id = p.seq_id();
+    l.first_position = p.first_position();
+    l.logprobs = ToVector<float>(p.logprobs());
+    l.ranks = ToVector<int>(p.ranks());
+    const int n = std::min(p.top_token_ids_size(), p.top_logprobs_size());
+    for (int i = 0; i < n; ++i) l.top.push_back({p.top_token_ids(i), p.top_logprobs(i)});
+  }
+  for (const v1::Embedding& p : in.embeddings()) {
+    out.embeddings.push_back({p.seq_id(), ToVector<float>(p.values())});
   }
   return out;
 }

@@ -356,6 +356,8 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
     out.seq_index = u.seq_index;
     out.token_ids = u.new_token_ids;
     out.samples = u.samples;
+    out.prompt_logprobs = u.prompt_logprobs;
+    out.embedding = u.embedding;
     out.finished = u.finished;
     out.finish_reason = u.finish_reason;
     out.num_prompt_tokens = u.num_prompt_tokens;

@@ -67,6 +67,8 @@ struct RequestUpdate {
   int seq_index = 0;
   std::vector<int> token_ids;
   std::vector<SampledToken> samples;
+  std::shared_ptr<const PromptLogprobs> prompt_logprobs;  // with the first token, when asked
+  std::vector<float> embedding;                           // an embedding's, with its end
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int num_prompt_tokens = 0;

@@ -10,13 +10,80 @@
 namespace pagoda {
 namespace {
 
+// The prefill's reports: prompt log probabilities exactly for the chunks that asked, one per
+// row before the prompt's last, each a log probability with a rank in [1, vocab] and the
+// sequence's number of alternatives; an embedding of the model's dim, finite, for each
+// embedding sequence whose prompt the step completed. A sequence aborted since (null) is
+// checked only for shape.
+absl::Status CheckPromptResults(const StepCommand& command, const StepResult& result,
+                                int vocab_size, int dim,
+                                const std::function<const Sequence*(int64_t)>& sequence_of) {
+  auto broken = [&](auto&&... parts) {
+    return absl::InternalError(
+        absl::StrCat("worker sent ", parts..., " in step ", command.step_id));
+  };
+  size_t next_prompt = 0, next_embedding = 0;
+  for (const ScheduledSequence& s : command.scheduled) {
+    const Sequence* seq = sequence_of(s.seq_id);
+    const int end = s.num_computed_tokens + static_cast<int>(s.token_ids.size());
+    if (seq != nullptr && seq->pooling != Pooling::kNone && end == seq->num_prompt_tokens) {
+      if (next_embedding >= result.embeddings.size() ||
+          result.embeddings[next_embedding].seq_id != s.seq_id) {
+        return broken("no embedding for sequence ", s.seq_id);
+      }
+    }
+    if (next_embedding < result.embeddings.size() &&
+        result.embeddings[next_embedding].seq_id == s.seq_id) {
+      const std::vector<float>& v = result.embeddings[next_embedding++].values;
+      if (static_cast<int>(v.size()) != dim ||
+          !absl::c_all_of(v, [](float x) { return std::isfinite(x); })) {
+        return broken("an embedding of ", v.size(), " values (or not finite) for ", s.seq_id);
+      }
+    }
+    if (!s.prompt_logprobs) continue;
+    const int rows =
+        seq == nullptr
+            ? -1
+            : std::max(0, std::min(end, seq->num_prompt_tokens - 1) - s.num_computed_tokens);
+    if (rows == 0) continue;
+    if (next_prompt >= result.prompt_logprobs.size() ||
+        result.prompt_logprobs[next_prompt].seq_id != s.seq_id) {
+      if (rows < 0) continue;  // aborted: it may have sent none
+      return broken("no prompt logprobs for sequence ", s.seq_id);
+    }
+    const PromptLogprobs& p = result.prompt_logprobs[next_prompt++];
+    const size_t n = p.logprobs.size();
+    const size_t top_n =
+        seq == nullptr ? (n == 0 ? 0 : p.top.size() / n) : seq->sampling.prompt_logprobs;
+    if (p.first_position != s.num_computed_tokens + 1 ||
+        (rows >= 0 ? n != static_cast<size_t>(rows) : n > s.token_ids.size()) ||
+        p.ranks.size() != n || p.top.size() != n * top_n) {
+      return broken("prompt logprobs of the wrong shape for sequence ", s.seq_id);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(p.logprobs[i]) || p.ranks[i] < 1 || p.ranks[i] > vocab_size) {
+        return broken("prompt logprob ", p.logprobs[i], " of rank ", p.ranks[i]);
+      }
+    }
+    for (const TokenLogprob& top : p.top) {
+      if (top.token_id < 0 || top.token_id >= vocab_size || !std::isfinite(top.logprob)) {
+        return broken("prompt top logprob ", top.logprob, " of token ", top.token_id);
+      }
+    }
+  }
+  if (next_prompt != result.prompt_logprobs.size() || next_embedding != result.embeddings.size()) {
+    return broken("unrequested prompt logprobs or embeddings");
+  }
+  return absl::OkStatus();
+}
+
 // A worker's reply comes off the wire: it must answer this step with exactly the samples asked
 // for, in order, with ids in the vocabulary, no stop id before min_tokens, finite
 // log-probabilities, and top alternatives only as many as the sequence asked for, and a
 // finite, non-negative forward time. Anything else means the worker is broken. `sequence_of`
 // finds a scheduled sequence (null once aborted).
 absl::Status CheckResult(const StepCommand& command, const StepResult& result, int vocab_size,
-                         const std::function<const Sequence*(int64_t)>& sequence_of) {
+                         int dim, const std::function<const Sequence*(int64_t)>& sequence_of) {
   auto broken = [&](auto&&... parts) {
     return absl::InternalError(
         absl::StrCat("worker sent ", parts..., " in step ", command.step_id));
@@ -60,7 +127,7 @@ absl::Status CheckResult(const StepCommand& command, const StepResult& result, i
   if (next != result.sampled.size()) {
     return broken(result.sampled.size() - next, " unrequested samples");
   }
-  return absl::OkStatus();
+  return CheckPromptResults(command, result, vocab_size, dim, sequence_of);
 }
 
 SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInfo& worker,
@@ -71,6 +138,7 @@ SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInf
   s.max_num_batched_tokens =
       std::min(options.max_num_batched_tokens, worker.max_num_batched_tokens);
   s.max_num_seqs = std::min(options.max_num_seqs, worker.max_num_seqs);
+  s.max_logit_rows = worker.max_num_seqs;  // what the worker's logits buffer holds
   s.max_model_len = options.max_model_len > 0 ? std::min(options.max_model_len, config.max_seq_len)
                                               : config.max_seq_len;
   s.num_blocks = worker.num_blocks;
@@ -101,9 +169,21 @@ absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt: ", num_prompt, " tokens leave no room in the model length of ", max_model_len));
   }
-  if (r.max_tokens.has_value() && *r.max_tokens < 1) {
+  if (r.pooling != Pooling::kNone) {
+    if (r.n != 1 || r.max_tokens.has_value() || r.sampling.prompt_logprobs >= 0 ||
+        !r.output_ids.empty()) {
+      return absl::InvalidArgumentError(
+          "pooling: an embedding has n = 1 and no max_tokens, prompt_logprobs or output");
+    }
+    return absl::OkStatus();
+  }
+  // max_tokens 0 asks for the prompt's log probabilities only (lm-evaluation-harness's
+  // log-likelihood requests).
+  const int min_tokens = r.sampling.prompt_logprobs >= 0 ? 0 : 1;
+  if (r.max_tokens.has_value() && *r.max_tokens < min_tokens) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= 1"));
+        absl::StrCat("max_tokens = ", *r.max_tokens, ": must be >= ", min_tokens,
+                     min_tokens == 0 ? "" : " (0 only with prompt log probabilities)"));
   }
   // 64-bit: max_tokens may be anything up to INT_MAX.
   if (r.max_tokens.has_value() && num_prompt + *r.max_tokens > max_model_len) {
@@ -139,6 +219,12 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
     }
   }
   RETURN_IF_ERROR(r.sampling.ValidateTokenIds(config.vocab_size));
+  // Alternatives the worker can give: never more than the vocabulary (its reports are checked
+  // for exactly this many).
+  if (r.sampling.prompt_logprobs > config.vocab_size || r.sampling.logprobs > config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("logprobs: more alternatives than the ",
+                                                   config.vocab_size, " tokens of the vocabulary"));
+  }
   // min_tokens masks the stop ids: some token must stay possible.
   const size_t num_stop_ids = r.stop_token_ids.size() + (r.ignore_eos ? 0 : config.eos_ids.size());
   if (r.sampling.min_tokens > 0 && num_stop_ids >= static_cast<size_t>(config.vocab_size)) {
@@ -155,7 +241,8 @@ absl::Status Engine::AddRequest(int64_t request_id, const GenerationRequest& r) 
 
 absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationRequest& r) {
   const int num_prompt = static_cast<int>(r.prompt_ids.size());
-  const int max_tokens = r.max_tokens.value_or(max_model_len() - num_prompt);
+  const int max_tokens =
+      r.pooling != Pooling::kNone ? 0 : r.max_tokens.value_or(max_model_len() - num_prompt);
   RETURN_IF_ERROR(scheduler_.CheckFits(num_prompt, max_tokens));
   if (auto it = requests_.find(request_id); it != requests_.end()) {
     for (int i = r.first_seq_index; i < r.first_seq_index + r.n; ++i) {
@@ -176,6 +263,7 @@ absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationReq
   seq->max_total_tokens = max_model_len();
   seq->stop_token_ids = r.stop_token_ids;
   seq->paused = r.paused;
+  seq->pooling = r.pooling;
   if (!r.ignore_eos) {
     seq->stop_token_ids.insert(seq->stop_token_ids.end(), config_.eos_ids.begin(),
                                config_.eos_ids.end());
@@ -224,7 +312,7 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   const StepCommand command = scheduler_.Schedule();
   if (after_schedule_) after_schedule_();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
-  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size,
+  RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size, config_.dim,
                               [this](int64_t seq_id) { return scheduler_.sequence(seq_id); }));
   last_forward_seconds_ = result.forward_seconds;
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);

@@ -36,10 +36,15 @@ struct EngineOptions {
 struct GenerationRequest {
   std::vector<int> prompt_ids;  // non-empty, each in [0, vocab)
   SamplingParams sampling;
-  std::optional<int> max_tokens;    // >= 1; unset = up to the model length
+  // >= 1 (0 when only the prompt's log probabilities are asked); unset = up to the model
+  // length. An embedding has none.
+  std::optional<int> max_tokens;
   int n = 1;                        // parallel samples sharing the prompt's KV
   std::vector<int> stop_token_ids;  // extra stop tokens
   bool ignore_eos = false;          // keep going past the model's EOS ids
+  // Not kNone: embed the prompt (n = 1, no max_tokens, no prompt_logprobs); its one update
+  // carries the vector.
+  Pooling pooling = Pooling::kNone;
   // Resuming one sequence elsewhere (after a worker failure): its index among the request's n
   // samples and the tokens it had generated. REQUIRES: n == 1 when output_ids is set.
   int first_seq_index = 0;

@@ -20,6 +20,7 @@
 #include "common/process/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "router/api/openai_embeddings.h"
 #include "router/router_server.h"
 
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
@@ -34,6 +35,9 @@ ABSL_FLAG(bool, allow_credentials, false,
           "CORS: browsers may send cookies and Authorization (the origin is echoed, never *)");
 ABSL_FLAG(std::string, chat_template, "",
           "Jinja chat template file for /v1/chat/completions; default: the model's own");
+ABSL_FLAG(std::string, pooling, "last",
+          "/v1/embeddings: last (the last token's hidden state) | mean (over the tokens); "
+          "either L2-normalized");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
 ABSL_FLAG(std::string, model, "",
           "a GGUF file, a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging "
@@ -99,7 +103,9 @@ pagoda::ProgramUsage Usage() {
       "Serves pagoda.v1.Generation (and grpc.health.v1) on --port, the OpenAI API on --http-port;\n"
       "workers dial --worker-port.\n",
       {
-          {"Model", {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template"}},
+          {"Model",
+           {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template",
+            "pooling"}},
           {"Network", {"host", "port", "http_port", "worker_port", "metrics_port"}},
           {"Browsers (CORS)",
            {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
@@ -151,6 +157,7 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
                                                     absl::GetFlag(FLAGS_allowed_headers),
                                                     absl::GetFlag(FLAGS_allow_credentials)));
   o.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
+  ASSIGN_OR_RETURN(o.pooling, pagoda::ParsePooling(absl::GetFlag(FLAGS_pooling)));
 
   pagoda::EngineOptions& engine = o.cluster.engine;
   engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);

@@ -231,6 +231,7 @@ absl::Status RouterServer::Listen() {
     http.registry = &registry_;
     http.metrics = &metrics_;
     http.cors = options_.cors;
+    http.pooling = options_.pooling;
     ASSIGN_OR_RETURN(http_, OpenAiServer::Start(cluster_.get(), tokenizer_.get(),
                                                 chat_template_ ? &*chat_template_ : nullptr, http));
   }

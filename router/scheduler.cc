@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -35,8 +36,10 @@ absl::Status Scheduler::CheckFits(int num_prompt_tokens, int max_tokens) const {
         absl::StrCat("prompt (", num_prompt_tokens, " tokens) + max_tokens (", max_tokens,
                      ") exceeds the model length of ", options_.max_model_len, " tokens"));
   }
-  // The last sampled token is never computed, so a sequence holds at most total - 1 in cache.
-  const int64_t blocks = (total - 1 + options_.block_size - 1) / options_.block_size;
+  // The last sampled token is never computed, so a sequence holds at most total - 1 in cache
+  // (its whole prompt with max_tokens 0: an embedding or a prompt's log-likelihood).
+  const int64_t held = std::max<int64_t>(total - 1, num_prompt_tokens);
+  const int64_t blocks = (held + options_.block_size - 1) / options_.block_size;
   if (blocks > options_.num_blocks) {
     return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens needs ", blocks,
                                                    " KV blocks but the worker has ",
@@ -147,6 +150,31 @@ void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
   }
 }
 
+int Scheduler::LogitRows(const Sequence* seq, int begin, int end) const {
+  if (seq->needs_every_row()) return end - begin;  // prompt rows then the sampled one
+  const bool last = end == seq->num_tokens();
+  return last && (seq->pooling == Pooling::kLast || seq->pooling == Pooling::kNone) ? 1 : 0;
+}
+
+int Scheduler::FitLogitRows(const Sequence* seq, int begin, int n, int logit_budget) const {
+  if (seq->needs_every_row()) return std::min(n, logit_budget);
+  return LogitRows(seq, begin, begin + n) <= logit_budget ? n : 0;
+}
+
+void Scheduler::GatherPromptLogprobs(const PromptLogprobs& in, Sequence* seq) {
+  PromptLogprobs& all = seq->prompt_logprobs;
+  const int have = static_cast<int>(all.logprobs.size());
+  const int top_n = std::max(seq->sampling.prompt_logprobs, 0);
+  const int skip = all.first_position + have - in.first_position;  // entries we have
+  if (skip < 0) return;  // a gap: cannot happen, chunks come in order
+  for (int i = skip; i < static_cast<int>(in.logprobs.size()); ++i) {
+    all.logprobs.push_back(in.logprobs[i]);
+    all.ranks.push_back(in.ranks[i]);
+    all.top.insert(all.top.end(), in.top.begin() + static_cast<ptrdiff_t>(i) * top_n,
+                   in.top.begin() + static_cast<ptrdiff_t>(i + 1) * top_n);
+  }
+}
+
 void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd) {
   if (!seq->on_worker) {
     cmd->new_sequences.push_back(
@@ -160,7 +188,8 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
          // The worker masks them until min_tokens are out, also when it recomputes the
          // sequence after a preemption or a failover: the output so far comes along.
          .stop_ids = seq->sampling.min_tokens > seq->num_output_tokens() ? seq->stop_token_ids
-                                                                         : std::vector<int>()});
+                                                                         : std::vector<int>(),
+         .pooling = seq->pooling});
     seq->on_worker = true;
     seq->num_synced_blocks = 0;
   }
@@ -173,9 +202,12 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
   s.num_computed_tokens = seq->num_computed_tokens;
   s.num_kept_blocks = kept;
   s.new_block_ids.assign(table.begin() + kept, table.end());
-  s.sample = seq->num_computed_tokens + num_new_tokens == seq->num_tokens();
+  const int end = seq->num_computed_tokens + num_new_tokens;
+  s.sample = end == seq->num_tokens() && seq->pooling == Pooling::kNone;
+  s.prompt_logprobs =
+      seq->wants_prompt_logprobs() && seq->num_computed_tokens < seq->num_prompt_tokens - 1;
   seq->num_synced_blocks = static_cast<int>(table.size());
-  last_step_.push_back({seq, num_new_tokens, s.sample});
+  last_step_.push_back({seq, num_new_tokens, s.sample, s.prompt_logprobs});
   cmd->scheduled.push_back(std::move(s));
 }
 
@@ -188,13 +220,16 @@ StepCommand Scheduler::Schedule() {
   for (Sequence* s : running_) s->paused_this_step = s->is_paused();
   for (Sequence* s : waiting_) s->paused_this_step = s->is_paused();
   int budget = options_.max_num_batched_tokens;
+  int logit_budget = options_.max_logit_rows > 0 ? options_.max_logit_rows : options_.max_num_seqs;
   bool preempted = false;
 
   // Running sequences first, oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0 &&
                      static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
     Sequence* seq = running_[i];
-    const int n = std::min(seq->target_tokens() - seq->num_computed_tokens, budget);
+    const int n = FitLogitRows(seq, seq->num_computed_tokens,
+                               std::min(seq->target_tokens() - seq->num_computed_tokens, budget),
+                               logit_budget);
     if (n <= 0 || seq->paused_this_step) {
       ++i;
       continue;
@@ -220,6 +255,7 @@ StepCommand Scheduler::Schedule() {
     }
     if (self_preempted) break;
     const int first_changed = kv_.Append(seq->id, seq->num_computed_tokens, end, &cmd.block_copies);
+    logit_budget -= LogitRows(seq, seq->num_computed_tokens, end);
     Emit(seq, n, first_changed, &cmd);
     budget -= n;
     ++i;
@@ -241,18 +277,21 @@ StepCommand Scheduler::Schedule() {
       continue;
     }
     const int target = seq->target_tokens();
+    // A sequence whose every row is needed (prompt log probabilities not yet gathered, a mean
+    // pooled embedding) computes its prompt in full: cached blocks would skip those rows. Its
+    // own full blocks are still cached for others.
+    const bool use_cache = options_.enable_prefix_caching && !seq->needs_every_row();
     const PrefixHit hit =
-        options_.enable_prefix_caching
-            ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target),
-                                   BlockHashes(seq, kv_.MaxPrefixBlocks(target)))
-            : PrefixHit();
-    if (options_.enable_prefix_caching &&
-        NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
+        use_cache ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target),
+                                         BlockHashes(seq, kv_.MaxPrefixBlocks(target)))
+                  : PrefixHit();
+    if (use_cache && NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
       ++w;
       continue;
     }
     const int cached = std::min(hit.num_tokens(options_.block_size), target);
-    const int n = std::min(target - cached, budget);
+    const int n = FitLogitRows(seq, cached, std::min(target - cached, budget), logit_budget);
+    if (n <= 0 && target > cached) break;  // no logit row left this step
     // max-len reservation: blocks for every token it may ever hold (the last sampled one is
     // never computed), taken now.
     const int reserve =
@@ -279,6 +318,7 @@ StepCommand Scheduler::Schedule() {
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(seq);
     if (n > 0) {
+      logit_budget -= LogitRows(seq, cached, cached + n);
       Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);
       budget -= n;
     }
@@ -304,13 +344,45 @@ Scheduler::KvSlots Scheduler::kv_slots() const {
 std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
   std::vector<SequenceUpdate> updates;
   updates.swap(pending_fork_updates_);
-  size_t next_sample = 0;
+  size_t next_sample = 0, next_prompt = 0, next_embedding = 0;
   for (const Scheduled& s : last_step_) {
     Sequence* seq = s.seq;
+    // Reports come in scheduling order; those of sequences aborted meanwhile are skipped.
+    while (s.prompt_logprobs && next_prompt < result.prompt_logprobs.size() &&
+           result.prompt_logprobs[next_prompt].seq_id != seq->id) {
+      ++next_prompt;
+    }
+    if (s.prompt_logprobs) {
+      CHECK_LT(next_prompt, result.prompt_logprobs.size())
+          << "step " << result.step_id << " has no prompt logprobs for sequence " << seq->id;
+      GatherPromptLogprobs(result.prompt_logprobs[next_prompt++], seq);
+    }
     seq->num_computed_tokens += s.num_tokens;
     kv_.CacheFullBlocks(seq->id, seq->tokens,
                         BlockHashes(seq, seq->num_computed_tokens / options_.block_size),
                         seq->num_computed_tokens);
+    if (seq->pooling != Pooling::kNone && seq->num_computed_tokens == seq->num_tokens()) {
+      while (next_embedding < result.embeddings.size() &&
+             result.embeddings[next_embedding].seq_id != seq->id) {
+        ++next_embedding;
+      }
+      CHECK_LT(next_embedding, result.embeddings.size())
+          << "step " << result.step_id << " has no embedding for sequence " << seq->id;
+      SequenceUpdate u;
+      u.seq_id = seq->id;
+      u.request_id = seq->request_id;
+      u.seq_index = seq->seq_index;
+      u.embedding = result.embeddings[next_embedding++].values;
+      u.num_prompt_tokens = seq->num_prompt_tokens;
+      u.num_cached_tokens = seq->num_cached_tokens;
+      u.queue_seconds = seq->queue_seconds;
+      std::erase(running_, seq);
+      Finish(seq, FinishReason::kStop);  // its blocks are freed (their full ones cached)
+      u.finished = true;
+      u.finish_reason = FinishReason::kStop;
+      updates.push_back(std::move(u));
+      continue;
+    }
     if (!s.sample) continue;
     // Samples come in scheduling order; those of sequences aborted meanwhile are skipped.
     while (next_sample < result.sampled.size() && result.sampled[next_sample].seq_id != seq->id) {
@@ -319,20 +391,27 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
     CHECK_LT(next_sample, result.sampled.size())
         << "step " << result.step_id << " has no sample for sequence " << seq->id;
     const SampledToken& sampled = result.sampled[next_sample++];
-    seq->tokens.push_back(sampled.token_id);
     SequenceUpdate u;
     u.seq_id = seq->id;
     u.request_id = seq->request_id;
     u.seq_index = seq->seq_index;
-    u.new_token_ids.push_back(sampled.token_id);
-    u.samples.push_back(sampled);
+    if (seq->sampling.prompt_logprobs >= 0 && seq->num_output_tokens() == 0) {
+      u.prompt_logprobs = std::make_shared<const PromptLogprobs>(std::move(seq->prompt_logprobs));
+      seq->prompt_logprobs = PromptLogprobs();
+    }
     FinishReason reason = FinishReason::kNone;
-    if (std::find(seq->stop_token_ids.begin(), seq->stop_token_ids.end(), sampled.token_id) !=
-        seq->stop_token_ids.end()) {
-      reason = FinishReason::kStop;
-    } else if (seq->num_output_tokens() >= seq->max_tokens ||
-               seq->num_tokens() >= seq->max_total_tokens) {
-      reason = FinishReason::kLength;
+    if (seq->max_tokens == 0) {
+      reason = FinishReason::kLength;  // the prompt only (its log probabilities): no token kept
+    } else {
+      seq->tokens.push_back(sampled.token_id);
+      u.new_token_ids.push_back(sampled.token_id);
+      u.samples.push_back(sampled);
+      if (absl::c_linear_search(seq->stop_token_ids, sampled.token_id)) {
+        reason = FinishReason::kStop;
+      } else if (seq->num_output_tokens() >= seq->max_tokens ||
+                 seq->num_tokens() >= seq->max_total_tokens) {
+        reason = FinishReason::kLength;
+      }
     }
     u.num_prompt_tokens = seq->num_prompt_tokens;
     u.num_output_tokens = seq->num_output_tokens();

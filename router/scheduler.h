@@ -37,8 +37,12 @@ struct SchedulerOptions {
   bool enable_prefix_caching = true;  // off: every prompt is computed in full
   int max_num_batched_tokens = 2048;  // tokens per step (the chunked-prefill budget)
   int max_num_seqs = 256;             // sequences per step
-  int max_model_len = 0;              // prompt + output tokens per sequence
-  int num_blocks = 0;                 // the worker's pool
+  // Rows of logits (or hidden states) per step: a sample, a prompt log probability and an
+  // embedding's pooled row each take one (the worker's buffer holds its max_num_seqs).
+  // 0: max_num_seqs.
+  int max_logit_rows = 0;
+  int max_model_len = 0;  // prompt + output tokens per sequence
+  int num_blocks = 0;     // the worker's pool
   int block_size = 16;
 };
 
@@ -49,6 +53,10 @@ struct SequenceUpdate {
   int seq_index = 0;
   std::vector<int> new_token_ids;     // 0 or 1 tokens
   std::vector<SampledToken> samples;  // the sampler's reports for new_token_ids
+  // With a sequence's first token (or its end, for max_tokens 0): its prompt's log
+  // probabilities, when asked (SamplingParams::prompt_logprobs).
+  std::shared_ptr<const PromptLogprobs> prompt_logprobs;
+  std::vector<float> embedding;  // an embedding sequence's result, with its end
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int num_prompt_tokens = 0;
@@ -109,6 +117,13 @@ class Scheduler {
   // cached `num_cached_blocks`, so waiting for it turns that block into a cache hit.
   bool NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks);
   void Finish(Sequence* seq, FinishReason reason);
+  // Logit (or hidden) rows the worker computes for seq's tokens [begin, end).
+  int LogitRows(const Sequence* seq, int begin, int end) const;
+  // The chunk of `n` tokens from `begin` shortened to the logit rows left; 0 when none fits.
+  int FitLogitRows(const Sequence* seq, int begin, int n, int logit_budget) const;
+  // Appends a step's prompt log probabilities to seq's, past those it has (a recomputed chunk
+  // brings some again).
+  static void GatherPromptLogprobs(const PromptLogprobs& in, Sequence* seq);
   // Adds seq's work (new-sequence record, block delta, tokens) to the command.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
 
@@ -122,6 +137,7 @@ class Scheduler {
     Sequence* seq;
     int num_tokens;
     bool sample;
+    bool prompt_logprobs;  // the worker reports some for this chunk
   };
   std::vector<Scheduled> last_step_;
   std::vector<SequenceUpdate> pending_fork_updates_;

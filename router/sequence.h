@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/sampling_params.h"
+#include "common/step.h"
 
 namespace pagoda {
 
@@ -25,9 +26,10 @@ struct Sequence {
   int seq_index = 0;  // which of the request's n samples (the RNG counter uses it)
   int num_prompt_tokens = 0;
   SamplingParams sampling;
-  int max_tokens = 0;               // output tokens at most
-  int max_total_tokens = 0;         // prompt + output at most (the model length)
-  std::vector<int> stop_token_ids;  // sampling one ends the sequence (EOS unless ignore_eos)
+  int max_tokens = 0;                // output tokens at most
+  int max_total_tokens = 0;          // prompt + output at most (the model length)
+  std::vector<int> stop_token_ids;   // sampling one ends the sequence (EOS unless ignore_eos)
+  Pooling pooling = Pooling::kNone;  // not kNone: an embedding, which never samples
   // Set by the transport while the client is not reading: the sequence is not scheduled (and
   // is preempted first when KV is short). Shared by the request's sequences; may be null.
   std::shared_ptr<const std::atomic<bool>> paused;
@@ -47,6 +49,10 @@ struct Sequence {
   // seeded with the prompt's when the request brought them (GenerationRequest).
   std::vector<uint64_t> block_hashes;
 
+  // The prompt's log probabilities gathered so far (sampling.prompt_logprobs >= 0), from
+  // position 1 on; handed to the first update that samples.
+  PromptLogprobs prompt_logprobs;
+
   // What the worker knows about it.
   bool on_worker = false;     // the worker holds its state (NewSequence sent)
   int num_synced_blocks = 0;  // leading block-table entries the worker has
@@ -54,6 +60,16 @@ struct Sequence {
   bool is_paused() const { return paused && paused->load(std::memory_order_relaxed); }
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Whether its next prefill chunks must return prompt log probabilities: asked for, nothing
+  // sampled yet (they go with the first token), and not all gathered (a fork, or a sequence
+  // preempted after its prefill, has them already).
+  bool wants_prompt_logprobs() const {
+    return sampling.prompt_logprobs >= 0 && num_output_tokens() == 0 &&
+           static_cast<int>(prompt_logprobs.logprobs.size()) < num_prompt_tokens - 1;
+  }
+  // Whether every row of its chunks needs a logit or hidden row in the worker (else at most
+  // the last one does): these never start from cached blocks.
+  bool needs_every_row() const { return wants_prompt_logprobs() || pooling == Pooling::kMean; }
   // The tokens it must compute before it can sample (or fork, while forks are pending).
   int target_tokens() const { return num_pending_forks > 0 ? num_prompt_tokens - 1 : num_tokens(); }
 };

@@ -264,9 +264,12 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
     layer.down->Run(hidden_.get(), rows, x_.get());
   }
   const int num_logits = static_cast<int>(batch.logit_rows.size());
-  for (int i = 0; i < num_logits; ++i) {
-    kernels_.rms_norm(&x_[static_cast<size_t>(batch.logit_rows[i]) * dim], final_norm_.data(), dim,
-                      c.rms_norm_eps, &final_x_[static_cast<size_t>(i) * dim]);
+  const int num_final = num_logits + static_cast<int>(batch.hidden_rows.size());
+#pragma omp parallel for if (num_final >= kParallelRows)
+  for (int i = 0; i < num_final; ++i) {
+    const int row = i < num_logits ? batch.logit_rows[i] : batch.hidden_rows[i - num_logits];
+    kernels_.rms_norm(&x_[static_cast<size_t>(row) * dim], final_norm_.data(), dim, c.rms_norm_eps,
+                      &final_x_[static_cast<size_t>(i) * dim]);
   }
   if (num_logits > 0) classifier_->Run(final_x_.get(), num_logits, logits_.get());
   return logits_.get();

@@ -35,6 +35,9 @@ struct ForwardBatch {
   std::span<const int64_t> slots;           // (T) KV slot each token's K/V is written to
   std::span<const AttentionSequence> seqs;  // rows of each sequence and its block table
   std::span<const int> logit_rows;          // (S) rows whose logits are wanted
+  // (H) rows whose final norm's output (the hidden state before the LM head) is wanted
+  // without logits: embeddings. S + H <= max_logit_rows.
+  std::span<const int> hidden_rows = {};
 };
 
 class LlamaModel {
@@ -46,7 +49,7 @@ class LlamaModel {
   // Packs every matrix straight from `source`'s views (the embedding, each layer's, the
   // classifier) in the dtype `choose` gives its stored type, releasing each view's file pages
   // once packed; norms and biases stay f32. `max_tokens`: the largest T; `max_logit_rows`: the
-  // largest S. `compute`: what bf16 matrices are multiplied in (Linear's).
+  // largest S + H. `compute`: what bf16 matrices are multiplied in (Linear's).
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
       const WeightSource& source, int max_tokens, int max_logit_rows,
       const WeightDtypeChoice& choose, ComputeDtype compute = ComputeDtype::kF32);
@@ -60,6 +63,9 @@ class LlamaModel {
   // max_tokens, S <= max_logit_rows, ids < vocab_size, positions < max_seq_len, slots and block
   // tables inside `kv` (the caller validates requests).
   float* Forward(const ForwardBatch& batch, KvPool& kv);
+  // The final norm's output (S + H, dim) of the last Forward: the logit rows', then the hidden
+  // rows'. Valid until the next call.
+  const float* final_hidden() const { return final_x_.get(); }
 
   const ModelConfig& config() const { return config_; }
   int max_tokens() const { return max_tokens_; }
@@ -107,7 +113,7 @@ class LlamaModel {
   Buffer att_;      // (max_tokens, q_dim) attention output
   Buffer gate_up_;  // (max_tokens, 2 hidden_dim)
   Buffer hidden_;   // (max_tokens, hidden_dim)
-  Buffer final_x_;  // (max_logit_rows, dim)
+  Buffer final_x_;  // (max_logit_rows, dim): logit rows, then hidden rows
   Buffer logits_;   // (max_logit_rows, vocab)
 };
 

@@ -46,6 +46,22 @@ Sampler::Sampler(int vocab_size)
       probs_(vocab_size),
       candidates_(vocab_size) {}
 
+void Sampler::AppendPromptLogprob(const float* logits, int token, int top_n, PromptLogprobs* out) {
+  const int n = vocab_size_;
+  const float log_z = LogSumExp(logits, n);
+  int rank = 1;
+  for (int i = 0; i < n; ++i) rank += logits[i] > logits[token];
+  out->logprobs.push_back(logits[token] - log_z);
+  out->ranks.push_back(rank);
+  if (top_n <= 0) return;
+  std::iota(candidates_.begin(), candidates_.end(), 0);
+  std::partial_sort(candidates_.begin(), candidates_.begin() + top_n, candidates_.end(),
+                    [&](int a, int b) { return logits[a] > logits[b]; });
+  for (int i = 0; i < top_n; ++i) {
+    out->top.push_back({candidates_[i], logits[candidates_[i]] - log_z});
+  }
+}
+
 void Sampler::ApplyBiasAndMask(float* logits, const SamplingParams& p, size_t num_output,
                                std::span<const int> stop_ids) {
   for (const LogitBias& b : p.logit_bias) logits[b.token_id] += b.bias;

@@ -30,6 +30,12 @@ class Sampler {
                       std::span<const int> output, int seq_index,
                       std::span<const int> stop_ids = {});
 
+  // Appends to `out` the log probability of `token` under `logits` (the model's own
+  // distribution: no bias, penalty or temperature), its rank (1 = the most likely; ties
+  // count for it) and the `top_n` most likely tokens. REQUIRES: token in [0, vocab_size),
+  // 0 <= top_n <= vocab_size.
+  void AppendPromptLogprob(const float* logits, int token, int top_n, PromptLogprobs* out);
+
  private:
   // logit_bias, and min_tokens' mask of the stop ids.
   void ApplyBiasAndMask(float* logits, const SamplingParams& params, size_t num_output,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -94,12 +95,27 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
                  kv_.num_blocks());
     }
   }
-  absl::flat_hash_map<int64_t, int> known_blocks;  // seq -> block table size after this step
-  for (const auto& [id, s] : seqs_) known_blocks[id] = static_cast<int>(s.block_table.size());
-  for (int64_t id : cmd.finished_ids) known_blocks.erase(id);
+  // What Validate needs of each sequence the step may schedule, as it will be.
+  struct Known {
+    int num_blocks = 0;
+    int num_prompt_tokens = 0;
+    int prompt_logprobs = -1;
+    Pooling pooling = Pooling::kNone;
+    int num_pooled_rows = 0;
+  };
+  absl::flat_hash_map<int64_t, Known> known;
+  for (const auto& [id, s] : seqs_) {
+    known[id] = {static_cast<int>(s.block_table.size()), s.num_prompt_tokens,
+                 s.sampling.prompt_logprobs, s.pooling, s.num_pooled_rows};
+  }
+  for (int64_t id : cmd.finished_ids) known.erase(id);
   for (const NewSequence& n : cmd.new_sequences) {
-    if (!known_blocks.emplace(n.seq_id, 0).second)
+    if (!known
+             .emplace(n.seq_id, Known{0, static_cast<int>(n.prompt_ids.size()),
+                                      n.sampling.prompt_logprobs, n.pooling, 0})
+             .second) {
       return bad("sequence ", n.seq_id, " already exists");
+    }
     for (auto ids : {&n.prompt_ids, &n.output_ids}) {
       for (int t : *ids) {
         if (t < 0 || t >= c.vocab_size)
@@ -117,20 +133,26 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
       if (t < 0 || t >= c.vocab_size)
         return bad("sequence ", n.seq_id, ": stop id ", t, " out of range");
     }
+    const int pooling = static_cast<int>(n.pooling);
+    if (pooling < 0 || pooling > 2) return bad("sequence ", n.seq_id, ": pooling ", pooling);
+    if (n.pooling != Pooling::kNone && (n.prompt_ids.empty() || !n.output_ids.empty())) {
+      return bad("embedding sequence ", n.seq_id, " needs a prompt and no output");
+    }
   }
   int64_t total = 0;
-  int num_sample = 0;
+  int64_t num_logit_rows = 0;  // samples, prompt log probabilities and embedding rows
   absl::flat_hash_set<int64_t> scheduled;
   for (const ScheduledSequence& s : cmd.scheduled) {
-    auto it = known_blocks.find(s.seq_id);
-    if (it == known_blocks.end()) return bad("unknown sequence ", s.seq_id);
+    auto it = known.find(s.seq_id);
+    if (it == known.end()) return bad("unknown sequence ", s.seq_id);
+    const Known& k = it->second;
     if (!scheduled.insert(s.seq_id).second) return bad("sequence ", s.seq_id, " scheduled twice");
     if (s.token_ids.empty()) return bad("sequence ", s.seq_id, " has no tokens");
     for (int b : s.new_block_ids) {
       if (b < 0 || b >= kv_.num_blocks()) return bad("block ", b, " outside the pool");
     }
-    if (s.num_kept_blocks < 0 || s.num_kept_blocks > it->second) {
-      return bad("sequence ", s.seq_id, " keeps ", s.num_kept_blocks, " of its ", it->second,
+    if (s.num_kept_blocks < 0 || s.num_kept_blocks > k.num_blocks) {
+      return bad("sequence ", s.seq_id, " keeps ", s.num_kept_blocks, " of its ", k.num_blocks,
                  " blocks");
     }
     const int64_t end = static_cast<int64_t>(s.num_computed_tokens) + s.token_ids.size();
@@ -143,13 +165,31 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
       if (t < 0 || t >= c.vocab_size)
         return bad("sequence ", s.seq_id, ": token id ", t, " out of range");
     }
+    if (s.prompt_logprobs && k.prompt_logprobs < 0) {
+      return bad("sequence ", s.seq_id, " asked for no prompt log probabilities");
+    }
+    if (k.pooling != Pooling::kNone) {
+      // An embedding computes its prompt and no more; mean pooling sees every row, in order.
+      if (s.sample || s.prompt_logprobs || end > k.num_prompt_tokens ||
+          (k.pooling == Pooling::kMean && s.num_computed_tokens != k.num_pooled_rows)) {
+        return bad("embedding sequence ", s.seq_id, ": positions [", s.num_computed_tokens, ", ",
+                   end, ") of its ", k.num_prompt_tokens, ", ", k.num_pooled_rows, " pooled");
+      }
+      num_logit_rows +=
+          k.pooling == Pooling::kMean ? s.token_ids.size() : (end == k.num_prompt_tokens ? 1 : 0);
+    }
+    if (s.prompt_logprobs) {
+      num_logit_rows +=
+          NumPromptRows(s.num_computed_tokens, static_cast<int>(end), k.num_prompt_tokens);
+    }
     total += s.token_ids.size();
-    num_sample += s.sample;
+    num_logit_rows += s.sample;
   }
   if (total > model_->max_tokens())
     return bad(total, " tokens exceed the step limit ", model_->max_tokens());
-  if (num_sample > model_->max_logit_rows())
-    return bad(num_sample, " samples exceed ", model_->max_logit_rows());
+  if (num_logit_rows > model_->max_logit_rows())
+    return bad(num_logit_rows, " rows of logits or hidden states exceed ",
+               model_->max_logit_rows());
   return absl::OkStatus();
 }
 
@@ -165,6 +205,8 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
     s.num_prompt_tokens = static_cast<int>(n.prompt_ids.size());
     s.tokens = n.prompt_ids;
     s.tokens.insert(s.tokens.end(), n.output_ids.begin(), n.output_ids.end());
+    s.pooling = n.pooling;
+    if (n.pooling == Pooling::kMean) s.pooled.assign(model_->config().dim, 0.0);
   }
   for (const BlockCopy& copy : cmd.block_copies) kv_.CopyBlock(copy.src, copy.dst);
 
@@ -172,6 +214,7 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   positions_.clear();
   slots_.clear();
   logit_rows_.clear();
+  hidden_rows_.clear();
   attention_.clear();
   const int bs = kv_.block_size();
   for (const ScheduledSequence& sched : cmd.scheduled) {
@@ -186,21 +229,58 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
       positions_.push_back(pos);
       slots_.push_back(static_cast<int64_t>(s.block_table[pos / bs]) * bs + pos % bs);
     }
-    attention_.push_back({first_row, static_cast<int>(sched.token_ids.size()),
-                          sched.num_computed_tokens, s.block_table.data()});
-    if (sched.sample) logit_rows_.push_back(static_cast<int>(token_ids_.size()) - 1);
+    const int n = static_cast<int>(sched.token_ids.size());
+    attention_.push_back({first_row, n, sched.num_computed_tokens, s.block_table.data()});
+    // Logit rows in the order Execute reads them: prompt rows, then the sampled one.
+    if (sched.prompt_logprobs) {
+      const int rows = NumPromptRows(sched.num_computed_tokens, sched.num_computed_tokens + n,
+                                     s.num_prompt_tokens);
+      for (int i = 0; i < rows; ++i) logit_rows_.push_back(first_row + i);
+    }
+    if (sched.sample) logit_rows_.push_back(first_row + n - 1);
+    const bool last_chunk = sched.num_computed_tokens + n == s.num_prompt_tokens;
+    if (s.pooling == Pooling::kMean) {
+      for (int i = 0; i < n; ++i) hidden_rows_.push_back(first_row + i);
+    } else if (s.pooling == Pooling::kLast && last_chunk) {
+      hidden_rows_.push_back(first_row + n - 1);
+    }
   }
 
   StepResult result;
   result.step_id = cmd.step_id;
   if (!token_ids_.empty()) {
-    const ForwardBatch batch{token_ids_, positions_, slots_, attention_, logit_rows_};
+    const ForwardBatch batch{token_ids_, positions_, slots_, attention_, logit_rows_, hidden_rows_};
     float* logits = model_->Forward(batch, kv_);  // sampled in place, row by row
     const int vocab = model_->config().vocab_size;
-    int row = 0;
+    const int dim = model_->config().dim;
+    const float* hidden = model_->final_hidden() + static_cast<size_t>(logit_rows_.size()) * dim;
+    int row = 0, hidden_row = 0;
     for (const ScheduledSequence& sched : cmd.scheduled) {
-      if (!sched.sample) continue;
       SequenceState& s = seqs_[sched.seq_id];
+      const int n = static_cast<int>(sched.token_ids.size());
+      if (s.pooling != Pooling::kNone) {
+        const bool last_chunk = sched.num_computed_tokens + n == s.num_prompt_tokens;
+        const int rows = s.pooling == Pooling::kMean ? n : (last_chunk ? 1 : 0);
+        Pool(sched.seq_id, s, hidden + static_cast<size_t>(hidden_row) * dim, rows, last_chunk,
+             &result);
+        hidden_row += rows;
+        continue;
+      }
+      if (sched.prompt_logprobs) {
+        const int rows = NumPromptRows(sched.num_computed_tokens, sched.num_computed_tokens + n,
+                                       s.num_prompt_tokens);
+        if (rows > 0) {
+          PromptLogprobs& out = result.prompt_logprobs.emplace_back();
+          out.seq_id = sched.seq_id;
+          out.first_position = sched.num_computed_tokens + 1;
+          const int top_n = std::min(s.sampling.prompt_logprobs, vocab);
+          for (int i = 0; i < rows; ++i) {
+            sampler_.AppendPromptLogprob(logits + static_cast<size_t>(row++) * vocab,
+                                         s.tokens[out.first_position + i], top_n, &out);
+          }
+        }
+      }
+      if (!sched.sample) continue;
       float* row_logits = logits + static_cast<size_t>(row++) * vocab;
       // The sampled token is the one after the positions computed so far.
       const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
@@ -217,6 +297,30 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+void WorkerEngine::Pool(int64_t seq_id, SequenceState& s, const float* rows, int n, bool last_chunk,
+                        StepResult* result) {
+  const int dim = model_->config().dim;
+  std::vector<double> v(dim, 0.0);
+  if (s.pooling == Pooling::kMean) {
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < dim; ++i) s.pooled[i] += rows[static_cast<size_t>(r) * dim + i];
+    }
+    s.num_pooled_rows += n;
+    if (!last_chunk) return;
+    for (int i = 0; i < dim; ++i) v[i] = s.pooled[i] / s.num_pooled_rows;
+  } else {
+    if (!last_chunk) return;
+    for (int i = 0; i < dim; ++i) v[i] = rows[i];
+  }
+  double norm = 0.0;
+  for (double x : v) norm += x * x;
+  norm = std::sqrt(norm);
+  Embedding& e = result->embeddings.emplace_back();
+  e.seq_id = seq_id;
+  e.values.resize(dim);
+  for (int i = 0; i < dim; ++i) e.values[i] = static_cast<float>(norm > 0 ? v[i] / norm : v[i]);
 }
 
 }  // namespace pagoda

@@ -5,6 +5,7 @@
 #ifndef PAGODA_WORKER_WORKER_ENGINE_H_
 #define PAGODA_WORKER_WORKER_ENGINE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,7 +51,18 @@ class WorkerEngine {
     std::vector<int> tokens;       // prompt then output, as far as known
     std::vector<int> block_table;  // physical block ids, in order
     std::vector<int> stop_ids;     // masked until sampling.min_tokens are out (NewSequence)
+    Pooling pooling = Pooling::kNone;
+    std::vector<double> pooled;  // (dim) mean pooling: the sum of the rows computed so far
+    int num_pooled_rows = 0;
   };
+  // Rows of a chunk at positions [begin, end) whose logits give prompt log probabilities.
+  static int NumPromptRows(int begin, int end, int num_prompt_tokens) {
+    return std::max(0, std::min(end, num_prompt_tokens - 1) - begin);
+  }
+  // Folds an embedding sequence's hidden rows of this step into its state; at the prompt's end
+  // appends the pooled, normalized vector to `result`. `rows`: (n, dim).
+  void Pool(int64_t seq_id, SequenceState& s, const float* rows, int n, bool last_chunk,
+            StepResult* result);
 
   WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks);
   absl::Status Validate(const StepCommand& command) const;
@@ -63,7 +75,7 @@ class WorkerEngine {
 
   absl::flat_hash_map<int64_t, SequenceState> seqs_;
   // Per-step scratch, reused so a step allocates only when it outgrows the last one.
-  std::vector<int> token_ids_, positions_, logit_rows_;
+  std::vector<int> token_ids_, positions_, logit_rows_, hidden_rows_;
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
 };

@@ -126,6 +126,21 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
         top->set_logprob(t.logprob);
       }
     }
+    if (c.prompt_logprobs) {
+      const PromptLogprobs& p = *c.prompt_logprobs;
+      const size_t top_n = p.logprobs.empty() ? 0 : p.top.size() / p.logprobs.size();
+      for (size_t i = 0; i < p.logprobs.size(); ++i) {
+        v1::TokenLogprobs* lp = r.add_prompt_logprobs();
+        lp->set_token_id(prompt_ids_[p.first_position + i]);
+        lp->set_logprob(p.logprobs[i]);
+        lp->set_rank(p.ranks[i]);
+        for (size_t j = 0; j < top_n; ++j) {
+          v1::TopLogprob* top = lp->add_top();
+          top->set_token_id(p.top[i * top_n + j].token_id);
+          top->set_logprob(p.top[i * top_n + j].logprob);
+        }
+      }
+    }
     if (c.finished) {
       r.set_finish_reason(FinishReasonName(c.finish_reason));
       r.mutable_usage()->set_prompt_tokens(c.prompt_tokens);
@@ -244,6 +259,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   given.frequency_penalty = s.frequency_penalty();
   given.logprobs = in.logprobs();
   given.min_tokens = in.min_tokens();
+  given.prompt_logprobs = in.has_prompt_logprobs() ? in.prompt_logprobs() : -1;
   if (s.logit_bias_size() > kMaxLogitBiasEntries) {
     return bad("logit_bias: ", s.logit_bias_size(), " tokens; at most ", kMaxLogitBiasEntries);
   }

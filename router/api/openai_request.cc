@@ -142,6 +142,9 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   given.min_tokens = static_cast<int>(i.value_or(0));
   i.reset();
   RETURN_IF_ERROR(ReadLogitBias(body, &given));
+  RETURN_IF_ERROR(ReadInt(body, "prompt_logprobs", 0, kMaxLogprobs, &i));
+  call->prompt_logprobs = static_cast<int>(i.value_or(-1));
+  i.reset();
   base->sampling = ResolveSampling(set, context.cluster->config(), given);
   call->seed = base->sampling.seed;
   // The call's GenerationStream checks n against the limit before anything is sized by it.
@@ -186,7 +189,9 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
 absl::Status ReadMaxTokens(const Json& body, bool chat, GenerationRequest* base) {
   std::optional<int64_t> i;
   constexpr int64_t kMax = std::numeric_limits<int>::max();
-  RETURN_IF_ERROR(ReadInt(body, "max_tokens", 1, kMax, &i));
+  // Completions' max_tokens 0 asks for the prompt's log probabilities only (checked once the
+  // call knows whether it asks for them).
+  RETURN_IF_ERROR(ReadInt(body, "max_tokens", chat ? 1 : 0, kMax, &i));
   if (chat) RETURN_IF_ERROR(ReadInt(body, "max_completion_tokens", 1, kMax, &i));
   if (i.has_value()) {
     base->max_tokens = static_cast<int>(*i);
@@ -198,10 +203,13 @@ absl::Status ReadMaxTokens(const Json& body, bool chat, GenerationRequest* base)
 
 // The finished call: each request asks for the log probabilities the call reports.
 OpenAiCall Finish(OpenAiCall call) {
+  const int prompt_logprobs =
+      std::max(call.echo_logprobs ? call.top_logprobs : -1, call.prompt_logprobs);
   for (GenerationRequest& r : call.requests) {
     if (r.sampling.logprobs > 0 || call.top_logprobs >= 0) {
       r.sampling.logprobs = std::max(call.top_logprobs, 1);  // the chosen token's own, at least
     }
+    r.sampling.prompt_logprobs = prompt_logprobs;
   }
   return call;
 }
@@ -316,9 +324,9 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
   std::optional<int64_t> logprobs;
   RETURN_IF_ERROR(ReadInt(body, "logprobs", 0, kMaxLogprobs, &logprobs));
   if (logprobs.has_value()) call.top_logprobs = static_cast<int>(*logprobs);
-  if (call.echo && logprobs.has_value()) {
-    return Bad("echo", "echo with logprobs (prompt log probabilities) is not supported",
-               kUnsupportedParameter);
+  call.echo_logprobs = call.echo && logprobs.has_value();
+  if (base.max_tokens == 0 && !call.echo_logprobs && call.prompt_logprobs < 0) {
+    return Bad("max_tokens", "must be >= 1 (0 only with echo and logprobs, or prompt_logprobs)");
   }
   if (const Json* suffix = Field(body, "suffix"); suffix != nullptr) {
     return Bad("suffix", "is not supported", kUnsupportedParameter);

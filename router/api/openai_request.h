@@ -49,6 +49,12 @@ struct OpenAiCall {
   // Log probabilities: completions' `logprobs` (alternatives per token), or chat's
   // `logprobs: true` with `top_logprobs`. -1: none asked.
   int top_logprobs = -1;
+  // Completions' echo with logprobs: each choice's logprobs start with the prompt's tokens
+  // (the first one's null), as OpenAI's legacy API returns them.
+  bool echo_logprobs = false;
+  // vLLM's prompt_logprobs (alternatives per prompt position), reported in vLLM's form. -1:
+  // not asked.
+  int prompt_logprobs = -1;
 };
 
 // Both REQUIRE `body` to be a JSON object.

@@ -56,12 +56,69 @@ Json OpenAiResponse::Envelope(bool chunk) const {
   return j;
 }
 
+void OpenAiResponse::AppendPromptEntries(const OutputChunk& c, Json* out) const {
+  const std::vector<int>& prompt = PromptOf(c);
+  const PromptLogprobs& p = *c.prompt_logprobs;
+  const size_t top_n = p.logprobs.empty() ? 0 : p.top.size() / p.logprobs.size();
+  const size_t shown = static_cast<size_t>(std::max(call_.top_logprobs, 0));
+  int offset = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const int prev = i == 0 ? -1 : prompt[i - 1];
+    const std::string text = TokenText(prev, prompt[i]);
+    (*out)["tokens"].push_back(text);
+    (*out)["text_offset"].push_back(offset);
+    offset += static_cast<int>(text.size());
+    const size_t k = i - p.first_position;  // entry of position i (first_position is 1)
+    if (i < static_cast<size_t>(p.first_position) || k >= p.logprobs.size()) {
+      (*out)["token_logprobs"].push_back(nullptr);
+      (*out)["top_logprobs"].push_back(nullptr);
+      continue;
+    }
+    (*out)["token_logprobs"].push_back(p.logprobs[k]);
+    Json top = Json::object();
+    for (size_t j = 0; j < top_n && j < shown; ++j) {
+      const TokenLogprob& t = p.top[k * top_n + j];
+      top[TokenText(prev, t.token_id)] = t.logprob;
+    }
+    (*out)["top_logprobs"].push_back(std::move(top));
+  }
+}
+
+Json OpenAiResponse::VllmPromptLogprobs(const OutputChunk& c) const {
+  const std::vector<int>& prompt = PromptOf(c);
+  const PromptLogprobs& p = *c.prompt_logprobs;
+  const size_t top_n = p.logprobs.empty() ? 0 : p.top.size() / p.logprobs.size();
+  const size_t shown = static_cast<size_t>(std::max(call_.prompt_logprobs, 0));
+  Json out = Json::array();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const size_t k = i - p.first_position;
+    if (i < static_cast<size_t>(p.first_position) || k >= p.logprobs.size()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const int prev = prompt[i - 1];
+    auto entry = [&](int id, float logprob, int rank) {
+      return Json{{"logprob", logprob}, {"rank", rank}, {"decoded_token", TokenText(prev, id)}};
+    };
+    Json position = Json::object();
+    position[std::to_string(prompt[i])] = entry(prompt[i], p.logprobs[k], p.ranks[k]);
+    for (size_t j = 0; j < top_n && j < shown; ++j) {
+      const TokenLogprob& t = p.top[k * top_n + j];
+      const std::string key = std::to_string(t.token_id);
+      if (!position.contains(key)) position[key] = entry(t.token_id, t.logprob, j + 1);
+    }
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
 Json OpenAiResponse::LogprobsOf(const OutputChunk& c, Choice* choice) const {
   Json fresh = call_.chat ? Json{{"content", Json::array()}}
                           : Json{{"tokens", Json::array()},
                                  {"token_logprobs", Json::array()},
                                  {"top_logprobs", Json::array()},
                                  {"text_offset", Json::array()}};
+  if (call_.echo_logprobs && c.prompt_logprobs) AppendPromptEntries(c, &fresh);
   for (const SampledToken& s : c.samples) {
     const std::string text = TokenText(choice->prev_id, s.token_id);
     // The chosen token's own log probability is always asked; its alternatives only as many
@@ -142,6 +199,10 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
     }
     out["logprobs"] = call_.top_logprobs >= 0 ? LogprobsOf(c, &choice) : Json(nullptr);
     out["finish_reason"] = c.finished ? Json(FinishReasonName(c.finish_reason)) : Json(nullptr);
+    // vLLM's prompt_logprobs come with a choice's first chunk (chat's on the chunk itself).
+    if (call_.prompt_logprobs >= 0 && c.prompt_logprobs) {
+      (call_.chat ? j : out)["prompt_logprobs"] = VllmPromptLogprobs(c);
+    }
     CountUsage(c);
     j["choices"] = Json::array({std::move(out)});
     events.push_back(DumpJson(j));
@@ -172,6 +233,9 @@ void OpenAiResponse::Add(const std::vector<OutputChunk>& chunks) {
         for (Json& e : lp["text_offset"]) choice.text_offsets.push_back(std::move(e));
       }
     }
+    if (call_.prompt_logprobs >= 0 && c.prompt_logprobs) {
+      choice.prompt_logprobs = VllmPromptLogprobs(c);
+    }
     if (c.finished) choice.finish_reason = c.finish_reason;
     CountUsage(c);
   }
@@ -194,6 +258,7 @@ Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
   }
   out["logprobs"] = std::move(logprobs);
   out["finish_reason"] = FinishReasonName(c.finish_reason);
+  if (call_.prompt_logprobs >= 0 && !call_.chat) out["prompt_logprobs"] = c.prompt_logprobs;
   return out;
 }
 
@@ -202,6 +267,10 @@ std::string OpenAiResponse::Body() const {
   j["choices"] = Json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     j["choices"].push_back(ChoiceObject(static_cast<int>(i), choices_[i]));
+  }
+  // vLLM's chat puts the prompt's (one prompt per call) beside the choices.
+  if (call_.prompt_logprobs >= 0 && call_.chat && !choices_.empty()) {
+    j["prompt_logprobs"] = choices_[0].prompt_logprobs;
   }
   j["usage"] = UsageJson();
   return DumpJson(j);

@@ -45,8 +45,18 @@ class OpenAiResponse {
     nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
     nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();
+    nlohmann::ordered_json prompt_logprobs = nullptr;  // vLLM's form, when asked
     FinishReason finish_reason = FinishReason::kNone;
   };
+  // The prompt's token texts, log probabilities and alternatives at the head of completions'
+  // four lists in `out` (echo with logprobs).
+  void AppendPromptEntries(const OutputChunk& c, nlohmann::ordered_json* out) const;
+  // vLLM's prompt_logprobs: per position null (the first) or {"id": {logprob, rank,
+  // decoded_token}} for the prompt's token and its alternatives.
+  nlohmann::ordered_json VllmPromptLogprobs(const OutputChunk& c) const;
+  const std::vector<int>& PromptOf(const OutputChunk& c) const {
+    return call_.requests[c.index / n_].prompt_ids;
+  }
   nlohmann::ordered_json Envelope(bool chunk) const;
   // `c`'s log probabilities in the endpoint's form; advances `choice` past its tokens.
   nlohmann::ordered_json LogprobsOf(const OutputChunk& c, Choice* choice) const;

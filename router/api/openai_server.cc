@@ -14,6 +14,7 @@
 #include "common/process/version.h"
 #include "glog/logging.h"
 #include "router/api/generation_stream.h"
+#include "router/api/openai_embeddings.h"
 #include "router/api/openai_error.h"
 #include "router/api/openai_request.h"
 #include "router/api/openai_response.h"
@@ -71,6 +72,8 @@ class OpenAiServer::Api {
     s->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       Generate(req, res, /*chat=*/true);
     });
+    s->Post("/v1/embeddings",
+            [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
     s->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       OrderedJson model = {{"id", options_.model_name},
                            {"object", "model"},
@@ -188,12 +191,7 @@ class OpenAiServer::Api {
     absl::StatusOr<OpenAiCall> call =
         chat ? ParseChatRequest(body, context_) : ParseCompletionRequest(body, context_);
     if (!call.ok()) return SendStatus(res, call.status());
-    if (!call->model.empty() && call->model != options_.model_name) {
-      return SendError(res, 404,
-                       absl::StrCat("the model `", call->model, "` does not exist; this server ",
-                                    "serves `", options_.model_name, "`"),
-                       "model", "model_not_found");
-    }
+    if (!CheckModel(call->model, res)) return;
     auto shared_call = std::make_shared<OpenAiCall>(*std::move(call));
     auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
     if (absl::Status s = stream->Submit(shared_call->requests, shared_call->stops,
@@ -257,6 +255,47 @@ class OpenAiServer::Api {
           return true;
         },
         [stream](bool) { stream->Abort(); });
+  }
+
+  bool CheckModel(const std::string& model, httplib::Response& res) {
+    if (model.empty() || model == options_.model_name) return true;
+    SendError(res, 404,
+              absl::StrCat("the model `", model, "` does not exist; this server serves `",
+                           options_.model_name, "`"),
+              "model", "model_not_found");
+    return false;
+  }
+
+  // Each input is its own request through the same steps as generation; the answer waits for
+  // all of them.
+  void Embed(const httplib::Request& req, httplib::Response& res) {
+    OrderedJson body;
+    if (!ParseBody(req, res, &body)) return;
+    absl::StatusOr<EmbeddingCall> call = ParseEmbeddingRequest(body, context_, options_.pooling);
+    if (!call.ok()) return SendStatus(res, call.status());
+    if (!CheckModel(call->model, res)) return;
+    GenerationStream stream(cluster_, tokenizer_, options_.metrics);
+    if (absl::Status s =
+            stream.Submit(call->requests, {}, WorkerWaitEnd(std::nullopt, absl::Now()));
+        !s.ok()) {
+      return SendStatus(res, InOpenAiFieldNames(s));
+    }
+    std::vector<std::vector<float>> embeddings(call->requests.size());
+    int64_t prompt_tokens = 0;
+    for (;;) {
+      GenerationStream::Taken taken = stream.Take(kTakeWait);
+      for (OutputChunk& c : taken.chunks) {
+        if (c.index >= 0 && c.index < static_cast<int>(embeddings.size())) {
+          embeddings[c.index] = std::move(c.embedding);
+          prompt_tokens += c.prompt_tokens;
+        }
+      }
+      if (!taken.error.ok()) return SendStatus(res, taken.error);
+      if (taken.done) break;
+      if (GuardedHttpServer::ClientGone()) return stream.Abort();
+    }
+    res.set_content(EmbeddingResponseBody(*call, embeddings, prompt_tokens, options_.model_name),
+                    "application/json");
   }
 
   void Tokenize(const httplib::Request& req, httplib::Response& res) {

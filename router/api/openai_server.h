@@ -2,6 +2,7 @@
 // gRPC service:
 //
 //   POST /v1/completions, /v1/chat/completions   (JSON, or server-sent events with stream)
+//   POST /v1/embeddings        (pooled as OpenAiServerOptions::pooling says)
 //   GET  /v1/models            POST /tokenize, /detokenize
 //   GET  /health (200 when a worker is ready, else 503), /version, /metrics
 //
@@ -45,6 +46,7 @@ struct OpenAiServerOptions {
   const MetricsRegistry* registry = nullptr;  // /metrics when set
   RouterMetrics* metrics = nullptr;           // may be null
   CorsOptions cors;                           // off by default (no allowed origins)
+  Pooling pooling = Pooling::kLast;           // /v1/embeddings' (--pooling)
 };
 
 class OpenAiServer {

@@ -26,6 +26,8 @@ RequestOutput::Result RequestOutput::Add(const RequestUpdate& u) {
   OutputChunk& c = result.chunk;
   c.index = u.seq_index;
   TextAssembler& text = texts_[u.seq_index];
+  c.prompt_logprobs = u.prompt_logprobs;
+  c.embedding = u.embedding;
   for (size_t i = 0; i < u.token_ids.size(); ++i) {
     const int id = u.token_ids[i];
     const bool stop_token = u.finish_reason == FinishReason::kStop && i + 1 == u.token_ids.size();

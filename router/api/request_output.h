@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct OutputChunk {
   std::vector<int> token_ids;
   std::string text;                   // whole UTF-8 characters; stop strings and tokens removed
   std::vector<SampledToken> samples;  // one per token when logprobs were asked, else empty
+  // The prompt's log probabilities, on the sequence's first chunk when they were asked.
+  std::shared_ptr<const PromptLogprobs> prompt_logprobs;
+  std::vector<float> embedding;  // an embedding request's vector, on its one (last) chunk
   bool finished = false;
   // When finished: why (kStop, kLength or kAbort; named only by the transports), and the
   // sequence's usage.

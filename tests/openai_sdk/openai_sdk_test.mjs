@@ -171,6 +171,80 @@ test("logprobs on both endpoints", async () => {
   }
 });
 
+// lm-evaluation-harness's log-likelihood request: the prompt echoed with its log
+// probabilities (the first null), max_tokens 0 (or 1, the extra token then last).
+test("echo with logprobs: the prompt's log probabilities, streamed and not", async () => {
+  const ask = { model: "chat-model", prompt: "Once upon a time there was", echo: true,
+    logprobs: 1, temperature: 0 };
+  const zero = await client.completions.create({ ...ask, max_tokens: 0 });
+  const lp = zero.choices[0].logprobs;
+  assert.equal(zero.choices[0].text, ask.prompt);
+  assert.equal(zero.usage.completion_tokens, 0);
+  assert.equal(lp.tokens.length, zero.usage.prompt_tokens);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  for (const x of lp.token_logprobs.slice(1)) assert.ok(x <= 0);
+  for (const top of lp.top_logprobs.slice(1)) assert.equal(Object.keys(top).length, 1);
+  // The greedy token at each position is its top alternative's.
+  const one = await client.completions.create({ ...ask, max_tokens: 1 });
+  const lp1 = one.choices[0].logprobs;
+  assert.equal(lp1.tokens.length, lp.tokens.length + 1);
+  assert.deepEqual(lp1.token_logprobs.slice(0, -1), lp.token_logprobs);
+  assert.deepEqual(lp1.tokens.slice(0, -1), lp.tokens);
+  assert.equal(one.choices[0].text, ask.prompt + lp1.tokens.at(-1));
+  const stream = await client.completions.create({ ...ask, max_tokens: 1, stream: true });
+  let streamed = [], text = "";
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      text += c.text;
+      if (c.logprobs) streamed = streamed.concat(c.logprobs.token_logprobs);
+    }
+  }
+  assert.equal(text, one.choices[0].text);
+  assert.deepEqual(streamed, lp1.token_logprobs);
+  // vLLM's prompt_logprobs: the prompt token's entry, with its rank, and the alternatives.
+  const v = await client.completions.create({ ...ask, echo: false, logprobs: undefined,
+    prompt_logprobs: 2, max_tokens: 1 });
+  const plp = v.choices[0].prompt_logprobs;
+  assert.equal(plp.length, zero.usage.prompt_tokens);
+  assert.equal(plp[0], null);
+  for (let i = 1; i < plp.length; ++i) {
+    const entries = Object.values(plp[i]);
+    assert.ok(entries.length >= 2 && entries.length <= 3);
+    // Keys are token ids (JavaScript orders them by number): one is the prompt's token.
+    assert.ok(entries.some((e) => Math.abs(e.logprob - lp.token_logprobs[i]) < 1e-6));
+    for (const e of entries) assert.ok(e.rank >= 1 && typeof e.decoded_token === "string");
+  }
+  await assert.rejects(client.completions.create({ model: "chat-model", prompt: "x",
+    max_tokens: 0 }), (e) => e.status === 400 && e.param === "max_tokens");
+});
+
+test("embeddings: floats or base64, a batch equals each alone, dimensions refused", async () => {
+  const inputs = ["Once upon a time", "The cat sat", [1, 5, 6, 7]];
+  const batch = await client.embeddings.create({ model: "chat-model", input: inputs });
+  assert.equal(batch.object, "list");
+  assert.deepEqual(batch.data.map((d) => d.index), [0, 1, 2]);
+  assert.ok(batch.usage.prompt_tokens > 8);
+  assert.equal(batch.usage.total_tokens, batch.usage.prompt_tokens);
+  for (let i = 0; i < inputs.length; ++i) {
+    // The SDK asks for base64 unless told; here floats.
+    const alone = await client.embeddings.create({
+      model: "chat-model", input: inputs[i], encoding_format: "float" });
+    const [a, b] = [alone.data[0].embedding, batch.data[i].embedding];
+    assert.equal(a.length, 64);  // stories260K's dim
+    assert.equal(b.length, a.length);
+    for (let d = 0; d < a.length; ++d) assert.ok(Math.abs(a[d] - b[d]) < 1e-5, `${i}: ${d}`);
+    assert.ok(Math.abs(a.reduce((s, x) => s + x * x, 0) - 1) < 1e-4, "L2-normalized");
+  }
+  assert.notDeepEqual(batch.data[0].embedding, batch.data[1].embedding);
+  await assert.rejects(client.embeddings.create({ model: "chat-model", input: "x", dimensions: 8 }),
+    (e) => e.status === 400 && e.param === "dimensions");
+  await assert.rejects(client.embeddings.create({ model: "chat-model", input: [] }),
+    (e) => e.status === 400 && e.param === "input");
+  await assert.rejects(client.embeddings.create({ model: "gpt-4o", input: "x" }),
+    (e) => e.status === 404 && e.code === "model_not_found");
+});
+
 test("a seed replays; no seed draws a new one each call", async () => {
   const ask = chat("Tell me a story.", { max_tokens: 24, temperature: 1 });
   const [a, b, c] = await Promise.all([1, 2, 3].map(() => client.chat.completions.create(ask)));

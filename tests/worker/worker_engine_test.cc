@@ -89,5 +89,71 @@ TEST(WorkerEngineTest, ABadNewSequenceIsRefusedAndChangesNothing) {
   EXPECT_NE(good->sampled[0].token_id, 2);
 }
 
+// Prompt log probabilities and embeddings come off the wire too: a chunk that asks for what its
+// sequence did not, an embedding that samples, skips rows of its mean or runs past its prompt,
+// an unknown pooling, or more logit rows than the buffer holds are refused, never a crash.
+TEST(WorkerEngineTest, ABadPrefillOutputRequestIsRefused) {
+  absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  ASSERT_TRUE(w.ok()) << w.status();
+  WorkerOptions options;
+  options.num_blocks = 8;
+  options.max_num_batched_tokens = 64;
+  options.max_num_seqs = 4;
+  auto engine = WorkerEngine::Create(*std::move(w), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto step = [](const std::function<void(NewSequence&, ScheduledSequence&)>& spoil) {
+    StepCommand c;
+    c.step_id = 1;
+    NewSequence& n = c.new_sequences.emplace_back();
+    n.seq_id = 1;
+    n.prompt_ids = {1, 5, 6};
+    n.sampling.prompt_logprobs = 2;
+    ScheduledSequence& s = c.scheduled.emplace_back();
+    s.seq_id = 1;
+    s.token_ids = n.prompt_ids;
+    s.new_block_ids = {0};
+    s.sample = true;
+    s.prompt_logprobs = true;
+    spoil(n, s);
+    return c;
+  };
+  const std::vector<std::function<void(NewSequence&, ScheduledSequence&)>> spoils = {
+      [](NewSequence& n, ScheduledSequence&) { n.sampling.prompt_logprobs = -1; },
+      [](NewSequence& n, ScheduledSequence&) { n.sampling.prompt_logprobs = 21; },
+      [](NewSequence& n, ScheduledSequence&) { n.pooling = static_cast<Pooling>(-1); },
+      [](NewSequence& n, ScheduledSequence&) { n.pooling = Pooling::kLast; },  // samples
+      [](NewSequence& n, ScheduledSequence& s) {
+        n.pooling = Pooling::kMean;
+        n.sampling.prompt_logprobs = -1;
+        s.sample = s.prompt_logprobs = false;
+        s.num_computed_tokens = 1;  // its mean would miss row 0
+        s.token_ids = {5, 6};
+      },
+      [](NewSequence& n, ScheduledSequence& s) {
+        n.pooling = Pooling::kLast;
+        s.sample = false;
+        s.prompt_logprobs = false;
+        s.token_ids = {1, 5, 6, 7};  // past its prompt
+      },
+      [](NewSequence& n, ScheduledSequence& s) {  // 8 rows of logits; the buffer holds 4
+        n.prompt_ids = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+        s.token_ids = n.prompt_ids;
+      },
+  };
+  for (const auto& spoil : spoils) {
+    const absl::StatusOr<StepResult> r = (*engine)->Execute(step(spoil));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_EQ((*engine)->num_sequences(), 0);
+  }
+  const absl::StatusOr<StepResult> good =
+      (*engine)->Execute(step([](NewSequence&, ScheduledSequence&) {}));
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ(good->prompt_logprobs.size(), 1u);
+  EXPECT_EQ(good->prompt_logprobs[0].first_position, 1);
+  EXPECT_EQ(good->prompt_logprobs[0].logprobs.size(), 2u);
+  EXPECT_EQ(good->prompt_logprobs[0].top.size(), 4u);
+  EXPECT_EQ(good->sampled.size(), 1u);
+}
+
 }  // namespace
 }  // namespace pagoda
