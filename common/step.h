@@ -36,6 +36,13 @@ struct ScheduledSequence {
   int num_kept_blocks = 0;         // the worker keeps this many leading block-table entries
   std::vector<int> new_block_ids;  // ... and appends these (a copy-on-write replaces the tail)
   bool sample = false;             // sample a token from the last row
+  // A grammar constraint (structured output) on the token sampled: only the allowed tokens may
+  // be sampled; their logits are kept, every other one is -inf. When `constrained`, exactly
+  // one of the two forms is set, whichever is smaller: the allowed ids (strictly increasing,
+  // each in [0, vocab)), or a bitmask of (vocab + 63) / 64 words, bit id % 64 of word id / 64.
+  bool constrained = false;
+  std::vector<int> allowed_ids;
+  std::vector<uint64_t> allowed_mask;
 };
 
 struct BlockCopy {

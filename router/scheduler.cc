@@ -119,6 +119,28 @@ bool Scheduler::NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks) {
   return false;
 }
 
+namespace {
+
+enum class GrammarEnd { kNo, kStopToken, kComplete };
+
+// Advances a constrained sequence's grammar by `token`, and says whether the sequence ends
+// there: on a stop token (EOS, allowed only once the grammar is complete; or a token the
+// grammar refuses, from a worker that ignored the mask: it is not output), or after it
+// (kComplete: the grammar is complete and accepts nothing more; the token is text).
+GrammarEnd AdvanceGrammar(Sequence& seq, int token) {
+  const TokenVocabulary& vocab = seq.constraint->masker->vocabulary();
+  const std::vector<int>& eos = vocab.eos_ids();
+  if (std::find(eos.begin(), eos.end(), token) != eos.end()) return GrammarEnd::kStopToken;
+  if (token < 0 || token >= vocab.size() || !seq.matcher->Accept(vocab.bytes(token))) {
+    LOG(WARNING) << "sequence " << seq.id << ": token " << token << " is outside its grammar";
+    return GrammarEnd::kStopToken;
+  }
+  return seq.matcher->IsComplete() && !seq.matcher->CanContinue() ? GrammarEnd::kComplete
+                                                                  : GrammarEnd::kNo;
+}
+
+}  // namespace
+
 void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
   const size_t n = running_.size();
   for (size_t i = 0; i < n; ++i) {
@@ -174,6 +196,18 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
   s.num_kept_blocks = kept;
   s.new_block_ids.assign(table.begin() + kept, table.end());
   s.sample = seq->num_computed_tokens + num_new_tokens == seq->num_tokens();
+  if (s.sample && seq->matcher.has_value()) {
+    s.constrained = true;
+    absl::Status status = FillAllowed(*seq->constraint->masker, *seq->matcher, &mask_,
+                                      &s.allowed_ids, &s.allowed_mask);
+    if (!status.ok()) {
+      // Its sample is dropped and it ends (Postprocess); the worker still needs a valid set.
+      LOG(WARNING) << "sequence " << seq->id << ": " << status;
+      seq->constraint_failed = true;
+      s.allowed_mask.clear();
+      s.allowed_ids = {0};
+    }
+  }
   seq->num_synced_blocks = static_cast<int>(table.size());
   last_step_.push_back({seq, num_new_tokens, s.sample});
   cmd->scheduled.push_back(std::move(s));
@@ -319,20 +353,30 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
     CHECK_LT(next_sample, result.sampled.size())
         << "step " << result.step_id << " has no sample for sequence " << seq->id;
     const SampledToken& sampled = result.sampled[next_sample++];
-    seq->tokens.push_back(sampled.token_id);
     SequenceUpdate u;
     u.seq_id = seq->id;
     u.request_id = seq->request_id;
     u.seq_index = seq->seq_index;
-    u.new_token_ids.push_back(sampled.token_id);
-    u.samples.push_back(sampled);
     FinishReason reason = FinishReason::kNone;
-    if (std::find(seq->stop_token_ids.begin(), seq->stop_token_ids.end(), sampled.token_id) !=
-        seq->stop_token_ids.end()) {
-      reason = FinishReason::kStop;
-    } else if (seq->num_output_tokens() >= seq->max_tokens ||
-               seq->num_tokens() >= seq->max_total_tokens) {
-      reason = FinishReason::kLength;
+    if (seq->constraint_failed) {
+      reason = FinishReason::kStop;  // what it output so far is all the grammar let it say
+    } else {
+      seq->tokens.push_back(sampled.token_id);
+      u.new_token_ids.push_back(sampled.token_id);
+      u.samples.push_back(sampled);
+      const GrammarEnd end = seq->matcher.has_value() && !seq->constraint_failed
+                                 ? AdvanceGrammar(*seq, sampled.token_id)
+                                 : GrammarEnd::kNo;
+      if (end != GrammarEnd::kNo ||
+          std::find(seq->stop_token_ids.begin(), seq->stop_token_ids.end(), sampled.token_id) !=
+              seq->stop_token_ids.end()) {
+        reason = FinishReason::kStop;
+        u.grammar_complete = end == GrammarEnd::kComplete;
+      } else if (seq->num_output_tokens() >= seq->max_tokens ||
+                 seq->num_tokens() >= seq->max_total_tokens) {
+        // A constrained output is cut here too (finish_reason "length", as OpenAI does).
+        reason = FinishReason::kLength;
+      }
     }
     u.num_prompt_tokens = seq->num_prompt_tokens;
     u.num_output_tokens = seq->num_output_tokens();

@@ -51,6 +51,9 @@ struct SequenceUpdate {
   std::vector<SampledToken> samples;  // the sampler's reports for new_token_ids
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // kStop because the sequence's grammar is complete and accepts nothing more: its last token
+  // is text, not a stop token to leave out.
+  bool grammar_complete = false;
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
@@ -128,6 +131,7 @@ class Scheduler {
   int64_t next_step_id_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_paused_preemptions_ = 0;
+  std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
 };
 
 }  // namespace pagoda
