@@ -45,10 +45,10 @@ class ConstraintCompiler {
   // so no grammar allows them. Exposed for tests and benchmarks.
   static std::vector<std::string> TokenBytes(const Tokenizer& tokenizer, int vocab_size,
                                              const std::vector<int>& eos_ids);
-
- private:
+  // The model's vocabulary, built on the first call.
   absl::StatusOr<std::shared_ptr<const TokenVocabulary>> Vocabulary();
 
+ private:
   const Tokenizer* tokenizer_;
   const int vocab_size_;
   const std::vector<int> eos_ids_;
