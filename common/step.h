@@ -41,8 +41,8 @@ struct ScheduledSequence {
   // one of the two forms is set, whichever is smaller: the allowed ids (strictly increasing,
   // each in [0, vocab)), or a bitmask of (vocab + 63) / 64 words, bit id % 64 of word id / 64.
   bool constrained = false;
-  std::vector<int> allowed_ids;
-  std::vector<uint64_t> allowed_mask;
+  std::vector<int> allowed_ids = {};  // (= {}: designated initializers may leave them out)
+  std::vector<uint64_t> allowed_mask = {};
 };
 
 struct BlockCopy {

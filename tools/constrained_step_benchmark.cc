@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/grammar/json_schema.h"
 #include "common/model/model_config.h"
 #include "common/text/tokenizer_loader.h"
@@ -66,7 +67,22 @@ void Run(const std::string& path) {
   auto constraint = compiler.Compile(*gbnf, "guided_json");
   if (!constraint.ok()) std::exit(2);
   const double setup_ms = Ms(std::chrono::steady_clock::now() - t0);
-  const std::vector<int> doc = tok.Encode(kDocument);
+  // The document in the vocabulary's tokens, longest match first (as a BPE mostly splits it;
+  // the tokenizer's own encoding may start with SentencePiece's space, which JSON refuses).
+  const TokenVocabulary& vocab = (*constraint)->masker->vocabulary();
+  absl::flat_hash_map<std::string, int> by_bytes;
+  for (int id = 0; id < vocab.size(); ++id) {
+    if (!vocab.bytes(id).empty()) by_bytes.emplace(vocab.bytes(id), id);
+  }
+  std::vector<int> doc;
+  const std::string text = kDocument;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t len = std::min<size_t>(16, text.size() - pos);
+    while (len > 0 && !by_bytes.contains(text.substr(pos, len))) --len;
+    if (len == 0) std::exit(5);
+    doc.push_back(by_bytes.at(text.substr(pos, len)));
+    pos += len;
+  }
 
   for (int pass = 0; pass < 2; ++pass) {
     // pass 0: a fresh masker; pass 1: the same one, its walks cached.

@@ -62,10 +62,11 @@ TEST(StepProtoTest, CommandSurvivesTheWire) {
 
 TEST(StepProtoTest, AllowedTokensSurviveTheWireInBothForms) {
   StepCommand c;
-  ScheduledSequence& ids = c.scheduled.emplace_back();
+  c.scheduled.resize(2);
+  ScheduledSequence& ids = c.scheduled[0];
   ids.constrained = true;
   ids.allowed_ids = {3, 70, 511};
-  ScheduledSequence& mask = c.scheduled.emplace_back();
+  ScheduledSequence& mask = c.scheduled[1];
   mask.constrained = true;
   mask.allowed_mask = {0x8000000000000001ULL, 0, 42};
   v1::StepCommand wire;
