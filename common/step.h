@@ -48,6 +48,13 @@ struct ScheduledSequence {
   // logits (sampling.prompt_logprobs says how many alternatives), counted in the step's
   // logit rows.
   bool prompt_logprobs = false;
+  // A grammar constraint (structured output) on the token sampled: only the allowed tokens may
+  // be sampled; their logits are kept, every other one is -inf. When `constrained`, exactly
+  // one of the two forms is set, whichever is smaller: the allowed ids (strictly increasing,
+  // each in [0, vocab)), or a bitmask of (vocab + 63) / 64 words, bit id % 64 of word id / 64.
+  bool constrained = false;
+  std::vector<int> allowed_ids = {};  // (= {}: designated initializers may leave them out)
+  std::vector<uint64_t> allowed_mask = {};
 };
 
 struct BlockCopy {

@@ -1,5 +1,7 @@
 #include "proto/step_proto.h"
 
+#include <cstring>
+
 namespace pagoda {
 namespace {
 
@@ -73,6 +75,13 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->mutable_new_block_ids()->Add(s.new_block_ids.begin(), s.new_block_ids.end());
     p->set_sample(s.sample);
     p->set_prompt_logprobs(s.prompt_logprobs);
+    if (s.constrained) {
+      p->set_constrained(true);
+      p->mutable_allowed_ids()->Add(s.allowed_ids.begin(), s.allowed_ids.end());
+      // Little-endian words (both ends are x86-64 or another little-endian build of this tree).
+      p->set_allowed_mask(reinterpret_cast<const char*>(s.allowed_mask.data()),
+                          s.allowed_mask.size() * sizeof(uint64_t));
+    }
   }
 }
 
@@ -102,6 +111,12 @@ StepCommand FromProto(const v1::StepCommand& in) {
     s.new_block_ids = ToVector<int>(p.new_block_ids());
     s.sample = p.sample();
     s.prompt_logprobs = p.prompt_logprobs();
+    s.constrained = p.constrained();
+    s.allowed_ids = ToVector<int>(p.allowed_ids());
+    const std::string& mask = p.allowed_mask();
+    // A length that is not whole words gets one word too many, which the worker refuses.
+    s.allowed_mask.resize((mask.size() + 7) / 8 + (mask.size() % 8 != 0 ? 1 : 0));
+    std::memcpy(s.allowed_mask.data(), mask.data(), mask.size());
   }
   return out;
 }

@@ -360,6 +360,7 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
     out.embedding = u.embedding;
     out.finished = u.finished;
     out.finish_reason = u.finish_reason;
+    out.grammar_complete = u.grammar_complete;
     out.num_prompt_tokens = u.num_prompt_tokens;
     out.num_output_tokens = u.num_output_tokens;
     out.num_cached_tokens = u.num_cached_tokens;

@@ -71,6 +71,7 @@ struct RequestUpdate {
   std::vector<float> embedding;                           // an embedding's, with its end
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  bool grammar_complete = false;  // SequenceUpdate's: the last token is text, not a stop token
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;

@@ -225,6 +225,11 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelConfig& conf
     return absl::InvalidArgumentError(absl::StrCat("logprobs: more alternatives than the ",
                                                    config.vocab_size, " tokens of the vocabulary"));
   }
+  if (r.constraint != nullptr && r.constraint->masker->vocabulary().size() != config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("response_format: the grammar's vocabulary has ",
+                                                   r.constraint->masker->vocabulary().size(),
+                                                   " tokens, the model ", config.vocab_size));
+  }
   // min_tokens masks the stop ids: some token must stay possible.
   const size_t num_stop_ids = r.stop_token_ids.size() + (r.ignore_eos ? 0 : config.eos_ids.size());
   if (r.sampling.min_tokens > 0 && num_stop_ids >= static_cast<size_t>(config.vocab_size)) {
@@ -270,6 +275,15 @@ absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationReq
   }
   seq->tokens = r.prompt_ids;
   seq->tokens.insert(seq->tokens.end(), r.output_ids.begin(), r.output_ids.end());
+  if (r.constraint != nullptr) {
+    seq->constraint = r.constraint;
+    seq->matcher.emplace(r.constraint->grammar);
+    // Resumed elsewhere: the grammar's state is the replay of what was output (accepted then).
+    const TokenVocabulary& vocab = r.constraint->masker->vocabulary();
+    for (int id : r.output_ids) {
+      if (id >= 0 && id < vocab.size()) seq->matcher->Accept(vocab.bytes(id));
+    }
+  }
   const int block_size = scheduler_.options().block_size;
   if (r.prompt_block_size == block_size) {
     const size_t num_full = r.prompt_ids.size() / block_size;  // never more than the prompt has

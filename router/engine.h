@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "common/executor.h"
 #include "common/model/model_config.h"
+#include "router/constraint.h"
 #include "router/scheduler.h"
 
 namespace pagoda {
@@ -59,6 +60,9 @@ struct GenerationRequest {
   // BlockHashes(prompt_ids, prompt_block_size), or empty.
   std::vector<uint64_t> prompt_block_hashes;
   int prompt_block_size = 0;
+  // Structured output: only text the grammar accepts is sampled, and a sequence whose grammar
+  // is complete with nothing left to add stops. Its vocabulary is the model's. Null: none.
+  std::shared_ptr<const Constraint> constraint;
 };
 
 // Extra stop token ids per request at most: each sampled token is compared with all of them.

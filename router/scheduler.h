@@ -59,6 +59,9 @@ struct SequenceUpdate {
   std::vector<float> embedding;  // an embedding sequence's result, with its end
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // kStop because the sequence's grammar is complete and accepts nothing more: its last token
+  // is text, not a stop token to leave out.
+  bool grammar_complete = false;
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
@@ -144,6 +147,7 @@ class Scheduler {
   int64_t next_step_id_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_paused_preemptions_ = 0;
+  std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
 };
 
 }  // namespace pagoda

@@ -8,10 +8,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "common/grammar/grammar_matcher.h"
 #include "common/sampling_params.h"
 #include "common/step.h"
+#include "router/constraint.h"
 
 namespace pagoda {
 
@@ -33,6 +36,8 @@ struct Sequence {
   // Set by the transport while the client is not reading: the sequence is not scheduled (and
   // is preempted first when KV is short). Shared by the request's sequences; may be null.
   std::shared_ptr<const std::atomic<bool>> paused;
+  // Structured output (router/constraint.h): null without one.
+  std::shared_ptr<const Constraint> constraint;
 
   // Progress.
   std::vector<int> tokens;      // prompt then output
@@ -42,6 +47,9 @@ struct Sequence {
   FinishReason finish_reason = FinishReason::kNone;
   bool admitted_once = false;
   bool paused_this_step = false;  // is_paused() when the current step was scheduled
+  // The grammar's state after the output tokens (set with `constraint`; a fork copies it).
+  std::optional<GrammarMatcher> matcher;
+  bool constraint_failed = false;  // its mask failed (limits passed): ends without a token
   std::chrono::steady_clock::time_point added_at;  // Scheduler::Add
   double queue_seconds = -1;                       // Add to first admission, once known
 

@@ -19,7 +19,7 @@
 namespace pagoda {
 namespace {
 
-// bf16 compute: our kernel up to this many rows, oneDNN's brgemm above (docs/BENCHMARKS.md §16).
+// bf16 compute: our kernel up to this many rows, oneDNN's brgemm above (docs/BENCHMARKS.md §17).
 constexpr int kOursUpToRows = 64;
 
 // The f16 scale of one block of up to 32 weights, rounded as Q8_0 stores it, and the weights.

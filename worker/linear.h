@@ -16,7 +16,7 @@
 // reuse the panel from L2. docs/BENCHMARKS.md §6 has the measurements that chose it over
 // oneDNN's matmul for f32 and int8. bf16 compute has two engines over the same panels (oneDNN
 // reads our layout in place): ours and oneDNN's brgemm, chosen per row count by
-// Bf16MatmulEngine (§16 measured them). The weights exist only in this layout (no second copy).
+// Bf16MatmulEngine (§17 measured them). The weights exist only in this layout (no second copy).
 // Thread-compatible: Run() is const, splits the panels over the OpenMP threads, and must not
 // run concurrently with itself.
 #ifndef PAGODA_WORKER_LINEAR_H_
@@ -36,7 +36,7 @@ namespace pagoda {
 // Which engine multiplies a bf16-compute matrix (both read the same panels).
 enum class MatmulEngine { kOurs, kOneDnn };
 // The engine for `rows` rows: PAGODA_MATMUL=ours|onednn forces one (read once, logged);
-// otherwise the measured winner of each row class (docs/BENCHMARKS.md §16).
+// otherwise the measured winner of each row class (docs/BENCHMARKS.md §17).
 MatmulEngine Bf16MatmulEngine(int rows);
 
 class Linear {

@@ -70,6 +70,14 @@ void Sampler::ApplyBiasAndMask(float* logits, const SamplingParams& p, size_t nu
   }
 }
 
+void Sampler::ApplyAllowed(float* logits, std::span<const uint64_t> allowed) const {
+  if (allowed.empty()) return;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int id = 0; id < vocab_size_; ++id) {
+    if (!((allowed[id >> 6] >> (id & 63)) & 1)) logits[id] = kNegInf;
+  }
+}
+
 void Sampler::ApplyPenalties(float* logits, const SamplingParams& p, std::span<const int> prompt,
                              std::span<const int> output) {
   if (p.repetition_penalty != 1.0f) {
@@ -99,7 +107,7 @@ void Sampler::ApplyPenalties(float* logits, const SamplingParams& p, std::span<c
 
 SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<const int> prompt,
                              std::span<const int> output, int seq_index,
-                             std::span<const int> stop_ids) {
+                             std::span<const int> stop_ids, std::span<const uint64_t> allowed) {
   const int n = vocab_size_;
   SampledToken result;
   // Logprobs describe the model's own distribution, before penalties and temperature. The
@@ -115,7 +123,15 @@ SampledToken Sampler::Sample(float* logits, const SamplingParams& p, std::span<c
     }
   }
   if (p.logprobs > 0) std::copy(logits, logits + n, raw_.begin());
+  ApplyAllowed(logits, allowed);
   ApplyBiasAndMask(logits, p, output.size(), stop_ids);
+  if (!allowed.empty() && std::isinf(logits[ArgMax(logits, n)])) {
+    // min_tokens or a -100 bias masked every token the grammar allows: the grammar wins, as the
+    // output must stay valid; its tokens are equally likely.
+    for (int id = 0; id < n; ++id) {
+      if ((allowed[id >> 6] >> (id & 63)) & 1) logits[id] = 0.0f;
+    }
+  }
   ApplyPenalties(logits, p, prompt, output);
 
   int token;

@@ -24,11 +24,14 @@ class Sampler {
   // `logits` (vocab_size) is modified in place. `prompt` and `output` are the sequence's
   // tokens so far (for penalties); the new token lands at position prompt.size() + output.size().
   // `stop_ids` cannot be sampled while output.size() < params.min_tokens.
+  // `allowed` (structured output), when not empty, is a bitmask of (vocab_size + 63) / 64
+  // words: only its tokens can be sampled (the others' logits are -inf before logit_bias,
+  // min_tokens, penalties, temperature, top-k/p and greedy; logprobs stay the model's own).
   // REQUIRES: params.Validate() and ValidateTokenIds(vocab_size) are OK, every id in `prompt`,
   // `output` and `stop_ids` is in [0, vocab_size), and fewer than vocab_size distinct stop ids.
   SampledToken Sample(float* logits, const SamplingParams& params, std::span<const int> prompt,
                       std::span<const int> output, int seq_index,
-                      std::span<const int> stop_ids = {});
+                      std::span<const int> stop_ids = {}, std::span<const uint64_t> allowed = {});
 
   // Appends to `out` the log probability of `token` under `logits` (the model's own
   // distribution: no bias, penalty or temperature), its rank (1 = the most likely; ties
@@ -40,6 +43,8 @@ class Sampler {
   // logit_bias, and min_tokens' mask of the stop ids.
   void ApplyBiasAndMask(float* logits, const SamplingParams& params, size_t num_output,
                         std::span<const int> stop_ids);
+  // -inf for every token not in `allowed` (a bitmask; empty: no constraint).
+  void ApplyAllowed(float* logits, std::span<const uint64_t> allowed) const;
   void ApplyPenalties(float* logits, const SamplingParams& params, std::span<const int> prompt,
                       std::span<const int> output);
 

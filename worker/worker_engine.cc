@@ -83,6 +83,39 @@ WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOption
   info_.kv_cache_dtype = KvDtypeName(options.kv_cache_dtype);
 }
 
+namespace {
+
+// A constrained sequence's allowed tokens: one form, of the right size, not empty.
+absl::Status ValidateAllowed(const ScheduledSequence& s, int vocab, int64_t step_id) {
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step_id, ": sequence ", s.seq_id, ": ", parts...));
+  };
+  if (!s.sample) return bad("a constraint without a sample");
+  if (s.allowed_ids.empty() == s.allowed_mask.empty())
+    return bad("a constraint needs allowed ids or a mask, not both");
+  if (!s.allowed_mask.empty()) {
+    const size_t words = (static_cast<size_t>(vocab) + 63) / 64;
+    if (s.allowed_mask.size() != words)
+      return bad("allowed mask of ", s.allowed_mask.size(), " words; the vocabulary needs ", words);
+    const int tail = vocab % 64;
+    if (tail != 0 && (s.allowed_mask.back() >> tail) != 0)
+      return bad("mask bits past the vocabulary");
+    if (std::all_of(s.allowed_mask.begin(), s.allowed_mask.end(),
+                    [](uint64_t w) { return w == 0; }))
+      return bad("the mask allows no token");
+    return absl::OkStatus();
+  }
+  int last = -1;
+  for (int t : s.allowed_ids) {
+    if (t <= last || t >= vocab) return bad("allowed ids must increase within [0, ", vocab, ")");
+    last = t;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
   const ModelConfig& c = model_->config();
   auto bad = [&](auto&&... parts) {
@@ -182,6 +215,7 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
       num_logit_rows +=
           NumPromptRows(s.num_computed_tokens, static_cast<int>(end), k.num_prompt_tokens);
     }
+    if (s.constrained) RETURN_IF_ERROR(ValidateAllowed(s, c.vocab_size, cmd.step_id));
     total += s.token_ids.size();
     num_logit_rows += s.sample;
   }
@@ -286,9 +320,17 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
       const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
       s.tokens.resize(std::max<int>(known, s.num_prompt_tokens));
       const std::span<const int> all(s.tokens);
+      std::span<const uint64_t> allowed;
+      if (sched.constrained && !sched.allowed_mask.empty()) {
+        allowed = sched.allowed_mask;
+      } else if (sched.constrained) {
+        allowed_.assign((vocab + 63) / 64, 0);
+        for (int t : sched.allowed_ids) allowed_[t >> 6] |= uint64_t{1} << (t & 63);
+        allowed = allowed_;
+      }
       SampledToken token =
           sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
-                          all.subspan(s.num_prompt_tokens), s.seq_index, s.stop_ids);
+                          all.subspan(s.num_prompt_tokens), s.seq_index, s.stop_ids, allowed);
       token.seq_id = sched.seq_id;
       s.tokens.push_back(token.token_id);
       result.sampled.push_back(std::move(token));

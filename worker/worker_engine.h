@@ -78,6 +78,7 @@ class WorkerEngine {
   std::vector<int> token_ids_, positions_, logit_rows_, hidden_rows_;
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
+  std::vector<uint64_t> allowed_;  // a constrained sequence's mask, from its allowed ids
 };
 
 }  // namespace pagoda

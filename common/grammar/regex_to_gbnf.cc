@@ -92,13 +92,25 @@ std::string JsonChars(const Ranges& r) {
   return alts.size() == 1 ? alts[0] : absl::StrCat("(", absl::StrJoin(alts, " | "), ")");
 }
 
+// The characters of `r` as themselves (a regex over plain text, not inside JSON).
+std::string RawChars(const Ranges& r) {
+  const Ranges normal = Normalize(r);
+  if (normal.empty()) return "";
+  std::string cls = "[";
+  for (auto [lo, hi] : normal) {
+    cls += ClassChar(lo);
+    if (hi != lo) absl::StrAppend(&cls, "-", ClassChar(hi));
+  }
+  return absl::StrCat(cls, "]");
+}
+
 const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\n'}, {'\f', '\r'}, {' ', ' '}};
 
 class RegexParser {
  public:
-  explicit RegexParser(std::string_view p) : p_(p) {}
+  RegexParser(std::string_view p, bool json_string) : p_(p), json_string_(json_string) {}
 
   absl::StatusOr<std::string> Parse() {
     if (Peek() == '^') ++pos_;
@@ -113,6 +125,7 @@ class RegexParser {
     return absl::InvalidArgumentError(
         absl::StrCat("pattern at offset ", pos_, ": ", std::string(what)));
   }
+  std::string Chars(const Ranges& r) const { return json_string_ ? JsonChars(r) : RawChars(r); }
   char Peek(size_t ahead = 0) const { return pos_ + ahead < p_.size() ? p_[pos_ + ahead] : 0; }
 
   absl::StatusOr<std::string> ParseAlternatives(int depth) {
@@ -197,7 +210,7 @@ class RegexParser {
     if (c == '[') return ParseClass();
     if (c == '.') {
       ++pos_;
-      return JsonChars(Negate({{'\n', '\n'}}));
+      return Chars(Negate({{'\n', '\n'}}));
     }
     if (c == '^' || c == '$') return Error("anchors inside the pattern are not supported");
     if (c == '*' || c == '+' || c == '?' || c == '{') return Error("nothing to repeat");
@@ -208,7 +221,7 @@ class RegexParser {
       ASSIGN_OR_RETURN(const uint32_t cp, ParseUtf8());
       r = {{cp, cp}};
     }
-    std::string out = JsonChars(r);
+    std::string out = Chars(r);
     if (out.empty()) return Error("a control character the grammar does not write");
     return out;
   }
@@ -244,7 +257,7 @@ class RegexParser {
       r.insert(r.end(), item.begin(), item.end());
     }
     ++pos_;
-    std::string out = JsonChars(negated ? Negate(r) : r);
+    std::string out = Chars(negated ? Negate(r) : r);
     if (out.empty()) return Error("empty character class");
     return out;
   }
@@ -312,6 +325,7 @@ class RegexParser {
   }
 
   std::string_view p_;
+  bool json_string_;
   size_t pos_ = 0;
 };
 
@@ -332,9 +346,9 @@ std::string GbnfLiteral(std::string_view bytes) {
   return out + "\"";
 }
 
-absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern) {
+absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern, bool json_string) {
   if (pattern.size() > 4096) return absl::InvalidArgumentError("pattern over 4096 bytes");
-  return RegexParser(pattern).Parse();
+  return RegexParser(pattern, json_string).Parse();
 }
 
 }  // namespace pagoda

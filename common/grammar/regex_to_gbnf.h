@@ -15,7 +15,9 @@
 
 namespace pagoda {
 
-absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern);
+// `json_string` false: the characters as themselves, for a regex over the whole output text
+// (vLLM's guided_regex) rather than inside a JSON string.
+absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern, bool json_string = true);
 
 // A GBNF string literal ("...") for `bytes`.
 std::string GbnfLiteral(std::string_view bytes);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grammar/json_schema.h"
 #include "common/process/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -199,6 +200,7 @@ GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenize
                                      std::string api_key)
     : cluster_(cluster),
       tokenizer_(tokenizer),
+      constraints_(std::make_unique<ConstraintCompiler>(tokenizer, cluster->config())),
       metrics_(metrics),
       model_name_(std::move(model_name)),
       api_key_(std::move(api_key)) {}
@@ -278,6 +280,16 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   r.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
   r.ignore_eos = in.ignore_eos();
   r.n = in.has_n() ? in.n() : 1;
+  if (!in.grammar().empty() && !in.json_schema().empty()) {
+    return bad("grammar: set either grammar or json_schema, not both");
+  }
+  if (!in.grammar().empty()) {
+    ASSIGN_OR_RETURN(r.constraint, constraints_->Compile(in.grammar(), "grammar"));
+  } else if (!in.json_schema().empty()) {
+    absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(in.json_schema());
+    if (!gbnf.ok()) return bad("json_schema: ", gbnf.status().message());
+    ASSIGN_OR_RETURN(r.constraint, constraints_->Compile(*gbnf, "json_schema"));
+  }
   return r;  // the stream validates the rest (ids, sampling ranges, lengths, n)
 }
 

@@ -6,11 +6,13 @@
 #ifndef PAGODA_ROUTER_API_GENERATION_SERVICE_H_
 #define PAGODA_ROUTER_API_GENERATION_SERVICE_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/text/tokenizer.h"
 #include "pagoda/v1/generation.grpc.pb.h"
+#include "router/api/constraint_compiler.h"
 #include "router/cluster.h"
 
 namespace pagoda {
@@ -59,7 +61,9 @@ class GenerationService final : public RawGenerationService {
  private:
   Cluster* cluster_;            // Not owned.
   const Tokenizer* tokenizer_;  // Not owned.
-  RouterMetrics* metrics_;      // Not owned; may be null.
+  // Thread-safe; a pointer so that the const Translate may compile grammars.
+  std::unique_ptr<ConstraintCompiler> constraints_;
+  RouterMetrics* metrics_;  // Not owned; may be null.
   const std::string model_name_;
   const std::string api_key_;  // "" = calls need no key
 };

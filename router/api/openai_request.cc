@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "router/api/openai_constraint.h"
 #include "router/api/openai_error.h"
 #include "router/api/request_policy.h"
 
@@ -182,7 +183,7 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   }
   bool skip_special_tokens = true;
   RETURN_IF_ERROR(ReadBool(body, "skip_special_tokens", &skip_special_tokens));
-  return absl::OkStatus();
+  return ReadConstraint(body, context.constraints, base);
 }
 
 // max_tokens (or chat's max_completion_tokens, which wins).

@@ -16,6 +16,7 @@
 #include "common/jinja/chat_template.h"
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "router/api/constraint_compiler.h"
 #include "router/api/request_output.h"
 #include "router/cluster.h"
 
@@ -34,6 +35,8 @@ struct OpenAiContext {
   const Tokenizer* tokenizer = nullptr;
   const jinja::ChatTemplate* chat_template = nullptr;
   std::optional<std::string> bos_token, eos_token;  // the template's variables
+  // Structured output (response_format, grammar, guided_*); null: those fields are refused.
+  ConstraintCompiler* constraints = nullptr;
 };
 
 struct OpenAiCall {

@@ -55,8 +55,10 @@ class OpenAiServer::Api {
       : cluster_(cluster),
         tokenizer_(tokenizer),
         cors_(options.cors),
-        options_(std::move(options)) {
+        options_(std::move(options)),
+        constraints_(tokenizer, cluster->config()) {
     context_.cluster = cluster;
+    context_.constraints = &constraints_;
     context_.tokenizer = tokenizer;
     context_.chat_template = chat_template;
     if (tokenizer->bos_id() >= 0)
@@ -354,6 +356,7 @@ class OpenAiServer::Api {
   const Tokenizer* const tokenizer_;
   const CorsPolicy cors_;
   const OpenAiServerOptions options_;
+  ConstraintCompiler constraints_;
   OpenAiContext context_;
   const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());
 };

@@ -30,7 +30,8 @@ RequestOutput::Result RequestOutput::Add(const RequestUpdate& u) {
   c.embedding = u.embedding;
   for (size_t i = 0; i < u.token_ids.size(); ++i) {
     const int id = u.token_ids[i];
-    const bool stop_token = u.finish_reason == FinishReason::kStop && i + 1 == u.token_ids.size();
+    const bool stop_token = u.finish_reason == FinishReason::kStop && !u.grammar_complete &&
+                            i + 1 == u.token_ids.size();
     if (!stop_token) c.text += text.Add(id);
     if (text.stopped()) break;  // the token that completed a stop string is not sent
     c.token_ids.push_back(id);

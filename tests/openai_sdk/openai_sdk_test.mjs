@@ -323,6 +323,99 @@ test("errors: 400 naming the field, 401, 404", async () => {
     (e) => e instanceof OpenAI.NotFoundError && e.code === "model_not_found");
 });
 
+// Structured output: a small person schema (nested object, bounded array, enum, bounded
+// integer, no extra keys), checked by hand on what comes back.
+const personSchema = {
+  type: "object",
+  properties: {
+    name: { type: "string", maxLength: 10 },
+    age: { type: "integer", minimum: 0, maximum: 99 },
+    mood: { enum: ["happy", "sad"] },
+    friends: { type: "array", items: { type: "string", maxLength: 6 }, maxItems: 2 },
+    pet: { type: "object", properties: { legs: { type: "integer", minimum: 0, maximum: 8 } },
+           required: ["legs"], additionalProperties: false },
+  },
+  required: ["name", "age", "mood", "friends", "pet"],
+  additionalProperties: false,
+};
+
+function assertPerson(text) {
+  const p = JSON.parse(text);
+  assert.deepEqual(Object.keys(p), ["name", "age", "mood", "friends", "pet"], text);
+  assert.ok(typeof p.name === "string" && p.name.length <= 10, text);
+  assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 99, text);
+  assert.ok(["happy", "sad"].includes(p.mood), text);
+  assert.ok(Array.isArray(p.friends) && p.friends.length <= 2, text);
+  assert.ok(Number.isInteger(p.pet.legs) && p.pet.legs >= 0 && p.pet.legs <= 8, text);
+}
+
+test("response_format json_schema, streamed and not, greedy and sampled", async () => {
+  const response_format = {
+    type: "json_schema", json_schema: { name: "person", strict: true, schema: personSchema },
+  };
+  for (const extra of [{ temperature: 0 }, { temperature: 1, seed: 11 }]) {
+    const ask = chat("Tell me about a friend.", { max_tokens: 200, response_format, ...extra });
+    const whole = await client.chat.completions.create(ask);
+    assert.equal(whole.choices[0].finish_reason, "stop");
+    assertPerson(whole.choices[0].message.content);
+    const stream = await client.chat.completions.create({ ...ask, stream: true });
+    let text = "", finish;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        text += c.delta.content ?? "";
+        finish ??= c.finish_reason ?? undefined;
+      }
+    }
+    assert.equal(text, whole.choices[0].message.content);
+    assert.equal(finish, "stop");
+  }
+  // json_object on completions (as vLLM takes it): this model writes long keys, so it may be
+  // cut at max_tokens; and a document surely cut there.
+  const object = await client.completions.create({
+    model: "chat-model", prompt: "Once upon a time", max_tokens: 200, temperature: 1, seed: 2,
+    response_format: { type: "json_object" },
+  });
+  const { text, finish_reason } = object.choices[0];
+  assert.ok(text.startsWith("{"), text);
+  if (finish_reason === "stop") assert.equal(typeof JSON.parse(text), "object");
+  const cut = await client.chat.completions.create(
+    chat("x", { max_tokens: 3, temperature: 0, response_format }));
+  assert.equal(cut.choices[0].finish_reason, "length");
+  assert.ok(cut.choices[0].message.content.startsWith("{"));
+});
+
+test("guided_choice and guided_regex (vLLM's names) constrain the text", async () => {
+  const choice = await client.completions.create({
+    model: "chat-model", prompt: "The answer is", max_tokens: 20, temperature: 1, seed: 3,
+    guided_choice: ["yes", "no", "once upon a time"],
+  });
+  assert.ok(["yes", "no", "once upon a time"].includes(choice.choices[0].text));
+  const regex = await client.chat.completions.create(
+    chat("x", { max_tokens: 30, guided_regex: "[0-9]{3}-[a-z]{2,4}" }));
+  assert.match(regex.choices[0].message.content, /^[0-9]{3}-[a-z]{2,4}$/);
+});
+
+test("a bad constraint is a 400 naming its field", async () => {
+  const bad = (param) => (e) => e instanceof OpenAI.BadRequestError && e.param === param;
+  for (const stream of [false, true]) {
+    await assert.rejects(client.chat.completions.create(
+      chat("x", { response_format: { type: "sound" }, stream })), bad("response_format"));
+    await assert.rejects(client.chat.completions.create(chat("x", {
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: {
+        type: "object", patternProperties: { "^a": {} } } } }, stream,
+    })), (e) => bad("response_format")(e) && /patternProperties/.test(e.message));
+    await assert.rejects(client.completions.create({
+      model: "chat-model", prompt: "x", grammar: "root ::= undefined-rule", stream,
+    }), bad("grammar"));
+    await assert.rejects(client.completions.create({
+      model: "chat-model", prompt: "x", guided_regex: "(?=a)", stream,
+    }), bad("guided_regex"));
+    await assert.rejects(client.completions.create({
+      model: "chat-model", prompt: "x", guided_json: {}, guided_choice: ["a"], stream,
+    }), (e) => bad("guided_json")(e) && /guided_choice/.test(e.message));
+  }
+});
+
 // What a browser page on https://app.example reads: the SDK as it runs there (Origin sent),
 // its answers allowed to that origin, streamed or not; a preflight needs no key.
 test("CORS: an allowed origin reads answers and streams; a preflight needs no key", async () => {

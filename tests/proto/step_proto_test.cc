@@ -57,6 +57,33 @@ TEST(StepProtoTest, CommandSurvivesTheWire) {
   EXPECT_EQ(back.scheduled[0].new_block_ids, s.new_block_ids);
   EXPECT_EQ(back.scheduled[0].num_computed_tokens, 1);
   EXPECT_TRUE(back.scheduled[0].sample);
+  EXPECT_FALSE(back.scheduled[0].constrained);
+}
+
+TEST(StepProtoTest, AllowedTokensSurviveTheWireInBothForms) {
+  StepCommand c;
+  c.scheduled.resize(2);
+  ScheduledSequence& ids = c.scheduled[0];
+  ids.constrained = true;
+  ids.allowed_ids = {3, 70, 511};
+  ScheduledSequence& mask = c.scheduled[1];
+  mask.constrained = true;
+  mask.allowed_mask = {0x8000000000000001ULL, 0, 42};
+  v1::StepCommand wire;
+  ToProto(c, &wire);
+  v1::StepCommand parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  StepCommand back = FromProto(parsed);
+  ASSERT_EQ(back.scheduled.size(), 2u);
+  EXPECT_TRUE(back.scheduled[0].constrained);
+  EXPECT_EQ(back.scheduled[0].allowed_ids, ids.allowed_ids);
+  EXPECT_TRUE(back.scheduled[0].allowed_mask.empty());
+  EXPECT_EQ(back.scheduled[1].allowed_mask, mask.allowed_mask);
+  // Bytes that are not whole words never come out as a mask of the right size.
+  parsed.mutable_scheduled(1)->set_allowed_mask(std::string(20, '\xff'));
+  back = FromProto(parsed);
+  EXPECT_NE(back.scheduled[1].allowed_mask.size(), 3u);
+  EXPECT_NE(back.scheduled[1].allowed_mask.size(), 2u);
 }
 
 TEST(StepProtoTest, ResultAndHelloSurviveTheWire) {

@@ -155,5 +155,91 @@ TEST(WorkerEngineTest, ABadPrefillOutputRequestIsRefused) {
   EXPECT_EQ(good->sampled.size(), 1u);
 }
 
+// A constrained sample's allowed set comes off the wire too: a wrong size, an id out of range
+// or out of order, both forms or none, or a set with no token is refused; a good one is obeyed
+// (ids and bitmask alike), with greedy and sampled decoding.
+TEST(WorkerEngineTest, AllowedTokensAreValidatedAndObeyed) {
+  absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const int vocab = w->config.vocab_size;
+  const size_t words = (vocab + 63) / 64;
+  WorkerOptions options;
+  options.num_blocks = 8;
+  options.max_num_batched_tokens = 64;
+  options.max_num_seqs = 4;
+  auto engine = WorkerEngine::Create(*std::move(w), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  int64_t next_seq = 1;
+  auto step = [&](const std::function<void(ScheduledSequence&)>& set, float temperature) {
+    StepCommand c;
+    c.step_id = next_seq;
+    NewSequence& n = c.new_sequences.emplace_back();
+    n.seq_id = next_seq;
+    n.prompt_ids = {1, 5, 6};
+    n.sampling.temperature = temperature;
+    n.sampling.seed = 9;
+    ScheduledSequence& s = c.scheduled.emplace_back();
+    s.seq_id = next_seq;
+    s.token_ids = n.prompt_ids;
+    s.new_block_ids = {0};
+    s.sample = true;
+    s.constrained = true;
+    set(s);
+    return c;
+  };
+  const std::vector<std::function<void(ScheduledSequence&)>> spoils = {
+      [](ScheduledSequence&) {},  // neither form
+      [](ScheduledSequence& s) {
+        s.allowed_ids = {3, 3};
+      },
+      [](ScheduledSequence& s) {
+        s.allowed_ids = {5, 3};
+      },
+      [&](ScheduledSequence& s) { s.allowed_ids = {vocab}; },
+      [](ScheduledSequence& s) { s.allowed_ids = {-1}; },
+      [&](ScheduledSequence& s) { s.allowed_mask.assign(words - 1, ~uint64_t{0}); },
+      [&](ScheduledSequence& s) { s.allowed_mask.assign(words + 1, 1); },
+      [&](ScheduledSequence& s) { s.allowed_mask.assign(words, 0); },
+      [&](ScheduledSequence& s) {
+        s.allowed_mask.assign(words, 1);
+        s.allowed_ids = {3};
+      },
+      [](ScheduledSequence& s) {
+        s.allowed_ids = {3};
+        s.sample = false;
+      },
+  };
+  for (const auto& spoil : spoils) {
+    const absl::StatusOr<StepResult> r = (*engine)->Execute(step(spoil, 0));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  if (vocab % 64 != 0) {
+    auto past_the_end = [&](ScheduledSequence& s) {
+      s.allowed_mask.assign(words, 0);
+      s.allowed_mask.back() = uint64_t{1} << (vocab % 64);
+    };
+    EXPECT_FALSE((*engine)->Execute(step(past_the_end, 0)).ok());
+  }
+  for (float temperature : {0.0f, 1.0f}) {
+    auto ids = (*engine)->Execute(step(
+        [](ScheduledSequence& s) {
+          s.allowed_ids = {7, 300};
+        },
+        temperature));
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_TRUE(ids->sampled[0].token_id == 7 || ids->sampled[0].token_id == 300);
+    ++next_seq;
+    auto mask = (*engine)->Execute(step(
+        [&](ScheduledSequence& s) {
+          s.allowed_mask.assign(words, 0);
+          s.allowed_mask[1] = uint64_t{1} << 3;  // token 67
+        },
+        temperature));
+    ASSERT_TRUE(mask.ok()) << mask.status();
+    EXPECT_EQ(mask->sampled[0].token_id, 67);
+    ++next_seq;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -1,0 +1,36 @@
+// Structured output on the router: a request's grammar (GBNF, JSON Schema, regex, choice) and
+// its token mask over the model's vocabulary, shared by the request's sequences; each
+// sequence keeps its own GrammarMatcher (Sequence::matcher), advanced by the bytes of every
+// token it samples. The router holds the state because it has the tokenizer: before a step it
+// sends the worker the tokens the grammar allows (ScheduledSequence::allowed_*), after it
+// advances the matcher. A sequence preempted or moved to another worker keeps its output
+// tokens, and its matcher is their replay, so it never drifts from them.
+#ifndef PAGODA_ROUTER_CONSTRAINT_H_
+#define PAGODA_ROUTER_CONSTRAINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/grammar/grammar.h"
+#include "common/grammar/grammar_matcher.h"
+#include "common/grammar/token_masker.h"
+
+namespace pagoda {
+
+struct Constraint {
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<TokenMasker> masker;  // thread-safe; caches walks across requests
+};
+
+// Sets `out`'s constraint to the tokens `matcher` allows next, in the smaller wire form: the
+// ids when fewer than vocab / 32 (4 bytes each against vocab / 8), else the bitmask. `mask`
+// is scratch. An error when the matcher passed its limits (the sequence cannot go on).
+absl::Status FillAllowed(TokenMasker& masker, GrammarMatcher& matcher, std::vector<uint64_t>* mask,
+                         std::vector<int>* ids, std::vector<uint64_t>* words);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_CONSTRAINT_H_
