@@ -41,7 +41,9 @@ int32_t Word(const uint8_t* p) {
   return w;
 }
 
-template <int M>
+// x laid out as a QuantizeRows tile of XT rows (kRowTile, or 1 for a row gathered by
+// RunQuantizedPanels).
+template <int M, int XT = kRowTile>
 void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_blocks,
           const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
   V c0[M], c1[M];
@@ -49,11 +51,11 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
   for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
   for (int b = 0; b < num_blocks; ++b) {
     const uint8_t* w = panel + static_cast<size_t>(b) * kBlockBytes;
-    const uint8_t* x = a + static_cast<size_t>(b) * 40 * kRowTile;
-    const float* x_scale = reinterpret_cast<const float*>(x + 32 * kRowTile);
+    const uint8_t* x = a + b * XBlockBytes(XT);
+    const float* x_scale = reinterpret_cast<const float*>(x + 32 * XT);
     I i0[M], i1[M];
 #if defined(__AVX512F__)
-    const uint8_t* x_offset = x + 36 * kRowTile;
+    const uint8_t* x_offset = x + 36 * XT;
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r) i0[r] = i1[r] = _mm512_set1_epi32(Word(x_offset + 4 * r));
 #pragma GCC unroll 8
@@ -62,7 +64,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
       const I w1 = _mm512_loadu_si512(w + g * 4 * kPanel + 64);
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
-        const I xr = _mm512_set1_epi32(Word(x + (g * kRowTile + r) * 4));
+        const I xr = _mm512_set1_epi32(Word(x + (g * XT + r) * 4));
         i0[r] = _mm512_dpbusd_epi32(i0[r], w0, xr);
         i1[r] = _mm512_dpbusd_epi32(i1[r], w1, xr);
       }
@@ -87,7 +89,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
       const I w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + g * 4 * kPanel + 32));
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
-        const I xr = _mm256_set1_epi32(Word(x + (g * kRowTile + r) * 4));
+        const I xr = _mm256_set1_epi32(Word(x + (g * XT + r) * 4));
         const I ax = _mm256_abs_epi8(xr);
         i0[r] = _mm256_add_epi32(
             i0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, xr)), ones));
@@ -163,8 +165,8 @@ void QuantizeRows(const float* x, int rows, int k, int k_padded, int tile_begin,
 void GemmInt8(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
               int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
               int ldy) {
-  RunQuantizedPanels(kTiles, kRowTile, packed_x, rows, packed, shape, panel_begin, panel_end, bias,
-                     accumulate, y, ldy);
+  RunQuantizedPanels(kTiles, &Tile<1, 1>, kRowTile, packed_x, rows, packed, shape, panel_begin,
+                     panel_end, bias, accumulate, y, ldy);
 }
 
 }  // namespace PAGODA_ISA

@@ -45,10 +45,8 @@ constexpr size_t kHighBytes = 16 * kPanel;        // offset of the high 2 bits i
 constexpr size_t kScaleBytes = 24 * kPanel;       // offset of the int8 scales
 constexpr size_t kBlockBytes = 26 * kPanel;       // PackedShape::q6k_block_bytes
 constexpr size_t kHeaderBytes = 2 * kPanel;       // PackedShape::q6k_header_bytes
-constexpr size_t kXBlockBytes = 40 * kRowTile;    // a block of a QuantizeRows tile
 constexpr int kBlocks = PackedShape::kQ4KBlocks;  // blocks of 32 under one header
-// Bytes ahead of the block being read that a decode asks the memory for.
-constexpr int kPrefetchBytes = 2048;
+// No software prefetch: 2 and 4 KB ahead read less of the roof than without (2 threads).
 
 #if defined(__AVX512F__)
 using I = __m512i;
@@ -113,8 +111,8 @@ int32_t Word(const uint8_t* p) {
 
 // A register tile of M rows over one panel; `a` points at the first row's words in the
 // QuantizeRows tile (every per-row field of a tile is 4 bytes a row, so an offset of 4 bytes a
-// row serves them all).
-template <int M>
+// row serves them all), of XT rows (kRowTile, or 1 for a row gathered by RunQuantizedPanels).
+template <int M, int XT = kRowTile>
 void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_blocks,
           const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
   V c0[M], c1[M];
@@ -128,14 +126,8 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
       header = w;
       w += kHeaderBytes;
     }
-    if (M == 1) {
-#pragma GCC unroll 16
-      for (size_t at = 0; at < kBlockBytes; at += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes + at), _MM_HINT_T0);
-      }
-    }
-    const uint8_t* x = a + static_cast<size_t>(b) * kXBlockBytes;
-    const float* x_scale = reinterpret_cast<const float*>(x + 32 * kRowTile);
+    const uint8_t* x = a + b * XBlockBytes(XT);
+    const float* x_scale = reinterpret_cast<const float*>(x + 32 * XT);
     I s0[M], s1[M];  // the block's sum of both halves, scaled
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {  // the halves of 16 k, each with its scales
@@ -153,7 +145,7 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
         const I q1 = Or(And(ShiftRight16(bytes, 4), low4), And(top1, high2));
 #pragma GCC unroll 8
         for (int r = 0; r < M; ++r) {
-          const I xr = Set1I(Word(x + (g * kRowTile + r) * 4));
+          const I xr = Set1I(Word(x + (g * XT + r) * 4));
           i0[r] = Dot(i0[r], q0, xr);
           i1[r] = Dot(i1[r], q1, xr);
           offset[r] = Dot(offset[r], thirty_two, xr);
@@ -198,8 +190,8 @@ constexpr const TileFn* kTiles = TileTable<1, 2>::kFns;
 void GemmQ6K(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y,
              int ldy) {
-  RunQuantizedPanels(kTiles, kTileRows, packed_x, rows, packed, shape, panel_begin, panel_end, bias,
-                     accumulate, y, ldy);
+  RunQuantizedPanels(kTiles, &Tile<1, 1>, kTileRows, packed_x, rows, packed, shape, panel_begin,
+                     panel_end, bias, accumulate, y, ldy);
 }
 
 }  // namespace PAGODA_ISA

@@ -3,6 +3,9 @@
 #ifndef PAGODA_WORKER_KERNELS_GEMM_TILE_H_
 #define PAGODA_WORKER_KERNELS_GEMM_TILE_H_
 
+#include <cstring>
+#include <vector>
+
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
@@ -56,16 +59,44 @@ inline void StoreTile(const V (&c0)[M], const V (&c1)[M], const float* bias, boo
 using QuantizedTileFn = void (*)(const uint8_t*, const uint8_t*, int, const float*, bool, float*,
                                  int, int);
 
+// Bytes of a block of 32 k of x in a QuantizeRows tile of `tile_rows` rows: the int8 values
+// in groups of 4 k (4 bytes a row each), then a float scale and an int32 offset a row.
+constexpr size_t XBlockBytes(int tile_rows) { return static_cast<size_t>(40) * tile_rows; }
+
+// Row 0 of a QuantizeRows tile, gathered into the layout of a tile of one row (blocks of 40
+// bytes). A decode's tile reads 40 bytes of x per block so, not the 4 cache lines its words
+// span in a tile of kInt8RowTile rows: those lines, missed in L1 as the panel streams past,
+// took L1 miss buffers from the weights' stream.
+inline void GatherRow(const uint8_t* __restrict tile, int num_blocks, uint8_t* __restrict row) {
+  for (int b = 0; b < num_blocks; ++b) {
+    const uint8_t* src = tile + b * XBlockBytes(kInt8RowTile);
+    uint8_t* dst = row + b * XBlockBytes(1);
+    for (int g = 0; g < 10; ++g) std::memcpy(dst + 4 * g, src + 4 * kInt8RowTile * g, 4);
+  }
+}
+
 // Panels [panel_begin, panel_end) of a quantized GEMM (int8, int4, q6_k): x as QuantizeRows
 // wrote it (tiles of kInt8RowTile rows), register tiles of up to `tile_rows` rows
 // (`tiles[m]` runs m rows; tile_rows divides kInt8RowTile). Each panel stays in L2 across
-// the row tiles.
-inline void RunQuantizedPanels(const QuantizedTileFn* tiles, int tile_rows, const uint8_t* packed_x,
-                               int rows, const uint8_t* packed, const PackedShape& shape,
-                               int panel_begin, int panel_end, const float* bias, bool accumulate,
-                               float* y, int ldy) {
+// the row tiles. One row (a decode) is gathered dense first and runs `one_row`, a tile of one
+// row whose x is laid out as a QuantizeRows tile of one row.
+inline void RunQuantizedPanels(const QuantizedTileFn* tiles, QuantizedTileFn one_row, int tile_rows,
+                               const uint8_t* packed_x, int rows, const uint8_t* packed,
+                               const PackedShape& shape, int panel_begin, int panel_end,
+                               const float* bias, bool accumulate, float* y, int ldy) {
   const int num_blocks = shape.num_int8_blocks();
   const size_t tile_bytes = Int8TileBytes(kInt8RowTile, shape.k_padded);
+  if (rows == 1) {
+    thread_local std::vector<uint8_t> row;
+    row.resize(num_blocks * XBlockBytes(1));
+    GatherRow(packed_x, num_blocks, row.data());
+    for (int p = panel_begin; p < panel_end; ++p) {
+      const int col = p * kPanel;
+      one_row(row.data(), packed + p * shape.panel_bytes(), num_blocks, bias ? bias + col : nullptr,
+              accumulate, y + col, ldy, MinInt(kPanel, shape.n - col));
+    }
+    return;
+  }
   for (int p = panel_begin; p < panel_end; ++p) {
     const uint8_t* panel = packed + p * shape.panel_bytes();
     const int col = p * kPanel;
