@@ -16,11 +16,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status Bad(absl::string_view field, absl::string_view why,
-                 absl::string_view code = kInvalidValue) {
-  return WithOpenAiCode(absl::InvalidArgumentError(absl::StrCat(field, ": ", why)), code);
-}
-
 const Json* Field(const Json& body, const char* name) {
   auto it = body.find(name);
   return it == body.end() || it->is_null() ? nullptr : &*it;
@@ -34,24 +29,24 @@ absl::StatusOr<std::string> SchemaGbnf(const Json& schema, absl::string_view fie
   } else if (schema.is_string()) {
     gbnf = JsonSchemaToGbnf(schema.get_ref<const std::string&>());
   } else {
-    return Bad(field, "the schema must be a JSON object", kInvalidType);
+    return BadField(field, "the schema must be a JSON object", kInvalidType);
   }
-  if (!gbnf.ok()) return Bad(field, gbnf.status().message());
+  if (!gbnf.ok()) return BadField(field, gbnf.status().message());
   return gbnf;
 }
 
 // response_format: the GBNF it asks for, or nullopt for {"type": "text"}.
 absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format) {
   constexpr char kField[] = "response_format";
-  if (!format.is_object()) return Bad(kField, "must be an object", kInvalidType);
+  if (!format.is_object()) return BadField(kField, "must be an object", kInvalidType);
   const Json* type = Field(format, "type");
   if (type == nullptr || !type->is_string()) {
-    return Bad(kField, "needs a type: \"text\", \"json_object\" or \"json_schema\"");
+    return BadField(kField, "needs a type: \"text\", \"json_object\" or \"json_schema\"");
   }
   for (const auto& [key, value] : format.items()) {
     if (key != "type" && key != "json_schema" && key != "schema") {
-      return Bad(kField, absl::StrCat("unknown field \"", key.substr(0, 64), "\""),
-                 kUnsupportedParameter);
+      return BadField(kField, absl::StrCat("unknown field \"", key.substr(0, 64), "\""),
+                      kUnsupportedParameter);
     }
   }
   const std::string& name = type->get_ref<const std::string&>();
@@ -62,25 +57,26 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format
     return JsonObjectGbnf();
   }
   if (name != "json_schema") {
-    return Bad(kField, absl::StrCat("type \"", name.substr(0, 64),
-                                    "\" is not one of \"text\", \"json_object\", \"json_schema\""));
+    return BadField(kField,
+                    absl::StrCat("type \"", name.substr(0, 64),
+                                 "\" is not one of \"text\", \"json_object\", \"json_schema\""));
   }
   const Json* spec = Field(format, "json_schema");
   if (spec == nullptr || !spec->is_object()) {
-    return Bad(kField, "type json_schema needs a json_schema object", kMissingRequired);
+    return BadField(kField, "type json_schema needs a json_schema object", kMissingRequired);
   }
   for (const auto& [key, value] : spec->items()) {
     if (key == "name" || key == "description") {
       if (!value.is_string())
-        return Bad(kField, absl::StrCat("json_schema.", key, " must be a string"));
+        return BadField(kField, absl::StrCat("json_schema.", key, " must be a string"));
     } else if (key == "strict") {
       // Not strict is allowed too: the output follows the schema either way.
       if (!value.is_boolean() && !value.is_null())
-        return Bad(kField, "json_schema.strict must be true or false");
+        return BadField(kField, "json_schema.strict must be true or false");
     } else if (key != "schema") {
-      return Bad(kField,
-                 absl::StrCat("json_schema has an unknown field \"", key.substr(0, 64), "\""),
-                 kUnsupportedParameter);
+      return BadField(kField,
+                      absl::StrCat("json_schema has an unknown field \"", key.substr(0, 64), "\""),
+                      kUnsupportedParameter);
     }
   }
   const Json* schema = Field(*spec, "schema");
@@ -89,7 +85,7 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format
 }
 
 absl::StatusOr<std::string> StringField(const Json& v, const char* field) {
-  if (!v.is_string()) return Bad(field, "must be a string", kInvalidType);
+  if (!v.is_string()) return BadField(field, "must be a string", kInvalidType);
   return v.get<std::string>();
 }
 
@@ -100,7 +96,7 @@ absl::Status ReadConstraint(const Json& body, ConstraintCompiler* compiler,
   for (const char* unsupported :
        {"guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "json_schema"}) {
     if (Field(body, unsupported) != nullptr) {
-      return Bad(unsupported, "is not supported", kUnsupportedParameter);
+      return BadField(unsupported, "is not supported", kUnsupportedParameter);
     }
   }
   std::vector<std::string> given;  // the constraint fields set
@@ -133,21 +129,22 @@ absl::Status ReadConstraint(const Json& body, ConstraintCompiler* compiler,
     given.push_back("guided_regex");
     ASSIGN_OR_RETURN(std::string regex, StringField(*v, "guided_regex"));
     absl::StatusOr<std::string> expr = RegexToGbnf(regex, /*json_string=*/false);
-    if (!expr.ok()) return Bad("guided_regex", expr.status().message());
+    if (!expr.ok()) return BadField("guided_regex", expr.status().message());
     gbnf = absl::StrCat("root ::= ", *expr, "\n");
     field = "guided_regex";
   }
   if (const Json* v = Field(body, "guided_choice")) {
     given.push_back("guided_choice");
     if (!v->is_array() || v->empty() || v->size() > kMaxChoices) {
-      return Bad("guided_choice", absl::StrCat("must be a list of 1 to ", kMaxChoices, " strings"));
+      return BadField("guided_choice",
+                      absl::StrCat("must be a list of 1 to ", kMaxChoices, " strings"));
     }
     std::vector<std::string> alternatives;
     for (const Json& choice : *v) {
       if (!choice.is_string() || choice.get_ref<const std::string&>().empty() ||
           choice.get_ref<const std::string&>().size() > kMaxChoiceBytes) {
-        return Bad("guided_choice", absl::StrCat("each choice must be a string of 1 to ",
-                                                 kMaxChoiceBytes, " bytes"));
+        return BadField("guided_choice", absl::StrCat("each choice must be a string of 1 to ",
+                                                      kMaxChoiceBytes, " bytes"));
       }
       alternatives.push_back(GbnfLiteral(choice.get_ref<const std::string&>()));
     }
@@ -155,12 +152,13 @@ absl::Status ReadConstraint(const Json& body, ConstraintCompiler* compiler,
     field = "guided_choice";
   }
   if (given.size() > 1) {
-    return Bad(given[0], absl::StrCat("at most one output constraint per request; got ",
-                                      absl::StrJoin(given, ", ")));
+    return BadField(given[0], absl::StrCat("at most one output constraint per request; got ",
+                                           absl::StrJoin(given, ", ")));
   }
   if (!gbnf.has_value()) return absl::OkStatus();
   if (compiler == nullptr) {
-    return Bad(field, "structured output is not available on this server", kUnsupportedParameter);
+    return BadField(field, "structured output is not available on this server",
+                    kUnsupportedParameter);
   }
   ASSIGN_OR_RETURN(request->constraint, compiler->Compile(*gbnf, field));
   return absl::OkStatus();

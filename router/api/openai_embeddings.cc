@@ -14,11 +14,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status Bad(absl::string_view field, absl::string_view why,
-                 absl::string_view code = kInvalidValue) {
-  return WithOpenAiCode(absl::InvalidArgumentError(absl::StrCat(field, ": ", why)), code);
-}
-
 // The fields this endpoint reads; any other is refused by name rather than ignored.
 constexpr const char* kKnownFields[] = {"model",      "input", "encoding_format",
                                         "dimensions", "user",  "add_special_tokens"};
@@ -27,15 +22,15 @@ bool IsTokenIds(const Json& v) { return v.is_array() && !v.empty() && v.front().
 
 absl::Status ReadTokenIds(const Json& v, int max_model_len, int vocab_size, std::vector<int>* out) {
   if (v.size() >= static_cast<size_t>(max_model_len)) {
-    return Bad(
+    return BadField(
         "input",
         absl::StrCat(v.size(), " tokens leave no room in the model length of ", max_model_len),
         kContextLengthExceeded);
   }
   for (const Json& id : v) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
-      return Bad("input",
-                 absl::StrCat("each token id must be an integer in [0, ", vocab_size, ")"));
+      return BadField("input",
+                      absl::StrCat("each token id must be an integer in [0, ", vocab_size, ")"));
     }
     out->push_back(id.get<int>());
   }
@@ -55,7 +50,7 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* field : kKnownFields) known = known || key == field;
-    if (!known) return Bad(key.substr(0, 64), "is not supported", kUnsupportedParameter);
+    if (!known) return BadField(key.substr(0, 64), "is not supported", kUnsupportedParameter);
   }
   EmbeddingCall call;
   auto field = [&](const char* name) -> const Json* {
@@ -63,15 +58,15 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
     return it == body.end() || it->is_null() ? nullptr : &*it;
   };
   if (const Json* m = field("model")) {
-    if (!m->is_string()) return Bad("model", "must be a string", kInvalidType);
+    if (!m->is_string()) return BadField("model", "must be a string", kInvalidType);
     call.model = m->get<std::string>();
   }
   if (const Json* u = field("user"); u != nullptr && !u->is_string()) {
-    return Bad("user", "must be a string", kInvalidType);
+    return BadField("user", "must be a string", kInvalidType);
   }
   if (const Json* f = field("encoding_format")) {
     if (!f->is_string() || (*f != "float" && *f != "base64")) {
-      return Bad("encoding_format", "must be \"float\" or \"base64\"");
+      return BadField("encoding_format", "must be \"float\" or \"base64\"");
     }
     call.base64 = *f == "base64";
   }
@@ -79,17 +74,18 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
   if (const Json* d = field("dimensions")) {
     // The model's vectors are not truncatable (not trained Matryoshka-style): only its dim.
     if (!d->is_number_integer() || d->get<int64_t>() != dim) {
-      return Bad("dimensions", absl::StrCat("only the model's own ", dim, " is supported"),
-                 kUnsupportedParameter);
+      return BadField("dimensions", absl::StrCat("only the model's own ", dim, " is supported"),
+                      kUnsupportedParameter);
     }
   }
   bool add_special_tokens = true;
   if (const Json* a = field("add_special_tokens")) {
-    if (!a->is_boolean()) return Bad("add_special_tokens", "must be true or false", kInvalidType);
+    if (!a->is_boolean())
+      return BadField("add_special_tokens", "must be true or false", kInvalidType);
     add_special_tokens = a->get<bool>();
   }
   const Json* input = field("input");
-  if (input == nullptr) return Bad("input", "is required", kMissingRequired);
+  if (input == nullptr) return BadField("input", "is required", kMissingRequired);
   std::vector<const Json*> inputs;
   if (input->is_string() || IsTokenIds(*input)) {
     inputs.push_back(input);
@@ -97,8 +93,9 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
              input->size() <= static_cast<size_t>(kMaxEmbeddingInputs)) {
     for (const Json& i : *input) inputs.push_back(&i);
   } else {
-    return Bad("input", absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
-                                     kMaxEmbeddingInputs, " of either"));
+    return BadField("input",
+                    absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
+                                 kMaxEmbeddingInputs, " of either"));
   }
   const int max_len = context.cluster->max_model_len();
   int64_t total = 0;
@@ -107,19 +104,19 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
     r.pooling = pooling;
     if (i->is_string()) {
       const std::string& text = i->get_ref<const std::string&>();
-      if (text.empty()) return Bad("input", "must not be empty");
+      if (text.empty()) return BadField("input", "must not be empty");
       ASSIGN_OR_RETURN(r.prompt_ids, EncodePrompt(*context.tokenizer, text, max_len, "input",
                                                   add_special_tokens));
     } else if (IsTokenIds(*i)) {
       RETURN_IF_ERROR(
           ReadTokenIds(*i, max_len, context.cluster->config().vocab_size, &r.prompt_ids));
     } else {
-      return Bad("input", "each input must be a non-empty string or list of token ids");
+      return BadField("input", "each input must be a non-empty string or list of token ids");
     }
-    if (r.prompt_ids.empty()) return Bad("input", "an input has no tokens");
+    if (r.prompt_ids.empty()) return BadField("input", "an input has no tokens");
     total += static_cast<int64_t>(r.prompt_ids.size());
     if (total > kMaxEmbeddingTokens) {
-      return Bad("input", absl::StrCat("more than ", kMaxEmbeddingTokens, " tokens in all"));
+      return BadField("input", absl::StrCat("more than ", kMaxEmbeddingTokens, " tokens in all"));
     }
     call.requests.push_back(std::move(r));
   }

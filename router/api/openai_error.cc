@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "common/json.h"
 
@@ -57,6 +58,10 @@ absl::Status WithOpenAiCode(absl::Status status, absl::string_view code) {
     status.SetPayload(kCodePayload, absl::Cord(code));
   }
   return status;
+}
+
+absl::Status BadField(absl::string_view field, absl::string_view why, absl::string_view code) {
+  return WithOpenAiCode(absl::InvalidArgumentError(absl::StrCat(field, ": ", why)), code);
 }
 
 OpenAiError MakeOpenAiError(int http_status, std::string message, std::string param,

@@ -42,6 +42,9 @@ OpenAiError MakeOpenAiError(int http_status, std::string message, std::string pa
 // `status` (INVALID_ARGUMENT) carrying OpenAI's `code` for it, which ErrorOf reports; the tag
 // survives RETURN_IF_ERROR and InOpenAiFieldNames. Other statuses are returned unchanged.
 absl::Status WithOpenAiCode(absl::Status status, absl::string_view code);
+// A bad request field: INVALID_ARGUMENT "FIELD: WHY", tagged with OpenAI's `code` for it.
+absl::Status BadField(absl::string_view field, absl::string_view why,
+                      absl::string_view code = kInvalidValue);
 
 // The error for a failed status: INVALID_ARGUMENT and FAILED_PRECONDITION are 400 with the
 // field their message starts with ("temperature: ...", "n = 0: ...") as `param`, and the code

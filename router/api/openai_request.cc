@@ -17,12 +17,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A bad field: INVALID_ARGUMENT starting with its name, tagged with OpenAI's code for it.
-absl::Status Bad(absl::string_view field, absl::string_view why,
-                 absl::string_view code = kInvalidValue) {
-  return WithOpenAiCode(absl::InvalidArgumentError(absl::StrCat(field, ": ", why)), code);
-}
-
 // The field's value, or null when absent (an explicit null counts as absent, as OpenAI's
 // clients send it).
 const Json* Field(const Json& body, const char* name) {
@@ -34,10 +28,10 @@ absl::Status ReadNumber(const Json& body, const char* name, double min, double m
                         std::optional<double>* out) {
   const Json* v = Field(body, name);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number()) return Bad(name, "must be a number", kInvalidType);
+  if (!v->is_number()) return BadField(name, "must be a number", kInvalidType);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < min || x > max) {
-    return Bad(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+    return BadField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
   }
   *out = x;
   return absl::OkStatus();
@@ -47,10 +41,10 @@ absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t ma
                      std::optional<int64_t>* out) {
   const Json* v = Field(body, name);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number_integer()) return Bad(name, "must be an integer", kInvalidType);
+  if (!v->is_number_integer()) return BadField(name, "must be an integer", kInvalidType);
   const int64_t x =
       v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
-  if (x < min || x > max) return Bad(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+  if (x < min || x > max) return BadField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
   *out = x;
   return absl::OkStatus();
 }
@@ -58,20 +52,20 @@ absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t ma
 absl::Status ReadBool(const Json& body, const char* name, bool* out) {
   const Json* v = Field(body, name);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_boolean()) return Bad(name, "must be true or false", kInvalidType);
+  if (!v->is_boolean()) return BadField(name, "must be true or false", kInvalidType);
   *out = v->get<bool>();
   return absl::OkStatus();
 }
 
 absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::vector<int>* out) {
-  if (!v.is_array()) return Bad(name, "must be a list of token ids");
+  if (!v.is_array()) return BadField(name, "must be a list of token ids");
   if (static_cast<int64_t>(v.size()) > max_count) {
-    return Bad(name, absl::StrCat("more than ", max_count, " token ids"));
+    return BadField(name, absl::StrCat("more than ", max_count, " token ids"));
   }
   for (const Json& id : v) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() > std::numeric_limits<int>::max()) {
-      return Bad(name, "each token id must be an integer >= 0");
+      return BadField(name, "each token id must be an integer >= 0");
     }
     out->push_back(id.get<int>());
   }
@@ -82,16 +76,17 @@ absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::v
 absl::Status ReadLogitBias(const Json& body, SamplingParams* params) {
   const Json* v = Field(body, "logit_bias");
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_object()) return Bad("logit_bias", "must be an object", kInvalidType);
+  if (!v->is_object()) return BadField("logit_bias", "must be an object", kInvalidType);
   std::vector<LogitBias> entries;
   for (const auto& [key, bias] : v->items()) {
     int id;
     if (!absl::SimpleAtoi(key, &id) || id < 0) {
-      return Bad("logit_bias", absl::StrCat("key \"", key.substr(0, 32), "\" is not a token id"));
+      return BadField("logit_bias",
+                      absl::StrCat("key \"", key.substr(0, 32), "\" is not a token id"));
     }
     if (!bias.is_number()) {
-      return Bad("logit_bias", absl::StrCat("the bias of token ", id, " must be a number"),
-                 kInvalidType);
+      return BadField("logit_bias", absl::StrCat("the bias of token ", id, " must be a number"),
+                      kInvalidType);
     }
     entries.push_back({id, static_cast<float>(bias.get<double>())});
   }
@@ -102,11 +97,11 @@ absl::Status ReadLogitBias(const Json& body, SamplingParams* params) {
 absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCall* call,
                         GenerationRequest* base) {
   if (const Json* m = Field(body, "model")) {
-    if (!m->is_string()) return Bad("model", "must be a string", kInvalidType);
+    if (!m->is_string()) return BadField("model", "must be a string", kInvalidType);
     call->model = m->get<std::string>();
   }
   if (const Json* u = Field(body, "user"); u != nullptr && !u->is_string()) {
-    return Bad("user", "must be a string", kInvalidType);
+    return BadField("user", "must be a string", kInvalidType);
   }
   // Fields left out: the model's defaults (generation_config.json), and a fresh seed.
   SamplingOverrides set;
@@ -117,7 +112,7 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &x));
   if (x.has_value()) set.top_p = static_cast<float>(*x);
-  if (set.top_p.has_value() && *set.top_p <= 0) return Bad("top_p", "must be in (0, 1]");
+  if (set.top_p.has_value() && *set.top_p <= 0) return BadField("top_p", "must be in (0, 1]");
   x.reset();
   RETURN_IF_ERROR(ReadNumber(body, "min_p", 0, 1, &x));
   given.min_p = static_cast<float>(x.value_or(0));
@@ -161,24 +156,24 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
       call->stops.push_back(stop->get<std::string>());
     } else if (stop->is_array() && stop->size() <= kMaxStopStrings) {
       for (const Json& s : *stop) {
-        if (!s.is_string()) return Bad("stop", "must be a string or a list of strings");
+        if (!s.is_string()) return BadField("stop", "must be a string or a list of strings");
         call->stops.push_back(s.get<std::string>());
       }
     } else {
-      return Bad("stop", absl::StrCat("must be a string or a list of at most ", kMaxStopStrings,
-                                      " strings"));
+      return BadField("stop", absl::StrCat("must be a string or a list of at most ",
+                                           kMaxStopStrings, " strings"));
     }
     for (const std::string& s : call->stops) {
       if (s.empty() || s.size() > kMaxStopStringBytes) {
-        return Bad("stop",
-                   absl::StrCat("each string must be 1 to ", kMaxStopStringBytes, " bytes"));
+        return BadField("stop",
+                        absl::StrCat("each string must be 1 to ", kMaxStopStringBytes, " bytes"));
       }
     }
   }
   RETURN_IF_ERROR(ReadBool(body, "stream", &call->stream));
   if (const Json* options = Field(body, "stream_options")) {
-    if (!options->is_object()) return Bad("stream_options", "must be an object", kInvalidType);
-    if (!call->stream) return Bad("stream_options", "only allowed with stream: true");
+    if (!options->is_object()) return BadField("stream_options", "must be an object", kInvalidType);
+    if (!call->stream) return BadField("stream_options", "only allowed with stream: true");
     RETURN_IF_ERROR(ReadBool(*options, "include_usage", &call->include_usage));
   }
   bool skip_special_tokens = true;
@@ -228,15 +223,16 @@ std::string ContentText(const Json& content) {
 // The messages as the template sees them: content parts joined into one string.
 absl::StatusOr<Json> ReadMessages(const Json& body) {
   const Json* messages = Field(body, "messages");
-  if (messages == nullptr) return Bad("messages", "is required", kMissingRequired);
+  if (messages == nullptr) return BadField("messages", "is required", kMissingRequired);
   if (!messages->is_array() || messages->empty() || messages->size() > kMaxMessages) {
-    return Bad("messages", absl::StrCat("must be a list of 1 to ", kMaxMessages, " messages"));
+    return BadField("messages", absl::StrCat("must be a list of 1 to ", kMaxMessages, " messages"));
   }
   Json out = Json::array();
   for (const Json& m : *messages) {
-    if (!m.is_object()) return Bad("messages", "each message must be an object");
+    if (!m.is_object()) return BadField("messages", "each message must be an object");
     const Json* role = Field(m, "role");
-    if (role == nullptr || !role->is_string()) return Bad("messages", "each needs a role string");
+    if (role == nullptr || !role->is_string())
+      return BadField("messages", "each needs a role string");
     Json message = m;
     if (const Json* content = Field(m, "content")) {
       bool ok = content->is_string() || content->is_array();
@@ -249,7 +245,8 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
         }
       }
       if (!ok) {
-        return Bad("messages", "content must be a string or a list of {\"type\": \"text\"} parts");
+        return BadField("messages",
+                        "content must be a string or a list of {\"type\": \"text\"} parts");
       }
       message["content"] = ContentText(*content);
     }
@@ -286,30 +283,32 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
   RETURN_IF_ERROR(ReadBool(body, "continue_final_message", &continue_final));
   if (continue_final) {
     if (Field(body, "add_generation_prompt") != nullptr && inputs.add_generation_prompt) {
-      return Bad("continue_final_message", "cannot be used with add_generation_prompt: true");
+      return BadField("continue_final_message", "cannot be used with add_generation_prompt: true");
     }
     inputs.add_generation_prompt = false;
   }
   if (const Json* tools = Field(body, "tools")) {
-    if (!tools->is_array()) return Bad("tools", "must be a list", kInvalidType);
+    if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
     inputs.tools = *tools;
   }
   if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) return Bad("chat_template_kwargs", "must be an object", kInvalidType);
+    if (!kwargs->is_object())
+      return BadField("chat_template_kwargs", "must be an object", kInvalidType);
     inputs.extra_context = *kwargs;
   }
   inputs.bos_token = context.bos_token;
   inputs.eos_token = context.eos_token;
   absl::StatusOr<std::string> text = context.chat_template->Apply(inputs);
   if (!text.ok())
-    return Bad("messages", absl::StrCat("the chat template failed: ", text.status().message()));
+    return BadField("messages",
+                    absl::StrCat("the chat template failed: ", text.status().message()));
   if (continue_final) {
     // As transformers does: the text ends where the final message's content ends.
     const Json& last = inputs.messages.back();
     const std::string content(absl::StripAsciiWhitespace(last.value("content", std::string())));
     const size_t at = content.empty() ? std::string::npos : text->rfind(content);
     if (at == std::string::npos) {
-      return Bad("continue_final_message", "the final message's content is not in the prompt");
+      return BadField("continue_final_message", "the final message's content is not in the prompt");
     }
     text->resize(at + content.size());
   }
@@ -327,14 +326,15 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
   if (logprobs.has_value()) call.top_logprobs = static_cast<int>(*logprobs);
   call.echo_logprobs = call.echo && logprobs.has_value();
   if (base.max_tokens == 0 && !call.echo_logprobs && call.prompt_logprobs < 0) {
-    return Bad("max_tokens", "must be >= 1 (0 only with echo and logprobs, or prompt_logprobs)");
+    return BadField("max_tokens",
+                    "must be >= 1 (0 only with echo and logprobs, or prompt_logprobs)");
   }
   if (const Json* suffix = Field(body, "suffix"); suffix != nullptr) {
-    return Bad("suffix", "is not supported", kUnsupportedParameter);
+    return BadField("suffix", "is not supported", kUnsupportedParameter);
   }
 
   const Json* prompt = Field(body, "prompt");
-  if (prompt == nullptr) return Bad("prompt", "is required", kMissingRequired);
+  if (prompt == nullptr) return BadField("prompt", "is required", kMissingRequired);
   const int max_len = context.cluster->max_model_len();
   // Each prompt is a string or a list of token ids; a list of either makes several.
   std::vector<const Json*> prompts;
@@ -346,25 +346,26 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
              static_cast<int>(prompt->size()) <= kMaxPromptsPerCall) {
     for (const Json& p : *prompt) prompts.push_back(&p);
   } else {
-    return Bad("prompt", absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
-                                      kMaxPromptsPerCall, " of either"));
+    return BadField("prompt",
+                    absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
+                                 kMaxPromptsPerCall, " of either"));
   }
   for (const Json* p : prompts) {
     GenerationRequest r = base;
     if (p->is_string()) {
       const std::string& text = p->get_ref<const std::string&>();
-      if (text.empty()) return Bad("prompt", "must not be empty");
+      if (text.empty()) return BadField("prompt", "must not be empty");
       ASSIGN_OR_RETURN(r.prompt_ids, EncodePrompt(*context.tokenizer, text, max_len));
       call.prompt_texts.push_back(text);
     } else {
       if (p->is_array() && p->size() >= static_cast<size_t>(max_len)) {
-        return Bad(
+        return BadField(
             "prompt",
             absl::StrCat(p->size(), " tokens leave no room in the model length of ", max_len),
             kContextLengthExceeded);
       }
       RETURN_IF_ERROR(ReadTokenIds(*p, "prompt", max_len, &r.prompt_ids));
-      if (r.prompt_ids.empty()) return Bad("prompt", "must not be empty");
+      if (r.prompt_ids.empty()) return BadField("prompt", "must not be empty");
       call.prompt_texts.push_back(call.echo ? context.tokenizer->Decode(r.prompt_ids)
                                             : std::string());
     }
@@ -383,7 +384,7 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContex
   RETURN_IF_ERROR(ReadBool(body, "logprobs", &logprobs));
   std::optional<int64_t> top;
   RETURN_IF_ERROR(ReadInt(body, "top_logprobs", 0, kMaxLogprobs, &top));
-  if (top.has_value() && !logprobs) return Bad("top_logprobs", "needs logprobs: true");
+  if (top.has_value() && !logprobs) return BadField("top_logprobs", "needs logprobs: true");
   if (logprobs) call.top_logprobs = static_cast<int>(top.value_or(0));
 
   ASSIGN_OR_RETURN(std::string text, RenderChat(body, context));
@@ -391,7 +392,7 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContex
   ASSIGN_OR_RETURN(base.prompt_ids,
                    EncodePrompt(*context.tokenizer, text, context.cluster->max_model_len(),
                                 "messages", /*add_special_tokens=*/false));
-  if (base.prompt_ids.empty()) return Bad("messages", "the rendered prompt is empty");
+  if (base.prompt_ids.empty()) return BadField("messages", "the rendered prompt is empty");
   call.prompt_texts.push_back(std::move(text));
   call.requests.push_back(std::move(base));
   return Finish(std::move(call));

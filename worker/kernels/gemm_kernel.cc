@@ -14,7 +14,6 @@
 // The panel (k_padded x 32 floats, ≤ 720 KB for k = 5632) stays in L2 across the row blocks,
 // so each weight is read from memory once per call whatever the row count.
 #include <cstdint>
-#include <vector>
 
 #include "worker/kernels/gemm_tile.h"
 #include "worker/kernels/kernels.h"
@@ -145,12 +144,11 @@ void GemmOf(const float* packed_x, int rows, const typename W::T* packed, const 
     // One row reads x dense: in a packed tile its floats are kRowTile apart, and for k = 5632 the
     // 270 KB they span, evicted by each 720 KB panel, came back from L3 for every panel (0.57 of
     // the roof against 0.8 for k = 2048).
-    thread_local std::vector<float> row;
-    row.resize(shape.k);
+    auto* row = static_cast<float*>(KernelScratch(sizeof(float) * shape.k));
     for (int kk = 0; kk < shape.k; ++kk) row[kk] = packed_x[kk * kRowTile];
     for (int p = panel_begin; p < panel_end; ++p) {
       const int col = p * kPanel;
-      Tile<W, 1, 1>(row.data(), packed + p * panel_elements, shape.k, bias ? bias + col : nullptr,
+      Tile<W, 1, 1>(row, packed + p * panel_elements, shape.k, bias ? bias + col : nullptr,
                     accumulate, y + col, ldy, MinInt(kPanel, shape.n - col));
     }
     return;

@@ -4,9 +4,9 @@
 #define PAGODA_WORKER_KERNELS_GEMM_TILE_H_
 
 #include <cstring>
-#include <vector>
 
 #include "worker/kernels/kernels.h"
+#include "worker/kernels/scratch.h"
 #include "worker/kernels/vec.h"
 
 namespace pagoda {
@@ -87,12 +87,11 @@ inline void RunQuantizedPanels(const QuantizedTileFn* tiles, QuantizedTileFn one
   const int num_blocks = shape.num_int8_blocks();
   const size_t tile_bytes = Int8TileBytes(kInt8RowTile, shape.k_padded);
   if (rows == 1) {
-    thread_local std::vector<uint8_t> row;
-    row.resize(num_blocks * XBlockBytes(1));
-    GatherRow(packed_x, num_blocks, row.data());
+    auto* row = static_cast<uint8_t*>(KernelScratch(num_blocks * XBlockBytes(1)));
+    GatherRow(packed_x, num_blocks, row);
     for (int p = panel_begin; p < panel_end; ++p) {
       const int col = p * kPanel;
-      one_row(row.data(), packed + p * shape.panel_bytes(), num_blocks, bias ? bias + col : nullptr,
+      one_row(row, packed + p * shape.panel_bytes(), num_blocks, bias ? bias + col : nullptr,
               accumulate, y + col, ldy, MinInt(kPanel, shape.n - col));
     }
     return;
