@@ -116,7 +116,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     const std::string& mask = p.allowed_mask();
     // A length that is not whole words gets one word too many, which the worker refuses.
     s.allowed_mask.resize((mask.size() + 7) / 8 + (mask.size() % 8 != 0 ? 1 : 0));
-    std::memcpy(s.allowed_mask.data(), mask.data(), mask.size());
+    if (!mask.empty()) std::memcpy(s.allowed_mask.data(), mask.data(), mask.size());
   }
   return out;
 }
