@@ -1,6 +1,9 @@
 #include "router/constraint.h"
 
+#include <algorithm>
 #include <bit>
+
+#include "glog/logging.h"
 
 namespace pagoda {
 
@@ -24,6 +27,29 @@ absl::Status FillAllowed(TokenMasker& masker, GrammarMatcher& matcher, std::vect
     *words = *mask;
   }
   return absl::OkStatus();
+}
+
+bool FillStepAllowed(const Constraint& constraint, GrammarMatcher& matcher, int64_t seq_id,
+                     std::vector<uint64_t>* mask, std::vector<int>* ids,
+                     std::vector<uint64_t>* words) {
+  const absl::Status status = FillAllowed(*constraint.masker, matcher, mask, ids, words);
+  if (status.ok()) return true;
+  LOG(WARNING) << "sequence " << seq_id << ": " << status;
+  words->clear();
+  *ids = {0};
+  return false;
+}
+
+GrammarEnd AdvanceGrammar(const Constraint& constraint, GrammarMatcher& matcher, int token,
+                          int64_t seq_id) {
+  const TokenVocabulary& vocab = constraint.masker->vocabulary();
+  const std::vector<int>& eos = vocab.eos_ids();
+  if (std::find(eos.begin(), eos.end(), token) != eos.end()) return GrammarEnd::kStopToken;
+  if (token < 0 || token >= vocab.size() || !matcher.Accept(vocab.bytes(token))) {
+    LOG(WARNING) << "sequence " << seq_id << ": token " << token << " is outside its grammar";
+    return GrammarEnd::kStopToken;
+  }
+  return matcher.IsComplete() && !matcher.CanContinue() ? GrammarEnd::kComplete : GrammarEnd::kNo;
 }
 
 }  // namespace pagoda

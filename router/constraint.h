@@ -31,6 +31,21 @@ struct Constraint {
 absl::Status FillAllowed(TokenMasker& masker, GrammarMatcher& matcher, std::vector<uint64_t>* mask,
                          std::vector<int>* ids, std::vector<uint64_t>* words);
 
+// FillAllowed for sequence `seq_id`'s next sample. False (logged) when the matcher passed its
+// limits; the set is then one token, so that the worker still gets a valid step.
+bool FillStepAllowed(const Constraint& constraint, GrammarMatcher& matcher, int64_t seq_id,
+                     std::vector<uint64_t>* mask, std::vector<int>* ids,
+                     std::vector<uint64_t>* words);
+
+enum class GrammarEnd { kNo, kStopToken, kComplete };
+
+// Advances sequence `seq_id`'s `matcher` by `token`, and says whether the sequence ends there:
+// on a stop token (EOS, allowed only once the grammar is complete; or a token the grammar
+// refuses, from a worker that ignored the mask: it is not output), or after it (kComplete: the
+// grammar is complete and accepts nothing more; the token is text).
+GrammarEnd AdvanceGrammar(const Constraint& constraint, GrammarMatcher& matcher, int token,
+                          int64_t seq_id);
+
 }  // namespace pagoda
 
 #endif  // PAGODA_ROUTER_CONSTRAINT_H_

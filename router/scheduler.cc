@@ -122,28 +122,6 @@ bool Scheduler::NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks) {
   return false;
 }
 
-namespace {
-
-enum class GrammarEnd { kNo, kStopToken, kComplete };
-
-// Advances a constrained sequence's grammar by `token`, and says whether the sequence ends
-// there: on a stop token (EOS, allowed only once the grammar is complete; or a token the
-// grammar refuses, from a worker that ignored the mask: it is not output), or after it
-// (kComplete: the grammar is complete and accepts nothing more; the token is text).
-GrammarEnd AdvanceGrammar(Sequence& seq, int token) {
-  const TokenVocabulary& vocab = seq.constraint->masker->vocabulary();
-  const std::vector<int>& eos = vocab.eos_ids();
-  if (std::find(eos.begin(), eos.end(), token) != eos.end()) return GrammarEnd::kStopToken;
-  if (token < 0 || token >= vocab.size() || !seq.matcher->Accept(vocab.bytes(token))) {
-    LOG(WARNING) << "sequence " << seq.id << ": token " << token << " is outside its grammar";
-    return GrammarEnd::kStopToken;
-  }
-  return seq.matcher->IsComplete() && !seq.matcher->CanContinue() ? GrammarEnd::kComplete
-                                                                  : GrammarEnd::kNo;
-}
-
-}  // namespace
-
 void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
   const size_t n = running_.size();
   for (size_t i = 0; i < n; ++i) {
@@ -230,14 +208,10 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
       seq->wants_prompt_logprobs() && seq->num_computed_tokens < seq->num_prompt_tokens - 1;
   if (s.sample && seq->matcher.has_value()) {
     s.constrained = true;
-    absl::Status status = FillAllowed(*seq->constraint->masker, *seq->matcher, &mask_,
-                                      &s.allowed_ids, &s.allowed_mask);
-    if (!status.ok()) {
-      // Its sample is dropped and it ends (Postprocess); the worker still needs a valid set.
-      LOG(WARNING) << "sequence " << seq->id << ": " << status;
+    // On failure its sample is dropped and it ends (Postprocess).
+    if (!FillStepAllowed(*seq->constraint, *seq->matcher, seq->id, &mask_, &s.allowed_ids,
+                         &s.allowed_mask)) {
       seq->constraint_failed = true;
-      s.allowed_mask.clear();
-      s.allowed_ids = {0};
     }
   }
   seq->num_synced_blocks = static_cast<int>(table.size());
@@ -442,9 +416,10 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
       seq->tokens.push_back(sampled.token_id);
       u.new_token_ids.push_back(sampled.token_id);
       u.samples.push_back(sampled);
-      const GrammarEnd end = seq->matcher.has_value() && !seq->constraint_failed
-                                 ? AdvanceGrammar(*seq, sampled.token_id)
-                                 : GrammarEnd::kNo;
+      const GrammarEnd end =
+          seq->matcher.has_value() && !seq->constraint_failed
+              ? AdvanceGrammar(*seq->constraint, *seq->matcher, sampled.token_id, seq->id)
+              : GrammarEnd::kNo;
       if (end != GrammarEnd::kNo || absl::c_linear_search(seq->stop_token_ids, sampled.token_id)) {
         reason = FinishReason::kStop;
         u.grammar_complete = end == GrammarEnd::kComplete;
