@@ -291,6 +291,22 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
     if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
     inputs.tools = *tools;
   }
+  // Tools reach the template, but a tool call comes back as text: a client that demands one
+  // (required, a named function) or forbids parallel calls is refused rather than ignored.
+  if (const Json* choice = Field(body, "tool_choice")) {
+    if (!choice->is_string() || (*choice != "auto" && *choice != "none")) {
+      return BadField("tool_choice",
+                      "only \"auto\" and \"none\" are supported (tool calls are not parsed yet)",
+                      kUnsupportedParameter);
+    }
+  }
+  if (const Json* parallel = Field(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean() || !parallel->get<bool>()) {
+      return BadField("parallel_tool_calls",
+                      "only true is supported (tool calls are not parsed yet)",
+                      kUnsupportedParameter);
+    }
+  }
   if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object())
       return BadField("chat_template_kwargs", "must be an object", kInvalidType);

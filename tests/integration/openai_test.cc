@@ -284,6 +284,13 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
   EXPECT_EQ(
       PostJson("/v1/chat/completions", {{"messages", {{{"content", "x"}}}}}, 400)["error"]["param"],
       "messages");
+  for (const char* field : {"tool_choice", "parallel_tool_calls"}) {
+    Json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}};
+    body[field] = std::string(field) == "tool_choice" ? Json("required") : Json(false);
+    const Json e = PostJson("/v1/chat/completions", body, 400)["error"];
+    EXPECT_EQ(e["param"], field);
+    EXPECT_EQ(e["code"], "unsupported_parameter");
+  }
   // Not JSON, an unknown model, an unknown route.
   httplib::Result r = Post("/v1/completions", Json("not an object"));
   ASSERT_TRUE(r);
