@@ -3,7 +3,8 @@
 // a number, between values (structure). One core.
 //   warm: the cache of per-top-of-stack walks holds the state (every later sequence with the
 //         grammar, and the same state again in one sequence);
-//   cold: a new TokenMasker each time: the walks a state needs the first time it is seen.
+//   cold: a new TokenMasker each time: the walks a state needs the first time it is seen
+//         (cold:2, the same without the walk's transition memo).
 //   build/bin/grammar_benchmark --benchmark_filter=Mask
 #include <benchmark/benchmark.h>
 
@@ -83,19 +84,22 @@ std::shared_ptr<const Grammar> MakeGrammar(int grammar) {
 }
 
 // Args: vocabulary (32 or 128), grammar (0 schema, 1 json_object), state (0 string, 1 number,
-// 2 structure), cold (0/1).
+// 2 structure), cold (0 warm, 1 cold, 2 cold with the walk's transition memo off: the
+// step-by-step walk, for comparison).
 void BM_Mask(benchmark::State& state) {
   auto v = Vocabulary(state.range(0));
   auto g = MakeGrammar(state.range(1));
   GrammarMatcher m(g);
   if (!m.Accept(Prefix(state.range(1), state.range(2)))) std::exit(2);
   std::vector<uint64_t> mask(v->mask_words());
-  auto masker = std::make_unique<TokenMasker>(g, v);
+  TokenMaskerOptions options;
+  if (state.range(3) == 2) options.memo_sets = 0;
+  auto masker = std::make_unique<TokenMasker>(g, v, options);
   if (!masker->FillMask(m, mask).ok()) std::exit(3);
   for (auto _ : state) {
     if (state.range(3)) {
       state.PauseTiming();
-      masker = std::make_unique<TokenMasker>(g, v);
+      masker = std::make_unique<TokenMasker>(g, v, options);
       state.ResumeTiming();
     }
     benchmark::DoNotOptimize(masker->FillMask(m, mask));
@@ -109,7 +113,7 @@ void BM_Mask(benchmark::State& state) {
 }
 BENCHMARK(BM_Mask)
     ->ArgNames({"vocab_k", "json_object", "state", "cold"})
-    ->ArgsProduct({{32, 128}, {0, 1}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{32, 128}, {0, 1}, {0, 1, 2}, {0, 1, 2}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "common/grammar/token_masker.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -33,6 +34,90 @@ size_t TokenMasker::cached_bytes() const {
 }
 
 absl::StatusOr<std::shared_ptr<const TokenMasker::Entry>> TokenMasker::Walk(const Key& key) const {
+  if (options_.memo_sets > 0) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, MemoWalk(key));
+    if (entry != nullptr) return entry;
+  }
+  return TruncatingWalk(key);
+}
+
+// Most of a trie is read in a handful of grammar states (inside a string every ordinary byte
+// leads back to the same stacks), so the stacks after (stacks, byte) are computed once and
+// looked up in a 256-entry row per distinct set of stacks: a node then costs an array load
+// instead of an Advance. Frames are interned and never dropped, so a set's frame ids stay
+// valid for the whole walk. Null (not an error) when the sets or frames pass the memo's
+// bounds: the caller walks the old way.
+absl::StatusOr<std::shared_ptr<const TokenMasker::Entry>> TokenMasker::MemoWalk(
+    const Key& key) const {
+  constexpr int kMaxFrames = 1 << 20;
+  GrammarMatcher m(grammar_, MatcherLimits{.max_frames = kMaxFrames});
+  m.tops_.clear();
+  int32_t top = key.back() ? GrammarMatcher::kContext : GrammarMatcher::kComplete;
+  for (size_t j = key.size() - 1; j-- > 0;) top = m.Intern(key[j], top);
+
+  std::vector<std::vector<int32_t>> sets;
+  absl::flat_hash_map<std::vector<int32_t>, int32_t> set_ids;
+  std::vector<std::array<int32_t, 256>> next;  // -1: not computed yet
+  std::vector<uint8_t> has_context;
+  auto intern = [&](std::vector<int32_t> set) {
+    std::sort(set.begin(), set.end());
+    auto [it, inserted] = set_ids.try_emplace(set, static_cast<int32_t>(sets.size()));
+    if (inserted) {
+      has_context.push_back(HasContext(set));
+      sets.push_back(std::move(set));
+      next.emplace_back().fill(-1);
+    }
+    return it->second;
+  };
+  const int32_t kEmpty = intern({});
+
+  auto entry = std::make_shared<Entry>();
+  entry->accepted.assign(vocabulary_->mask_words(), 0);
+  const auto& nodes = vocabulary_->nodes();
+  const auto& node_tokens = vocabulary_->node_tokens();
+  const int depths = vocabulary_->max_depth() + 1;
+  std::vector<int32_t> at(depths);  // the set of stacks after the node's bytes, per depth
+  std::vector<uint8_t> tainted(depths, 0);
+  std::vector<int32_t> scratch;
+  at[0] = intern({top});
+  for (uint32_t i = 0; i < nodes.size();) {
+    const TokenVocabulary::Node& node = nodes[i];
+    const int d = node.depth;
+    const int32_t from = at[d - 1];
+    int32_t to = next[from][node.byte];
+    if (to < 0) {
+      if (!m.Advance(sets[from], node.byte, &scratch)) {
+        if (m.frames_.size() > kMaxFrames) return nullptr;
+        return m.status_;
+      }
+      to = intern(scratch);
+      if (sets.size() > static_cast<size_t>(options_.memo_sets)) return nullptr;
+      next[from][node.byte] = to;
+    }
+    const bool taint = tainted[d - 1] || has_context[from];
+    if (to == kEmpty) {
+      if (taint) {
+        for (uint32_t j = i; j < node.end; ++j) {
+          for (uint32_t t = nodes[j].tokens_begin; t < nodes[j].tokens_end; ++t) {
+            entry->uncertain.push_back(node_tokens[t]);
+          }
+        }
+      }
+      i = node.end;
+      continue;
+    }
+    for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
+      SetBit(entry->accepted, node_tokens[t]);
+    }
+    tainted[d] = taint;
+    at[d] = to;
+    ++i;
+  }
+  return std::shared_ptr<const Entry>(std::move(entry));
+}
+
+absl::StatusOr<std::shared_ptr<const TokenMasker::Entry>> TokenMasker::TruncatingWalk(
+    const Key& key) const {
   GrammarMatcher m(grammar_);
   m.tops_.clear();
   int32_t top = key.back() ? GrammarMatcher::kContext : GrammarMatcher::kComplete;

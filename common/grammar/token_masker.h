@@ -33,6 +33,9 @@ namespace pagoda {
 struct TokenMaskerOptions {
   int context_frames = 4;                 // frames of a stack a cached walk looks at
   size_t cache_bytes = size_t{64} << 20;  // past it, walks are done each time and not kept
+  // Distinct sets of stacks a walk memoizes transitions for (1 KB each); a walk that needs
+  // more, or 0 here, steps every trie node through the matcher instead.
+  int memo_sets = 4096;
 };
 
 class TokenMasker {
@@ -61,6 +64,8 @@ class TokenMasker {
 
   absl::StatusOr<std::shared_ptr<const Entry>> Lookup(const Key& key);
   absl::StatusOr<std::shared_ptr<const Entry>> Walk(const Key& key) const;
+  absl::StatusOr<std::shared_ptr<const Entry>> MemoWalk(const Key& key) const;
+  absl::StatusOr<std::shared_ptr<const Entry>> TruncatingWalk(const Key& key) const;
 
   // Constant after construction.
   std::shared_ptr<const Grammar> grammar_;

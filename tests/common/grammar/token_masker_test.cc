@@ -118,6 +118,39 @@ TEST_P(TokenMaskerTest, SmallContextAndNoCacheGiveTheSameMasks) {
   EXPECT_EQ(uncached.cached_entries(), 0u);
 }
 
+// The memoized walk (default), the matcher-per-node walk (memo_sets 0) and a memo too small
+// for the grammar (which gives up mid-walk and falls back) agree, on a grammar with bounded
+// repetitions (a distinct stack per count) beside the JSON one.
+TEST_P(TokenMaskerTest, MemoizedWalkEqualsTheStepByStepWalk) {
+  auto v = testing::LoadVocabulary(GetParam());
+  ASSERT_NE(v, nullptr);
+  std::string gbnf = kJsonGbnf;
+  const std::string_view root = "root   ::= object";
+  gbnf.replace(gbnf.find(root), root.size(), R"(root ::= object | "<" [a-z "]{0,12} ">")");
+  auto g = ParseGbnf(gbnf);
+  ASSERT_TRUE(g.ok()) << g.status();
+  TokenMaskerOptions step_by_step, tiny_memo;
+  step_by_step.memo_sets = 0;
+  tiny_memo.memo_sets = 3;
+  TokenMasker memo(*g, v), plain(*g, v, step_by_step), tiny(*g, v, tiny_memo);
+  std::vector<uint64_t> a(v->mask_words()), b(v->mask_words()), c(v->mask_words());
+  for (const auto& pieces : std::vector<std::vector<std::string_view>>{
+           {"{", "\"k", "e\\u00e9", "y\"", ": ", "[1", "2.5", "e-3", "]", "}"},
+           {"<", "ab", " c", "\"d", "efgh", "ij", ">"}}) {
+    GrammarMatcher m(*g);
+    for (std::string_view piece : pieces) {
+      ASSERT_TRUE(m.Accept(piece)) << piece;
+      ASSERT_TRUE(memo.FillMask(m, a).ok());
+      ASSERT_TRUE(plain.FillMask(m, b).ok());
+      ASSERT_TRUE(tiny.FillMask(m, c).ok());
+      EXPECT_EQ(a, b) << "after " << piece;
+      EXPECT_EQ(a, c) << "after " << piece;
+      EXPECT_GT(Allowed(a, v->size()).size(), 0u) << "after " << piece;
+    }
+    EXPECT_TRUE(m.IsComplete());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenMaskerTest,
                          ::testing::Values("models/llama2-tokenizer/tokenizer.json",
                                            "models/llama3-tokenizer/tokenizer.json"),
