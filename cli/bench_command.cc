@@ -13,6 +13,7 @@
 #include "cli/bench_backend.h"
 #include "cli/bench_metrics_sampler.h"
 #include "cli/bench_report.h"
+#include "common/json.h"
 
 namespace pagoda {
 namespace {
@@ -95,6 +96,17 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   if (o.backend != "grpc" && o.backend != "openai") {
     err << "error: --backend must be grpc or openai\n";
     return 2;
+  }
+  if (!o.response_format.empty()) {
+    if (o.backend != "openai") {
+      err << "error: --response-format needs --backend=openai\n";
+      return 2;
+    }
+    const Json format = Json::parse(o.response_format, nullptr, /*allow_exceptions=*/false);
+    if (!format.is_object()) {
+      err << "error: --response-format must be a JSON object, e.g. {\"type\":\"json_object\"}\n";
+      return 2;
+    }
   }
   if (o.backend == "openai" && o.base_url.empty()) {
     err << "error: --backend=openai needs --base-url=http://HOST:PORT\n";

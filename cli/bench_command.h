@@ -31,6 +31,9 @@ struct BenchOptions {
   std::string model_name;  // openai: the request's "model"; "" = GET /v1/models' first id
   int vocab_size = 0;      // openai: ids are drawn below it; 0 = the server's (/v1/models)
   std::string api_key;     // "" = none; else sent as authorization: Bearer <key>
+  // openai: a JSON object sent as every request's "response_format" (structured output's
+  // cost under load); "" = none.
+  std::string response_format;
   std::string dataset = "random";  // random | chat
   int num_prompts = 100;           // requests in all (chat: turns included)
   double request_rate = std::numeric_limits<double>::infinity();

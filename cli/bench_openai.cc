@@ -151,6 +151,8 @@ class OpenAiBackend final : public BenchBackend {
                         {"max_tokens", max_tokens}, {"temperature", 0},
                         {"stream", true},           {"stream_options", {{"include_usage", true}}}};
     if (o_.ignore_eos) body["ignore_eos"] = true;
+    if (!o_.response_format.empty())
+      body["response_format"] = OrderedJson::parse(o_.response_format);
     httplib::Request request;
     request.method = "POST";
     request.path = prefix_ + "/v1/completions";

@@ -98,6 +98,9 @@ ABSL_FLAG(std::string, base_url, "",
           "openai: the server, http://HOST:PORT (e.g. Pagoda's --http-port, llama-server)");
 ABSL_FLAG(std::string, model_name, "",
           "openai: the requests' \"model\"; default: the first of GET /v1/models");
+ABSL_FLAG(std::string, response_format, "",
+          "openai: a JSON object sent as each request's response_format, e.g. "
+          "{\"type\":\"json_object\"}");
 ABSL_FLAG(int, vocab_size, 0,
           "openai: random prompt ids stay below it; default: the server's (/v1/models)");
 ABSL_FLAG(std::string, api_key, "",
@@ -122,7 +125,8 @@ constexpr char kUsage[] =
     "            [--request-rate=R|inf] [--max-concurrency=C] [--input-len=N] [--output-len=N]\n"
     "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
     "            [--system-prompt-len=N --turns=T]\n"
-    "            [--metrics=HOST:PORT] [--seed=S] [--json]: load generator\n"
+    "            [--metrics=HOST:PORT] [--seed=S] [--response-format=JSON] [--json]:\n"
+    "            load generator\n"
     "  tokenize  --tokenizer=PATH (--text=S | --texts-file=F.json)\n"
     "  render-template  (--template-file=T | --model=DIR) --context-file=C.json [--now=TIME]:\n"
     "            prints a chat template's rendering\n";
@@ -149,7 +153,7 @@ pagoda::ProgramUsage Usage() {
                {"backend", "base_url", "model_name", "vocab_size", "dataset", "num_prompts",
                 "request_rate", "max_concurrency", "input_len", "output_len", "range_ratio",
                 "max_tokens_ratio", "ignore_eos", "system_prompt_len", "turns", "metrics", "seed",
-                "json"},
+                "response_format", "json"},
                {"bench"}},
               {"Tokenize", {"tokenizer", "text", "texts_file"}, {"tokenize"}},
               {"Render template",
@@ -293,6 +297,7 @@ int Bench() {
   o.base_url = absl::GetFlag(FLAGS_base_url);
   o.model_name = absl::GetFlag(FLAGS_model_name);
   o.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+  o.response_format = absl::GetFlag(FLAGS_response_format);
   o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.num_prompts = absl::GetFlag(FLAGS_num_prompts);

@@ -9,6 +9,8 @@ router_flags=$1
 bench_flags=$2
 bin=${3:-build/bin}
 port=$((20000 + RANDOM % 20000)); wport=$((port + 1)); mport=$((port + 2)); hport=$((port + 3))
+# HTTP_PORT in BENCH_FLAGS is the router's OpenAI port (for --backend=openai --base-url=...).
+bench_flags=${bench_flags//HTTP_PORT/$hport}
 workers=$(grep -oE -- '--spawn-workers=[0-9]+' <<< "$router_flags" | cut -d= -f2)
 log=$(mktemp)
 # shellcheck disable=SC2086 # the flags are word lists on purpose
