@@ -2,6 +2,7 @@
 // gRPC service:
 //
 //   POST /v1/completions, /v1/chat/completions   (JSON, or server-sent events with stream)
+//   POST /v1/responses         (OpenAI's Responses API, stateless: openai_responses.h)
 //   POST /v1/embeddings        (pooled as OpenAiServerOptions::pooling says)
 //   GET  /v1/models            POST /tokenize, /detokenize
 //   GET  /health (200 when a worker is ready, else 503), /version, /metrics
