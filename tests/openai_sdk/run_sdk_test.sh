@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # ctest's entry to the OpenAI SDK test: installs the SDK exactly as package-lock.json pins it
-# (npm ci, once per lockfile, in CACHE_DIR) and runs openai_sdk_test.mjs with node's runner.
-#   run_sdk_test.sh BIN_DIR SHARED_DIR CACHE_DIR
+# (npm ci, once per lockfile, in CACHE_DIR) and runs TEST (openai_sdk_test.mjs by default)
+# with node's runner.
+#   run_sdk_test.sh BIN_DIR SHARED_DIR CACHE_DIR [TEST]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$1 shared=${PAGODA_SHARED:-$2} cache=$3
+bin=$1 shared=${PAGODA_SHARED:-$2} cache=$3 test=${4:-openai_sdk_test.mjs}
 if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
   echo "error: node and npm are needed (tools/setup.sh installs nodejs and npm)" >&2
   exit 1
@@ -17,6 +18,6 @@ if [ ! -d "$dir/node_modules" ]; then
   rm -rf "$dir" && mv "$dir.partial" "$dir"
 fi
 # Beside node_modules, so `import "openai"` resolves to the pinned copy.
-cp "$here/openai_sdk_test.mjs" "$dir/"
+cp "$here/$test" "$dir/"
 PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=${TMPDIR:-/tmp} \
-  node --test --test-reporter=spec "$dir/openai_sdk_test.mjs"
+  node --test --test-reporter=spec "$dir/$test"
