@@ -63,6 +63,8 @@ class OpenAiServer::Api {
     context_.constraints = &constraints_;
     context_.tokenizer = tokenizer;
     context_.chat_template = chat_template;
+    context_.tool_format = options_.tool_format;
+    context_.reasoning_format = options_.reasoning_format;
     if (tokenizer->bos_id() >= 0)
       context_.bos_token = tokenizer->TokenBytes(-1, tokenizer->bos_id());
     if (tokenizer->eos_id() >= 0)
