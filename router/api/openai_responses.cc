@@ -324,34 +324,54 @@ absl::Status ReadTextFormat(const Json& body, Json* chat, ResponsesCall* call) {
 }
 
 // Function tools in the flat form ({"type": "function", "name", "parameters", ...}) as chat's
-// nested one; built-in tools are refused by name.
+// nested one, which the chat path checks, renders and parses calls for; built-in tools are
+// refused by name.
 absl::Status ReadTools(const Json& body, Json* chat, ResponsesCall* call) {
-  if (const Json* choice = Field(body, "tool_choice")) {
-    call->tool_choice = *choice;
-    // Chat's named choice is {"type": "function", "function": {"name"}}.
-    if (choice->is_object() && Field(*choice, "type") != nullptr &&
-        (*choice)["type"] == "function" && Field(*choice, "name") != nullptr) {
-      (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
-    } else {
-      (*chat)["tool_choice"] = *choice;
-    }
-  }
   const Json* tools = Field(body, "tools");
-  if (tools == nullptr) return absl::OkStatus();
-  if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
-  if (tools->empty()) return absl::OkStatus();
-  for (const Json& tool : *tools) {
-    const Json* type = tool.is_object() ? Field(tool, "type") : nullptr;
-    if (type == nullptr || !type->is_string()) return BadField("tools", "each tool needs a type");
-    if (*type != "function") {
-      return BadField("tools",
-                      absl::StrCat("built-in tool \"", type->get<std::string>().substr(0, 64),
-                                   "\" is not supported (function tools only)"),
-                      kUnsupportedParameter);
+  if (tools != nullptr) {
+    if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
+    Json nested = Json::array();
+    for (const Json& tool : *tools) {
+      const Json* type = tool.is_object() ? Field(tool, "type") : nullptr;
+      if (type == nullptr || !type->is_string()) return BadField("tools", "each tool needs a type");
+      if (*type != "function") {
+        return BadField("tools",
+                        absl::StrCat("built-in tool \"", type->get<std::string>().substr(0, 64),
+                                     "\" is not supported (function tools only)"),
+                        kUnsupportedParameter);
+      }
+      Json function = Json::object();
+      for (const auto& [key, value] : tool.items()) {
+        if (key == "type" || value.is_null()) continue;
+        if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
+          return BadField(
+              "tools",
+              absl::StrCat("a function tool has an unknown field \"", key.substr(0, 64), "\""),
+              kUnsupportedParameter);
+        }
+        function[key] = value;
+      }
+      nested.push_back({{"type", "function"}, {"function", std::move(function)}});
     }
+    call->tools = *tools;
+    if (!nested.empty()) (*chat)["tools"] = std::move(nested);
   }
-  return BadField("tools", "function tools are not supported on /v1/responses yet",
-                  kUnsupportedParameter);
+  const Json* choice = Field(body, "tool_choice");
+  if (choice == nullptr) return absl::OkStatus();
+  call->tool_choice = *choice;
+  // OpenAI's default, "auto", comes without tools too: then there is nothing to choose.
+  const bool no_tools = !chat->contains("tools");
+  if (no_tools && choice->is_string() && (*choice == "auto" || *choice == "none")) {
+    return absl::OkStatus();
+  }
+  // Chat's named choice is {"type": "function", "function": {"name"}}.
+  if (choice->is_object() && Field(*choice, "type") != nullptr && (*choice)["type"] == "function" &&
+      Field(*choice, "name") != nullptr) {
+    (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
+  } else {
+    (*chat)["tool_choice"] = *choice;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

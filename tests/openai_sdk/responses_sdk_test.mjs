@@ -3,7 +3,9 @@
 // events in OpenAI's order, text.format constraints, tool turns in the input, and the fields a
 // stateless server refuses by name.
 //   node --test responses_sdk_test.mjs   with PAGODA_BIN_DIR, PAGODA_SHARED_DIR, PAGODA_WORK_DIR
-import { after, before, test } from "node:test";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { model, startRouter } from "./router_fixture.mjs";
@@ -19,7 +21,7 @@ const ask = (input, extra = {}) => ({ model, input, ...extra });
 
 test("not streamed: a response object with one assistant message and usage", async () => {
   const r = await client.responses.create(ask("Tell me a story.", {
-    instructions: "You tell stories.", max_output_tokens: 12, metadata: { run: "sdk" },
+    instructions: "You tell stories.", max_output_tokens: 12, metadata: { run: "sdk" }, seed: 5,
   }));
   assert.match(r.id, /^resp_/);
   assert.equal(r.object, "response");
@@ -159,6 +161,8 @@ test("what needs server-side state, and what is not served, is refused by name",
   await refused({ conversation: "conv_123" }, "conversation");
   await refused({ background: true }, "background");
   await refused({ tools: [{ type: "web_search" }] }, "tools");
+  await refused({ tools: [{ type: "function", name: "f", parameters: {}, color: "red" }] },
+    "tools");
   await refused({ tools: [{ type: "file_search", vector_store_ids: ["vs_1"] }] }, "tools");
   await refused({ include: ["reasoning.encrypted_content"] }, "include");
   await refused({ truncation: "auto" }, "truncation");
@@ -183,4 +187,121 @@ test("what needs server-side state, and what is not served, is refused by name",
   }));
   assert.equal(r.object, "response");
   assert.equal(r.user, "u1");
+});
+
+// A template that writes calls as Hermes does (<tool_call>{...}</tool_call>), so the router
+// parses them; stories260K's byte-fallback vocabulary lets the grammar of a required call force
+// any text.
+const TOOLS_TEMPLATE = `{%- if tools %}tools:{% for t in tools %} {{ t.function.name }}{% endfor %}
+{% endif %}
+{%- for m in messages %}
+{%- if m.role == 'assistant' and m.tool_calls %}assistant:{% for c in m.tool_calls %} <tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}
+{% elif m.role == 'tool' %}tool {{ m.tool_call_id }}: {{ m.content }}
+{% else %}{{ m.role }}: {{ m.content }}
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}assistant:{% endif %}`;
+
+const weather = {
+  type: "function", name: "get_weather", description: "The weather in a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", maxLength: 12 }, days: { type: "integer", minimum: 1,
+      maximum: 7 } },
+    required: ["city", "days"],
+  },
+};
+const clock = { type: "function", name: "get_time", parameters: { type: "object", properties: {} } };
+
+describe("function tools", () => {
+  let tools;
+  before(async () => {
+    const dir = fs.mkdtempSync(path.join(process.env.PAGODA_WORK_DIR ?? "/tmp", "responses-"));
+    fs.writeFileSync(path.join(dir, "tools.jinja"), TOOLS_TEMPLATE);
+    tools = await startRouter([`--chat-template=${path.join(dir, "tools.jinja")}`]);
+  });
+  after(() => tools?.stop());
+
+  const call = (extra) => ({
+    model, input: "What is the weather in Paris?", tools: [weather, clock],
+    max_output_tokens: 200, ...extra,
+  });
+  const checkWeather = (item) => {
+    assert.equal(item.type, "function_call");
+    assert.match(item.id, /^fc_/);
+    assert.match(item.call_id, /^call_/);
+    assert.equal(item.name, "get_weather");
+    const args = JSON.parse(item.arguments);
+    assert.equal(typeof args.city, "string");
+    assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, item.arguments);
+  };
+
+  test("a required call comes back as function_call items, streamed and not", async () => {
+    for (const extra of [{ temperature: 0 }, { temperature: 1, seed: 3 }]) {
+      const request = call({ tool_choice: { type: "function", name: "get_weather" }, ...extra });
+      const whole = await tools.client.responses.create(request);
+      assert.equal(whole.status, "completed");
+      assert.ok(whole.output.length >= 1);
+      for (const item of whole.output) checkWeather(item);
+      assert.equal(whole.output_text, "");
+
+      const stream = await tools.client.responses.create({ ...request, stream: true });
+      const types = [], args = {}, done = {};
+      let last;
+      for await (const e of stream) {
+        types.push(e.type);
+        if (e.type === "response.function_call_arguments.delta") {
+          args[e.item_id] = (args[e.item_id] ?? "") + e.delta;
+        }
+        if (e.type === "response.function_call_arguments.done") done[e.item_id] = e.arguments;
+        last = e;
+      }
+      assert.equal(types[2], "response.output_item.added");
+      assert.equal(types.at(-1), "response.completed");
+      assert.ok(!types.includes("response.output_text.delta"));
+      assert.deepEqual(args, done);
+      const streamed = last.response.output;
+      assert.deepEqual(streamed.map((i) => [i.name, i.arguments]),
+        whole.output.map((i) => [i.name, i.arguments]));
+      for (const item of streamed) {
+        checkWeather(item);
+        assert.equal(done[item.id], item.arguments);
+      }
+    }
+  });
+
+  test("tool_choice required, one call at most without parallel calls", async () => {
+    const r = await tools.client.responses.create(call({
+      tool_choice: "required", parallel_tool_calls: false, temperature: 1, seed: 8,
+    }));
+    assert.equal(r.output.length, 1);
+    assert.equal(r.output[0].type, "function_call");
+    assert.ok(["get_weather", "get_time"].includes(r.output[0].name));
+    assert.equal(typeof JSON.parse(r.output[0].arguments), "object");
+  });
+
+  test("the call's result goes back in the next turn's input", async () => {
+    const first = await tools.client.responses.create(call({
+      tool_choice: { type: "function", name: "get_weather" }, temperature: 0,
+    }));
+    const [fc] = first.output;
+    const next = await tools.client.responses.create({
+      model, tools: [weather], max_output_tokens: 8, temperature: 0,
+      input: [
+        { role: "user", content: "What is the weather in Paris?" },
+        fc,
+        { type: "function_call_output", call_id: fc.call_id, output: "Sunny, 21 C" },
+      ],
+    });
+    assert.equal(next.object, "response");
+    assert.ok(next.usage.input_tokens > first.usage.input_tokens, "the call and result are in");
+  });
+
+  test("tools and tool_choice are checked by name", async () => {
+    const bad = (extra, param) => assert.rejects(tools.client.responses.create(call(extra)),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === param, JSON.stringify(extra));
+    await bad({ tool_choice: { type: "function", name: "nowhere" } }, "tool_choice");
+    await bad({ tools: [{ type: "function", name: "bad name!", parameters: {} }] }, "tools");
+    await bad({ tools: [weather, { type: "code_interpreter", container: "c" }] }, "tools");
+  });
 });
