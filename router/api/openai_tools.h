@@ -39,8 +39,8 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const nlohmann::ordered_json& body,
 
 // `message` (an object with a role) as a template expects it: an assistant's tool_calls with
 // their arguments as objects (clients send OpenAI's JSON text; Qwen's, Hermes' and Llama's
-// templates iterate or dump a mapping, as vLLM passes it); a tool message's tool_call_id a
-// string. INVALID_ARGUMENT naming `messages` when they are malformed.
+// templates iterate or dump a mapping, as vLLM passes it) and a null content as ""; a tool
+// message's tool_call_id a string. INVALID_ARGUMENT naming `messages` when they are malformed.
 absl::Status PrepareToolTurn(nlohmann::ordered_json* message);
 
 }  // namespace pagoda
