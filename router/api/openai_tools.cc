@@ -160,12 +160,13 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
 }
 
 absl::Status PrepareToolTurn(OrderedJson* message) {
-  if (OrderedJson* calls = message->contains("tool_calls") ? &(*message)["tool_calls"] : nullptr;
-      calls != nullptr && !calls->is_null()) {
+  if (const auto it = message->find("tool_calls"); it != message->end() && !it->is_null()) {
     // As vLLM passes it: templates test or search the content (Qwen3's `in`).
     if (!message->contains("content") || (*message)["content"].is_null()) {
       (*message)["content"] = "";
     }
+    // Taken after that insertion: an ordered_json object is a vector, which it may move.
+    OrderedJson* calls = &(*message)["tool_calls"];
     if (!calls->is_array()) return BadField("messages", "tool_calls must be a list");
     for (OrderedJson& call : *calls) {
       OrderedJson* function =
