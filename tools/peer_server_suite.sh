@@ -77,7 +77,10 @@ def start(self, timeout_seconds=utils.DEFAULT_HTTP_TIMEOUT):
     if self.n_slots: args.append(f"--max-num-seqs={self.n_slots}")
     if self.model_alias: args.append(f"--served-model-name={self.model_alias}")
     if self.api_key: args.append(f"--api-key={self.api_key}")
-    if self.cors_origins: args.append(f"--allowed-origins={self.cors_origins}")
+    # llama-server answers every origin, with credentials, unless told otherwise; Pagoda's
+    # CORS is off unless asked, so the same policy is asked for.
+    args.append(f"--allowed-origins={self.cors_origins or '*'}")
+    if not self.cors_origins: args.append("--allow-credentials")
     if self.pooling: args.append(f"--pooling={self.pooling}")
     print("tests: starting pagoda with:", " ".join(args))
     self.process = subprocess.Popen(args, stdout=sys.stdout, stderr=sys.stdout)
@@ -104,7 +107,9 @@ utils.ServerProcess.start = start
 # kept: a test that calls llama.cpp's own endpoints (/completion, /props, ...) is reported
 # apart from those that exercise the OpenAI-compatible API.
 OPENAI = ("/chat/completions", "/completions", "/embeddings", "/responses", "/models")
-ALSO_OURS = ("/health", "/tokenize", "/detokenize", "/metrics")
+# Neither OpenAI's nor the peer's own: liveness and metrics. (/tokenize is vLLM's and the
+# peer's, with other fields: a test that calls it counts as the peer's own.)
+ALSO_OURS = ("/health", "/metrics")
 paths = []
 
 def to_pagoda(path):
