@@ -35,6 +35,12 @@ ABSL_FLAG(bool, allow_credentials, false,
           "CORS: browsers may send cookies and Authorization (the origin is echoed, never *)");
 ABSL_FLAG(std::string, chat_template, "",
           "Jinja chat template file for /v1/chat/completions; default: the model's own");
+ABSL_FLAG(std::string, tool_call_parser, "auto",
+          "how chat outputs' tool calls are parsed: hermes, llama3_json, mistral, none; auto = "
+          "detected from the chat template");
+ABSL_FLAG(std::string, reasoning_parser, "auto",
+          "<think> blocks as reasoning_content: qwen3, deepseek_r1, none; auto = detected from "
+          "the chat template");
 ABSL_FLAG(std::string, pooling, "last",
           "/v1/embeddings: last (the last token's hidden state) | mean (over the tokens); "
           "either L2-normalized");
@@ -105,7 +111,7 @@ pagoda::ProgramUsage Usage() {
       {
           {"Model",
            {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template",
-            "pooling"}},
+            "tool_call_parser", "reasoning_parser", "pooling"}},
           {"Network", {"host", "port", "http_port", "worker_port", "metrics_port"}},
           {"Browsers (CORS)",
            {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
@@ -126,10 +132,11 @@ pagoda::ProgramUsage Usage() {
 // --chat-template's file, parsed: a template that cannot be read or does not parse is a bad
 // flag. Unset for an empty file (the model's own is used).
 absl::StatusOr<std::optional<pagoda::jinja::ChatTemplate>> ReadChatTemplate(
-    const std::string& path) {
+    const std::string& path, std::string* source_out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("--chat-template: cannot read ", path));
-  const std::string source(std::istreambuf_iterator<char>(in), {});
+  std::string& source = *source_out;
+  source.assign(std::istreambuf_iterator<char>(in), {});
   if (source.empty()) return std::nullopt;
   ASSIGN_OR_RETURN(pagoda::jinja::ChatTemplate parsed, pagoda::jinja::ChatTemplate::Create(source));
   return parsed;
@@ -143,7 +150,21 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
   o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   if (const std::string path = absl::GetFlag(FLAGS_chat_template); !path.empty()) {
-    ASSIGN_OR_RETURN(o.chat_template, ReadChatTemplate(path));
+    ASSIGN_OR_RETURN(o.chat_template, ReadChatTemplate(path, &o.chat_template_source));
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_tool_call_parser); name != "auto") {
+    absl::StatusOr<pagoda::ToolCallFormat> format = pagoda::ToolCallFormatFromName(name);
+    if (!format.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tool-call-parser: ", format.status().message()));
+    o.tool_call_format = *format;
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_reasoning_parser); name != "auto") {
+    absl::StatusOr<pagoda::ReasoningFormat> format = pagoda::ReasoningFormatFromName(name);
+    if (!format.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reasoning-parser: ", format.status().message()));
+    o.reasoning_format = *format;
   }
 
   o.host = absl::GetFlag(FLAGS_host);

@@ -79,8 +79,9 @@ void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
 // (GGUF). None when there is none or it does not parse: chat requests are then refused,
 // everything else is served.
 std::optional<jinja::ChatTemplate> ModelChatTemplate(const std::string& model,
-                                                     const Tokenizer& tokenizer) {
-  std::string source;
+                                                     const Tokenizer& tokenizer,
+                                                     std::string* source_out) {
+  std::string& source = *source_out;
   if (std::filesystem::is_directory(model)) {
     absl::StatusOr<std::string> found = jinja::LoadChatTemplate(model);
     if (found.ok()) source = *std::move(found);
@@ -139,8 +140,15 @@ absl::Status RouterServer::Load() {
   // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
   ASSIGN_OR_RETURN(config_.weights_digest, WeightsDigest(options_.model));
   ASSIGN_OR_RETURN(tokenizer_, LoadModelTokenizer(options_.model, options_.tokenizer, config_));
+  std::string source = options_.chat_template_source;
   chat_template_ = options_.chat_template ? options_.chat_template
-                                          : ModelChatTemplate(options_.model, *tokenizer_);
+                                          : ModelChatTemplate(options_.model, *tokenizer_, &source);
+  if (!chat_template_) source.clear();
+  tool_call_format_ = options_.tool_call_format.value_or(DetectToolCallFormat(source));
+  reasoning_format_ = options_.reasoning_format.value_or(DetectReasoningFormat(source));
+  LOG(INFO) << "chat outputs: tool calls " << ToolCallFormatName(tool_call_format_)
+            << ", reasoning " << ReasoningFormatName(reasoning_format_)
+            << (options_.tool_call_format ? "" : " (tool calls detected from the template)");
   ClusterOptions cluster = options_.cluster;
   cluster.metrics = &metrics_;
   cluster_ = std::make_unique<Cluster>(config_, cluster);
@@ -232,6 +240,8 @@ absl::Status RouterServer::Listen() {
     http.metrics = &metrics_;
     http.cors = options_.cors;
     http.pooling = options_.pooling;
+    http.tool_format = tool_call_format_;
+    http.reasoning_format = reasoning_format_;
     ASSIGN_OR_RETURN(http_, OpenAiServer::Start(cluster_.get(), tokenizer_.get(),
                                                 chat_template_ ? &*chat_template_ : nullptr, http));
   }

@@ -32,6 +32,7 @@
 #include "common/process/secret.h"
 #include "common/text/tokenizer.h"
 #include "router/api/cors.h"
+#include "router/api/tools/tool_call_format.h"
 #include "router/cluster.h"
 #include "router/local_workers.h"
 #include "router/router_metrics.h"
@@ -57,6 +58,11 @@ struct RouterServerOptions {
   // For /v1/chat/completions; unset: the model directory's, else the tokenizer file's (GGUF),
   // else chat is refused.
   std::optional<jinja::ChatTemplate> chat_template;
+  std::string chat_template_source;  // chat_template's text, for detecting the formats below
+  // How chat outputs are parsed (--tool-call-parser, --reasoning-parser); unset: detected
+  // from the chat template (what it writes: <tool_call>, [TOOL_CALLS], <think>, ...).
+  std::optional<ToolCallFormat> tool_call_format;
+  std::optional<ReasoningFormat> reasoning_format;
 
   std::string host = "0.0.0.0";
   int port = 50051;                      // 0: any free port (port())
@@ -126,6 +132,8 @@ class RouterServer {
   std::string served_name_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<jinja::ChatTemplate> chat_template_;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kNone;
+  ReasoningFormat reasoning_format_ = ReasoningFormat::kNone;
   MetricsRegistry registry_;
   RouterMetrics metrics_;
   std::unique_ptr<Cluster> cluster_;

@@ -10,6 +10,8 @@
 #include "common/status_macros.h"
 #include "router/api/openai_constraint.h"
 #include "router/api/openai_error.h"
+#include "router/api/openai_fields.h"
+#include "router/api/openai_tools.h"
 #include "router/api/request_policy.h"
 
 namespace pagoda {
@@ -250,9 +252,35 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
       }
       message["content"] = ContentText(*content);
     }
+    RETURN_IF_ERROR(PrepareToolTurn(&message));
     out.push_back(std::move(message));
   }
   return out;
+}
+
+// How the chat's output is parsed (tool calls, reasoning), and the grammar of a call that
+// tool_choice demands.
+absl::Status ReadToolOutput(const Json& body, const OpenAiContext& context, std::string_view prompt,
+                            OpenAiCall* call, GenerationRequest* base) {
+  ASSIGN_OR_RETURN(ToolRequest tools, ReadToolRequest(body, context.tool_format));
+  call->output.tool_format = tools.parse;
+  call->output.max_tool_calls = tools.max_calls;
+  call->output.reasoning = context.reasoning_format;
+  call->output.starts_in_reasoning = StartsInReasoning(context.reasoning_format, prompt);
+  if (!tools.gbnf.has_value()) return absl::OkStatus();
+  if (base->constraint != nullptr) {
+    return BadField("tool_choice",
+                    "a required tool call cannot be combined with response_format, grammar or "
+                    "guided_*");
+  }
+  if (context.constraints == nullptr) {
+    return BadField("tool_choice", "constrained decoding is not available on this server",
+                    kUnsupportedParameter);
+  }
+  ASSIGN_OR_RETURN(base->constraint, context.constraints->Compile(*tools.gbnf, "tool_choice"));
+  // The grammar makes the output a call from its first byte: no reasoning block before it.
+  call->output.reasoning = ReasoningFormat::kNone;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -287,25 +315,11 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
     }
     inputs.add_generation_prompt = false;
   }
-  if (const Json* tools = Field(body, "tools")) {
-    if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
-    inputs.tools = *tools;
-  }
-  // Tools reach the template, but a tool call comes back as text: a client that demands one
-  // (required, a named function) or forbids parallel calls is refused rather than ignored.
-  if (const Json* choice = Field(body, "tool_choice")) {
-    if (!choice->is_string() || (*choice != "auto" && *choice != "none")) {
-      return BadField("tool_choice",
-                      "only \"auto\" and \"none\" are supported (tool calls are not parsed yet)",
-                      kUnsupportedParameter);
-    }
-  }
-  if (const Json* parallel = Field(body, "parallel_tool_calls")) {
-    if (!parallel->is_boolean() || !parallel->get<bool>()) {
-      return BadField("parallel_tool_calls",
-                      "only true is supported (tool calls are not parsed yet)",
-                      kUnsupportedParameter);
-    }
+  ASSIGN_OR_RETURN(ToolRequest tools, ReadToolRequest(body, context.tool_format));
+  inputs.tools = std::move(tools.tools);
+  if (const Json* documents = Field(body, "documents")) {
+    if (!documents->is_array()) return BadField("documents", "must be a list", kInvalidType);
+    inputs.documents = *documents;
   }
   if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object())
@@ -332,6 +346,7 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
 }
 
 absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAiContext& context) {
+  RETURN_IF_ERROR(CheckKnownFields(body, /*chat=*/false));
   OpenAiCall call;
   GenerationRequest base;
   RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
@@ -391,6 +406,7 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
 }
 
 absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContext& context) {
+  RETURN_IF_ERROR(CheckKnownFields(body, /*chat=*/true));
   OpenAiCall call;
   call.chat = true;
   GenerationRequest base;
@@ -404,6 +420,7 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContex
   if (logprobs) call.top_logprobs = static_cast<int>(top.value_or(0));
 
   ASSIGN_OR_RETURN(std::string text, RenderChat(body, context));
+  RETURN_IF_ERROR(ReadToolOutput(body, context, text, &call, &base));
   // The template wrote BOS and every special token itself.
   ASSIGN_OR_RETURN(base.prompt_ids,
                    EncodePrompt(*context.tokenizer, text, context.cluster->max_model_len(),

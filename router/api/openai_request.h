@@ -17,6 +17,7 @@
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "router/api/constraint_compiler.h"
+#include "router/api/openai_chat_output.h"
 #include "router/api/request_output.h"
 #include "router/cluster.h"
 
@@ -37,6 +38,10 @@ struct OpenAiContext {
   std::optional<std::string> bos_token, eos_token;  // the template's variables
   // Structured output (response_format, grammar, guided_*); null: those fields are refused.
   ConstraintCompiler* constraints = nullptr;
+  // How this model writes tool calls and reasoning (--tool-call-parser, --reasoning-parser, or
+  // detected from its chat template); kNone: not parsed.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
 };
 
 struct OpenAiCall {
@@ -58,6 +63,8 @@ struct OpenAiCall {
   // vLLM's prompt_logprobs (alternatives per prompt position), reported in vLLM's form. -1:
   // not asked.
   int prompt_logprobs = -1;
+  // Chat: how each choice's text becomes reasoning, content and tool calls.
+  ChatOutputOptions output;
 };
 
 // Both REQUIRE `body` to be a JSON object.

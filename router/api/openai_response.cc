@@ -8,6 +8,16 @@ namespace pagoda {
 
 using Json = nlohmann::ordered_json;
 
+namespace {
+
+// finish_reason: "tool_calls" for an output that stopped after calls, as OpenAI says it.
+std::string FinishName(FinishReason reason, bool tool_calls) {
+  if (reason == FinishReason::kStop && tool_calls) return "tool_calls";
+  return std::string(FinishReasonName(reason));
+}
+
+}  // namespace
+
 std::string SseEvent(std::string_view payload) {
   std::string event = "data: ";
   event.append(payload);
@@ -31,6 +41,7 @@ OpenAiResponse::OpenAiResponse(const OpenAiCall& call, const Tokenizer* tokenize
     for (int j = 0; j < n_; ++j) {
       Choice c;
       c.prev_id = call.requests[i].prompt_ids.back();
+      if (call.chat && call.output.active()) c.output = std::make_unique<ChatOutput>(call.output);
       if (call.echo) {
         c.text = call.prompt_texts[i];
         c.text_offset = static_cast<int>(c.text.size());
@@ -193,12 +204,20 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
     Json j = Envelope(true);
     Json out = {{"index", c.index}};
     if (call_.chat) {
-      out["delta"] = c.text.empty() && c.finished ? Json::object() : Json{{"content", c.text}};
+      out["delta"] = ChatDelta(c, &choice);
+      // Text held back (a call marker may be starting) makes no event of its own.
+      if (out["delta"].empty() && !c.finished && call_.top_logprobs < 0 && !c.prompt_logprobs) {
+        continue;
+      }
     } else {
       out["text"] = c.text;
     }
     out["logprobs"] = call_.top_logprobs >= 0 ? LogprobsOf(c, &choice) : Json(nullptr);
-    out["finish_reason"] = c.finished ? Json(FinishReasonName(c.finish_reason)) : Json(nullptr);
+    out["finish_reason"] = nullptr;
+    if (c.finished) {
+      const bool calls = choice.output != nullptr && choice.output->has_tool_calls();
+      out["finish_reason"] = FinishName(c.finish_reason, calls);
+    }
     // vLLM's prompt_logprobs come with a choice's first chunk (chat's on the chunk itself).
     if (call_.prompt_logprobs >= 0 && c.prompt_logprobs) {
       (call_.chat ? j : out)["prompt_logprobs"] = VllmPromptLogprobs(c);
@@ -241,6 +260,26 @@ void OpenAiResponse::Add(const std::vector<OutputChunk>& chunks) {
   }
 }
 
+Json OpenAiResponse::ChatDelta(const OutputChunk& c, Choice* choice) const {
+  if (choice->output == nullptr) {
+    return c.text.empty() && c.finished ? Json::object() : Json{{"content", c.text}};
+  }
+  Json delta = choice->output->Delta(c.text);
+  if (!c.finished) return delta;
+  // The end lets go of what was held back.
+  Json rest = choice->output->Finish();
+  for (auto& [key, value] : rest.items()) {
+    if (!delta.contains(key)) {
+      delta[key] = value;
+    } else if (key == "tool_calls") {
+      for (Json& call : value) delta[key].push_back(std::move(call));
+    } else {
+      delta[key] = delta[key].get<std::string>() + value.get<std::string>();
+    }
+  }
+  return delta;
+}
+
 Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
   Json out = {{"index", index}};
   Json logprobs = nullptr;
@@ -251,13 +290,15 @@ Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
                                  {"top_logprobs", c.top_logprobs},
                                  {"text_offset", c.text_offsets}};
   }
+  bool calls = false;
   if (call_.chat) {
-    out["message"] = {{"role", "assistant"}, {"content", c.text}};
+    out["message"] = call_.output.active() ? ChatOutput::Message(call_.output, c.text, &calls)
+                                           : Json{{"role", "assistant"}, {"content", c.text}};
   } else {
     out["text"] = c.text;
   }
   out["logprobs"] = std::move(logprobs);
-  out["finish_reason"] = FinishReasonName(c.finish_reason);
+  out["finish_reason"] = FinishName(c.finish_reason, calls);
   if (call_.prompt_logprobs >= 0 && !call_.chat) out["prompt_logprobs"] = c.prompt_logprobs;
   return out;
 }

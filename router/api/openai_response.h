@@ -7,6 +7,7 @@
 #define PAGODA_ROUTER_API_OPENAI_RESPONSE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@ class OpenAiResponse {
     nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();
     nlohmann::ordered_json prompt_logprobs = nullptr;  // vLLM's form, when asked
     FinishReason finish_reason = FinishReason::kNone;
+    std::unique_ptr<ChatOutput> output;  // streamed chat with tool or reasoning parsing
   };
   // The prompt's token texts, log probabilities and alternatives at the head of completions'
   // four lists in `out` (echo with logprobs).
@@ -61,6 +63,8 @@ class OpenAiResponse {
   // `c`'s log probabilities in the endpoint's form; advances `choice` past its tokens.
   nlohmann::ordered_json LogprobsOf(const OutputChunk& c, Choice* choice) const;
   nlohmann::ordered_json ChoiceObject(int index, const Choice& choice) const;
+  // A streamed chat chunk's delta for `c` (parsed when call.output is active).
+  nlohmann::ordered_json ChatDelta(const OutputChunk& c, Choice* choice) const;
   void CountUsage(const OutputChunk& c);
   nlohmann::ordered_json UsageJson() const;
   std::string TokenText(int prev_id, int id) const;

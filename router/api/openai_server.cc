@@ -13,12 +13,14 @@
 #include "common/process/secret.h"
 #include "common/process/version.h"
 #include "glog/logging.h"
+#include "router/api/call_writer.h"
 #include "router/api/generation_stream.h"
 #include "router/api/openai_embeddings.h"
 #include "router/api/openai_error.h"
 #include "router/api/openai_request.h"
 #include "router/api/openai_response.h"
 #include "router/api/request_policy.h"
+#include "router/api/responses_output.h"
 
 namespace pagoda {
 namespace {
@@ -61,6 +63,8 @@ class OpenAiServer::Api {
     context_.constraints = &constraints_;
     context_.tokenizer = tokenizer;
     context_.chat_template = chat_template;
+    context_.tool_format = options_.tool_format;
+    context_.reasoning_format = options_.reasoning_format;
     if (tokenizer->bos_id() >= 0)
       context_.bos_token = tokenizer->TokenBytes(-1, tokenizer->bos_id());
     if (tokenizer->eos_id() >= 0)
@@ -74,6 +78,8 @@ class OpenAiServer::Api {
     s->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       Generate(req, res, /*chat=*/true);
     });
+    s->Post("/v1/responses",
+            [this](const httplib::Request& req, httplib::Response& res) { Respond(req, res); });
     s->Post("/v1/embeddings",
             [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
     s->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
@@ -194,30 +200,47 @@ class OpenAiServer::Api {
         chat ? ParseChatRequest(body, context_) : ParseCompletionRequest(body, context_);
     if (!call.ok()) return SendStatus(res, call.status());
     if (!CheckModel(call->model, res)) return;
-    auto shared_call = std::make_shared<OpenAiCall>(*std::move(call));
+    Run(std::make_shared<CompletionWriter>(std::make_unique<OpenAiCall>(*std::move(call)),
+                                           tokenizer_, options_.model_name, options_.fingerprint),
+        InOpenAiFieldNames, res);
+  }
+
+  void Respond(const httplib::Request& req, httplib::Response& res) {
+    OrderedJson body;
+    if (!ParseBody(req, res, &body)) return;
+    absl::StatusOr<ResponsesCall> call = ParseResponsesRequest(body, context_);
+    if (!call.ok()) return SendStatus(res, call.status());
+    if (!CheckModel(call->chat.model, res)) return;
+    Run(std::make_shared<ResponsesOutput>(*std::move(call), options_.model_name),
+        InResponsesFieldNames, res);
+  }
+
+  // Submits the writer's call and answers with its output. `in_field_names` names a refused
+  // request's fields as the endpoint does.
+  void Run(std::shared_ptr<CallWriter> writer, absl::Status (*in_field_names)(const absl::Status&),
+           httplib::Response& res) {
+    const OpenAiCall& call = writer->call();
     auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
-    if (absl::Status s = stream->Submit(shared_call->requests, shared_call->stops,
-                                        WorkerWaitEnd(std::nullopt, absl::Now()));
+    if (absl::Status s =
+            stream->Submit(call.requests, call.stops, WorkerWaitEnd(std::nullopt, absl::Now()));
         !s.ok()) {
-      return SendStatus(res, InOpenAiFieldNames(s));
+      return SendStatus(res, in_field_names(s));
     }
     // Nothing is answered before the call has output, its end or an error: a call that no
     // worker takes in time is a 503, not a stream that fails.
     auto first = std::make_shared<GenerationStream::Taken>();
     while (first->chunks.empty() && !first->done) *first = stream->Take(kTakeWait);
     if (!first->error.ok()) return SendStatus(res, first->error);
-    auto response = std::make_shared<OpenAiResponse>(*shared_call, tokenizer_, options_.model_name,
-                                                     options_.fingerprint);
-    if (!shared_call->stream) {
+    if (!call.stream) {
       for (GenerationStream::Taken taken = std::move(*first);; taken = stream->Take(kTakeWait)) {
-        response->Add(taken.chunks);
+        writer->Add(taken.chunks);
         stream->Sent(taken.num_tokens());
         if (!taken.error.ok()) return SendStatus(res, taken.error);
         if (taken.done) break;
         // Nobody would read the answer: the sequences' slots and blocks go to others.
         if (GuardedHttpServer::ClientGone()) return stream->Abort();
       }
-      res.set_content(response->Body(), "application/json");
+      res.set_content(writer->Body(), "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -225,34 +248,26 @@ class OpenAiServer::Api {
     auto opened = std::make_shared<bool>(false);
     res.set_chunked_content_provider(
         "text/event-stream",
-        [stream, response, shared_call, first, opened](size_t, httplib::DataSink& sink) {
-          auto send = [&](const std::vector<std::string>& events) {
-            for (const std::string& e : events) {
-              const std::string event = SseEvent(e);
-              if (!sink.write(event.data(), event.size())) return false;
-            }
-            return true;
+        [stream, writer, first, opened](size_t, httplib::DataSink& sink) {
+          auto send = [&sink](const std::string& bytes) {
+            return bytes.empty() || sink.write(bytes.data(), bytes.size());
           };
           GenerationStream::Taken taken;
           if (*opened) {
             taken = stream->Take(kTakeWait);
           } else {
             *opened = true;
-            if (!send(response->OpeningEvents())) return false;
+            if (!send(writer->Opening())) return false;
             taken = std::move(*first);
           }
           // A write that fails is a client that went away: the provider's false ends the
           // call, and the releaser aborts its sequences.
-          if (!send(response->Events(taken.chunks))) return false;
+          if (!send(writer->Events(taken.chunks))) return false;
           stream->Sent(taken.num_tokens());
           if (!taken.done) return true;
-          if (!taken.error.ok()) {
-            if (!send({ErrorOf(taken.error).Body()})) return false;
-          } else if (!send(response->ClosingEvents())) {
+          if (!send(taken.error.ok() ? writer->Closing() : writer->Failed(taken.error))) {
             return false;
           }
-          const std::string done = SseEvent("[DONE]");
-          if (!sink.write(done.data(), done.size())) return false;
           sink.done();
           return true;
         },

@@ -2,6 +2,7 @@
 // gRPC service:
 //
 //   POST /v1/completions, /v1/chat/completions   (JSON, or server-sent events with stream)
+//   POST /v1/responses         (OpenAI's Responses API, stateless: openai_responses.h)
 //   POST /v1/embeddings        (pooled as OpenAiServerOptions::pooling says)
 //   GET  /v1/models            POST /tokenize, /detokenize
 //   GET  /health (200 when a worker is ready, else 503), /version, /metrics
@@ -28,6 +29,7 @@
 #include "common/process/metrics.h"
 #include "common/text/tokenizer.h"
 #include "router/api/cors.h"
+#include "router/api/tools/tool_call_format.h"
 #include "router/cluster.h"
 #include "router/router_metrics.h"
 
@@ -47,6 +49,9 @@ struct OpenAiServerOptions {
   RouterMetrics* metrics = nullptr;           // may be null
   CorsOptions cors;                           // off by default (no allowed origins)
   Pooling pooling = Pooling::kLast;           // /v1/embeddings' (--pooling)
+  // How chat outputs are parsed into tool calls and reasoning_content; kNone: not at all.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
 };
 
 class OpenAiServer {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -90,6 +91,28 @@ TEST(UsageTest, ACommandsHelpListsOnlyTheFlagsItTakes) {
   const CommandResult bench = RunCommand({testing::BinaryPath("pagoda"), "bench", "--help"});
   EXPECT_THAT(bench.out, HasSubstr("\n  --request-rate="));
   EXPECT_THAT(bench.out, Not(HasSubstr("\n  --stop=")));
+}
+
+// This round's serving flags, where a user looks for them: the HTTP API's (--pooling and the
+// CORS flags) on the router, which serves it; --compute-dtype on `pagoda run` and on the
+// router for the workers it spawns. `pagoda run` serves no HTTP, so it names the API's flags
+// as unknown rather than taking them and doing nothing.
+TEST(UsageTest, ThisRoundsServingFlagsAreWhereTheyApply) {
+  const CommandResult router = RunCommand({testing::BinaryPath("pagoda-router"), "--help"});
+  for (const char* flag :
+       {"--pooling=", "--allowed-origins=", "--allowed-methods=", "--allowed-headers=",
+        "--allow-credentials", "--worker-compute-dtype="}) {
+    EXPECT_THAT(router.out, HasSubstr(std::string("\n  ") + flag));
+  }
+  const CommandResult run = RunCommand({testing::BinaryPath("pagoda"), "run", "--help"});
+  EXPECT_THAT(run.out, HasSubstr("\n  --compute-dtype="));
+  for (const char* flag : {"pooling", "allowed-origins"}) {
+    const CommandResult r =
+        RunCommand({testing::BinaryPath("pagoda"), "run", "--model=/nonexistent", "--prompt=x",
+                    absl::StrCat("--", flag, "=x")});
+    EXPECT_NE(r.exit_code, 0) << flag;
+    EXPECT_THAT(r.err, HasSubstr("Unknown command line flag")) << flag << ": " << r.err;
+  }
 }
 
 TEST(UsageTest, GenerateWithoutARouterFailsAtOnceNamingTheAddress) {

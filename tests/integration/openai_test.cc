@@ -284,12 +284,21 @@ TEST_F(OpenAiTest, BadRequestsGetOpenAisErrorObjectNamingTheField) {
   EXPECT_EQ(
       PostJson("/v1/chat/completions", {{"messages", {{{"content", "x"}}}}}, 400)["error"]["param"],
       "messages");
-  for (const char* field : {"tool_choice", "parallel_tool_calls"}) {
+  // A call demanded with no tools to call, a flag of the wrong type, a field nobody reads.
+  struct ChatCase {
+    const char* field;
+    Json value;
+    const char* code;
+  };
+  for (const ChatCase& c : {ChatCase{"tool_choice", "required", "invalid_value"},
+                            ChatCase{"parallel_tool_calls", "no", "invalid_type"},
+                            ChatCase{"frobnicate", 1, "unsupported_parameter"},
+                            ChatCase{"store", true, "unsupported_parameter"}}) {
     Json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}};
-    body[field] = std::string(field) == "tool_choice" ? Json("required") : Json(false);
+    body[c.field] = c.value;
     const Json e = PostJson("/v1/chat/completions", body, 400)["error"];
-    EXPECT_EQ(e["param"], field);
-    EXPECT_EQ(e["code"], "unsupported_parameter");
+    EXPECT_EQ(e["param"], c.field);
+    EXPECT_EQ(e["code"], c.code) << e;
   }
   // Not JSON, an unknown model, an unknown route.
   httplib::Result r = Post("/v1/completions", Json("not an object"));

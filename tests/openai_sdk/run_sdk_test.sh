@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # ctest's entry to the OpenAI SDK test: installs the SDK exactly as package-lock.json pins it
-# (npm ci, once per lockfile, in CACHE_DIR) and runs openai_sdk_test.mjs with node's runner.
-#   run_sdk_test.sh BIN_DIR SHARED_DIR CACHE_DIR
+# (npm ci, once per lockfile, in CACHE_DIR) and runs TEST (openai_sdk_test.mjs unless given)
+# with node's runner.
+#   run_sdk_test.sh BIN_DIR SHARED_DIR CACHE_DIR [TEST]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$1 shared=${PAGODA_SHARED:-$2} cache=$3
+bin=$1 shared=${PAGODA_SHARED:-$2} cache=$3 test=${4:-openai_sdk_test.mjs}
 if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
   echo "error: node and npm are needed (tools/setup.sh installs nodejs and npm)" >&2
   exit 1
 fi
 dir="$cache/openai-sdk-$(sha256sum "$here/package-lock.json" | cut -c1-16)"
+mkdir -p "$cache"
+# One install at a time: the SDK tests may start together.
+exec 9> "$cache/.install-lock"
+flock 9
 if [ ! -d "$dir/node_modules" ]; then
   rm -rf "$dir.partial" && mkdir -p "$dir.partial"
   cp "$here/package.json" "$here/package-lock.json" "$dir.partial/"
   (cd "$dir.partial" && npm ci --no-audit --no-fund --loglevel=error)
   rm -rf "$dir" && mv "$dir.partial" "$dir"
 fi
-# Beside node_modules, so `import "openai"` resolves to the pinned copy.
-cp "$here/openai_sdk_test.mjs" "$dir/"
+flock -u 9
+# Under node_modules' directory, so `import "openai"` resolves to the pinned copy; one
+# directory per run, so runs side by side do not rewrite each other's files.
+run=$(mktemp -d "$dir/run.XXXXXX")
+trap 'rm -rf "$run"' EXIT
+cp "$here/$test" "$here/router_fixture.mjs" "$run/"
 PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=${TMPDIR:-/tmp} \
-  node --test --test-reporter=spec "$dir/openai_sdk_test.mjs"
+  node --test --test-reporter=spec "$run/$test"

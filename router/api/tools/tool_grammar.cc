@@ -1,0 +1,109 @@
+#include "router/api/tools/tool_grammar.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grammar/json_schema.h"
+
+namespace pagoda {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Points `schema`'s local $refs at its definitions' new home, `#/$defs/<prefix>name`, so
+// that several tools' schemas can share one document ("#" is the tool's own root).
+void RewriteRefs(Json* schema, const std::string& prefix) {
+  if (schema->is_array()) {
+    for (Json& v : *schema) RewriteRefs(&v, prefix);
+    return;
+  }
+  if (!schema->is_object()) return;
+  for (auto& [key, value] : schema->items()) {
+    if (key == "$ref" && value.is_string()) {
+      const std::string ref = value.get<std::string>();
+      if (ref == "#") {
+        value = absl::StrCat("#/$defs/", prefix, "root");
+      } else if (ref.starts_with("#/$defs/")) {
+        value = absl::StrCat("#/$defs/", prefix, ref.substr(8));
+      } else if (ref.starts_with("#/definitions/")) {
+        value = absl::StrCat("#/$defs/", prefix, ref.substr(14));
+      }
+    } else {
+      RewriteRefs(&value, prefix);
+    }
+  }
+}
+
+// A format's call: the key its arguments go under.
+const char* ArgumentsKey(ToolCallFormat format) {
+  return format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
+                                         bool parallel) {
+  if (format == ToolCallFormat::kNone) {
+    return absl::InvalidArgumentError(
+        "this server parses no tool calls (start the router with --tool-call-parser=NAME)");
+  }
+  Json defs = Json::object();
+  Json calls = Json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string prefix = absl::StrCat("t", i, "-");
+    Json parameters = tools[i].parameters.is_null()
+                          ? Json{{"type", "object"}, {"additionalProperties", true}}
+                          : tools[i].parameters;
+    RewriteRefs(&parameters, prefix);
+    for (const char* section : {"$defs", "definitions"}) {
+      auto it = parameters.find(section);
+      if (it == parameters.end()) continue;
+      if (it->is_object()) {
+        for (auto& [name, def] : it->items()) defs[prefix + name] = def;
+      }
+      parameters.erase(it);
+    }
+    defs[prefix + "root"] = parameters;
+    calls.push_back(
+        Json{{"type", "object"},
+             {"properties",
+              {{"name", {{"const", tools[i].name}}},
+               {ArgumentsKey(format), {{"$ref", absl::StrCat("#/$defs/", prefix, "root")}}}}},
+             {"required", {"name", ArgumentsKey(format)}},
+             {"additionalProperties", false}});
+  }
+  Json schema = calls.size() == 1 ? calls[0] : Json{{"anyOf", calls}};
+  schema["$defs"] = std::move(defs);
+  absl::StatusOr<std::string> gbnf = JsonSchemaValueToGbnf(schema);
+  if (!gbnf.ok()) return gbnf.status();
+  // The schema's start rule becomes one call; the format's frame is the new start.
+  if (!gbnf->starts_with("root ::= ")) {
+    return absl::InternalError("the schema's grammar does not start with its root rule");
+  }
+  std::string out;
+  const char* call = nullptr;
+  const char* separator = nullptr;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      out = "root ::= one-call";
+      call = "one-call ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
+      separator = "\"\\n\"";
+      break;
+    case ToolCallFormat::kLlama3Json:
+      out = "root ::= one-call";
+      call = "one-call ::= tool-call\n";
+      separator = "\"; \"";
+      break;
+    case ToolCallFormat::kMistral:
+      out = "root ::= \"[TOOL_CALLS][\" one-call";
+      call = "one-call ::= tool-call\n";
+      separator = "\", \"";
+      break;
+    case ToolCallFormat::kNone:
+      break;
+  }
+  if (parallel) absl::StrAppend(&out, " (", separator, " one-call)*");
+  if (format == ToolCallFormat::kMistral) out += " \"]\"";
+  absl::StrAppend(&out, "\n", call, "tool-call ::= ", gbnf->substr(9));
+  return out;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,103 @@
+#include "router/api/tools/tool_grammar.h"
+
+#include <string>
+#include <vector>
+
+#include "common/grammar/grammar.h"
+#include "common/grammar/grammar_matcher.h"
+#include "gtest/gtest.h"
+#include "router/api/tools/tool_call_parser.h"
+
+namespace pagoda {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::vector<ToolSpec> WeatherAndTime() {
+  return {
+      {"get_weather", Json::parse(R"({"type": "object", "properties": {
+          "city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]})")},
+      {"get_time", nullptr},
+  };
+}
+
+// Whether the grammar accepts `text` whole.
+bool Accepts(const std::string& gbnf, const std::string& text) {
+  absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(gbnf);
+  EXPECT_TRUE(grammar.ok()) << grammar.status() << "\n" << gbnf;
+  if (!grammar.ok()) return false;
+  GrammarMatcher matcher(*grammar);
+  return matcher.Accept(text) && matcher.IsComplete();
+}
+
+TEST(ToolGrammarTest, HermesCallsOfTheToolsAndNothingElse) {
+  absl::StatusOr<std::string> one =
+      ToolCallGbnf(ToolCallFormat::kHermes, WeatherAndTime(), /*parallel=*/false);
+  ASSERT_TRUE(one.ok()) << one.status();
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": "
+      "\"c\"}}\n</tool_call>";
+  EXPECT_TRUE(Accepts(*one, call));
+  EXPECT_TRUE(Accepts(*one,
+                      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": "
+                      "\"UTC\"}}\n</tool_call>"));
+  EXPECT_FALSE(Accepts(*one, call + "\n" + call)) << "one call only";
+  EXPECT_FALSE(Accepts(*one,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                       "{\"unit\": \"c\"}}\n</tool_call>"))
+      << "city is required";
+  EXPECT_FALSE(Accepts(*one, "<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>"));
+  absl::StatusOr<std::string> many =
+      ToolCallGbnf(ToolCallFormat::kHermes, WeatherAndTime(), /*parallel=*/true);
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_TRUE(Accepts(*many, call + "\n" + call));
+  // What the grammar makes, the parser reads.
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kHermes, call + "\n" + call).calls.size(), 2u);
+}
+
+TEST(ToolGrammarTest, Llama3AndMistralFrames) {
+  absl::StatusOr<std::string> llama =
+      ToolCallGbnf(ToolCallFormat::kLlama3Json, WeatherAndTime(), /*parallel=*/true);
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  const std::string call = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}";
+  EXPECT_TRUE(Accepts(*llama, call + "; " + call));
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kLlama3Json, call + "; " + call).calls.size(), 2u);
+  absl::StatusOr<std::string> mistral =
+      ToolCallGbnf(ToolCallFormat::kMistral, WeatherAndTime(), /*parallel=*/false);
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  const std::string m =
+      "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]";
+  EXPECT_TRUE(Accepts(*mistral, m));
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kMistral, m).calls.size(), 1u);
+}
+
+TEST(ToolGrammarTest, SchemasWithDefinitionsKeepTheirRefs) {
+  const std::vector<ToolSpec> tools = {
+      {"add", Json::parse(R"({"type": "object", "$defs": {"n": {"type": "integer"}},
+          "properties": {"a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#/$defs/n"}},
+          "required": ["a", "b"]})")},
+      {"tree", Json::parse(R"({"type": "object", "properties": {
+          "kids": {"type": "array", "items": {"$ref": "#"}}}})")},
+  };
+  absl::StatusOr<std::string> gbnf = ToolCallGbnf(ToolCallFormat::kHermes, tools, false);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  EXPECT_TRUE(Accepts(
+      *gbnf,
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>"));
+  EXPECT_FALSE(Accepts(
+      *gbnf,
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>"));
+  EXPECT_TRUE(Accepts(*gbnf,
+                      "<tool_call>\n{\"name\": \"tree\", \"arguments\": {\"kids\": [{\"kids\": "
+                      "[]}]}}\n</tool_call>"));
+}
+
+TEST(ToolGrammarTest, RefusesWhatItCannotEnforce) {
+  EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kNone, WeatherAndTime(), false).ok());
+  EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kHermes,
+                            {{"f", Json::parse(R"({"type": "object", "not": {}})")}}, false)
+                   .ok());
+}
+
+}  // namespace
+}  // namespace pagoda
