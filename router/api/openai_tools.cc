@@ -96,7 +96,8 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
 
 }  // namespace
 
-absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFormat format) {
+absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFormat format,
+                                            bool build_grammar) {
   ToolRequest out;
   std::vector<ToolSpec> specs;
   if (const OrderedJson* tools = Field(body, "tools")) {
@@ -148,7 +149,7 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
   }
   if (choice == "none") return out;
   out.parse = format;
-  if (enforced.empty()) return out;
+  if (enforced.empty() || !build_grammar) return out;
   absl::StatusOr<std::string> gbnf = ToolCallGbnf(format, enforced, parallel);
   if (!gbnf.ok()) {
     // No parser is the server's setup; a schema the grammar cannot serve is the tool's.
