@@ -163,10 +163,6 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
 absl::Status PrepareToolTurn(OrderedJson* message) {
   if (OrderedJson* calls = message->contains("tool_calls") ? &(*message)["tool_calls"] : nullptr;
       calls != nullptr && !calls->is_null()) {
-    // As vLLM passes it: templates test or search the content (Qwen3's `in`).
-    if (!message->contains("content") || (*message)["content"].is_null()) {
-      (*message)["content"] = "";
-    }
     if (!calls->is_array()) return BadField("messages", "tool_calls must be a list");
     for (OrderedJson& call : *calls) {
       OrderedJson* function =
@@ -193,6 +189,11 @@ absl::Status PrepareToolTurn(OrderedJson* message) {
         return BadField("messages",
                         "a tool call's function.arguments must be JSON text of an object");
       }
+    }
+    // As vLLM passes it: templates test or search the content (Qwen3's `in`). Set last:
+    // adding a key moves the object's members (`calls` pointed into them).
+    if (!message->contains("content") || (*message)["content"].is_null()) {
+      (*message)["content"] = "";
     }
   }
   if (const auto it = message->find("tool_call_id");
