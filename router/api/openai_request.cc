@@ -315,7 +315,8 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
     }
     inputs.add_generation_prompt = false;
   }
-  ASSIGN_OR_RETURN(ToolRequest tools, ReadToolRequest(body, context.tool_format));
+  ASSIGN_OR_RETURN(ToolRequest tools,
+                   ReadToolRequest(body, context.tool_format, /*build_grammar=*/false));
   inputs.tools = std::move(tools.tools);
   if (const Json* documents = Field(body, "documents")) {
     if (!documents->is_array()) return BadField("documents", "must be a list", kInvalidType);

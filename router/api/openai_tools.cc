@@ -96,7 +96,8 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
 
 }  // namespace
 
-absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFormat format) {
+absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFormat format,
+                                            bool build_grammar) {
   ToolRequest out;
   std::vector<ToolSpec> specs;
   if (const OrderedJson* tools = Field(body, "tools")) {
@@ -148,7 +149,7 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
   }
   if (choice == "none") return out;
   out.parse = format;
-  if (enforced.empty()) return out;
+  if (enforced.empty() || !build_grammar) return out;
   absl::StatusOr<std::string> gbnf = ToolCallGbnf(format, enforced, parallel);
   if (!gbnf.ok()) {
     // No parser is the server's setup; a schema the grammar cannot serve is the tool's.
@@ -160,13 +161,8 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
 }
 
 absl::Status PrepareToolTurn(OrderedJson* message) {
-  if (const auto it = message->find("tool_calls"); it != message->end() && !it->is_null()) {
-    // As vLLM passes it: templates test or search the content (Qwen3's `in`).
-    if (!message->contains("content") || (*message)["content"].is_null()) {
-      (*message)["content"] = "";
-    }
-    // Taken after that insertion: an ordered_json object is a vector, which it may move.
-    OrderedJson* calls = &(*message)["tool_calls"];
+  if (OrderedJson* calls = message->contains("tool_calls") ? &(*message)["tool_calls"] : nullptr;
+      calls != nullptr && !calls->is_null()) {
     if (!calls->is_array()) return BadField("messages", "tool_calls must be a list");
     for (OrderedJson& call : *calls) {
       OrderedJson* function =
@@ -193,6 +189,11 @@ absl::Status PrepareToolTurn(OrderedJson* message) {
         return BadField("messages",
                         "a tool call's function.arguments must be JSON text of an object");
       }
+    }
+    // As vLLM passes it: templates test or search the content (Qwen3's `in`). Set last:
+    // adding a key moves the object's members (`calls` pointed into them).
+    if (!message->contains("content") || (*message)["content"].is_null()) {
+      (*message)["content"] = "";
     }
   }
   if (const auto it = message->find("tool_call_id");

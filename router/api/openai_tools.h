@@ -33,9 +33,10 @@ struct ToolRequest {
 
 // Reads the tool fields of `body` for a server that parses `format`. INVALID_ARGUMENT naming
 // the field (tools, tool_choice, parallel_tool_calls) when one is malformed, names a function
-// not in tools, or asks for a call that cannot be enforced.
+// not in tools, or (with `build_grammar`; rendering alone, as /tokenize does, needs none) asks
+// for a call that cannot be enforced.
 absl::StatusOr<ToolRequest> ReadToolRequest(const nlohmann::ordered_json& body,
-                                            ToolCallFormat format);
+                                            ToolCallFormat format, bool build_grammar = true);
 
 // `message` (an object with a role) as a template expects it: an assistant's tool_calls with
 // their arguments as objects (clients send OpenAI's JSON text; Qwen's, Hermes' and Llama's

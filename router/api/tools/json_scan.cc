@@ -7,6 +7,27 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+// A UTF-8 character's bytes after its lead byte `c` (0 for ASCII), and the range of the first
+// of them (RFC 3629's table: no overlong forms, surrogates or code points past U+10FFFF).
+// -1: `c` cannot start a character.
+int Utf8Tail(unsigned char c, unsigned char* lo, unsigned char* hi) {
+  *lo = 0x80;
+  *hi = 0xbf;
+  if (c < 0x80) return 0;
+  if (c >= 0xc2 && c <= 0xdf) return 1;
+  if (c >= 0xe0 && c <= 0xef) {
+    if (c == 0xe0) *lo = 0xa0;
+    if (c == 0xed) *hi = 0x9f;
+    return 2;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    if (c == 0xf0) *lo = 0x90;
+    if (c == 0xf4) *hi = 0x8f;
+    return 3;
+  }
+  return -1;
+}
+
 ScanResult ScanString(std::string_view text, size_t* pos) {
   size_t i = *pos + 1;  // past the opening quote
   while (i < text.size()) {
@@ -16,6 +37,18 @@ ScanResult ScanString(std::string_view text, size_t* pos) {
       return ScanResult::kComplete;
     }
     if (c < 0x20) return ScanResult::kInvalid;
+    if (c >= 0x80) {
+      unsigned char lo, hi;
+      const int tail = Utf8Tail(c, &lo, &hi);
+      if (tail < 0) return ScanResult::kInvalid;
+      for (int k = 1; k <= tail; ++k) {
+        if (i + k >= text.size()) return ScanResult::kIncomplete;
+        const unsigned char b = static_cast<unsigned char>(text[i + k]);
+        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return ScanResult::kInvalid;
+      }
+      i += tail + 1;
+      continue;
+    }
     if (c != '\\') {
       ++i;
       continue;
@@ -38,20 +71,34 @@ ScanResult ScanString(std::string_view text, size_t* pos) {
   return ScanResult::kIncomplete;
 }
 
-// Numbers are checked loosely (a sign, digits, a point, an exponent in a plausible order): the
-// value's text is handed on as it is, and parsed where it is used.
+// JSON's number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. A number can always go on, so
+// it is whole only once something follows it.
 ScanResult ScanNumber(std::string_view text, size_t* pos) {
   size_t i = *pos;
-  if (text[i] == '-') ++i;
-  bool digits = false;
-  while (i < text.size() && (IsDigit(text[i]) || text[i] == '.' || text[i] == 'e' ||
-                             text[i] == 'E' || text[i] == '+' || text[i] == '-')) {
-    digits = digits || IsDigit(text[i]);
+  const size_t n = text.size();
+  auto digits = [&] {
+    while (i < n && IsDigit(text[i])) ++i;
+  };
+  if (text[i] == '-' && ++i == n) return ScanResult::kIncomplete;
+  if (text[i] == '0') {
     ++i;
+  } else if (IsDigit(text[i])) {
+    digits();
+  } else {
+    return ScanResult::kInvalid;
   }
-  // A number can always go on: it is whole only once something follows it.
-  if (i == text.size()) return ScanResult::kIncomplete;
-  if (!digits) return ScanResult::kInvalid;
+  if (i < n && text[i] == '.') {
+    if (++i == n) return ScanResult::kIncomplete;
+    if (!IsDigit(text[i])) return ScanResult::kInvalid;
+    digits();
+  }
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    if (++i == n) return ScanResult::kIncomplete;
+    if ((text[i] == '+' || text[i] == '-') && ++i == n) return ScanResult::kIncomplete;
+    if (!IsDigit(text[i])) return ScanResult::kInvalid;
+    digits();
+  }
+  if (i == n) return ScanResult::kIncomplete;
   *pos = i;
   return ScanResult::kComplete;
 }

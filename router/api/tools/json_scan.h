@@ -1,6 +1,7 @@
 // A JSON scanner for text that is still arriving: where one value ends, or that the text so
 // far is a valid start of one (so a tool call's arguments can be streamed before they end).
-// It checks syntax only and allocates nothing; nesting deeper than kMaxScanDepth is invalid.
+// It checks RFC 8259's syntax and UTF-8 (a whole value it passes, a JSON parser accepts) and
+// allocates nothing; nesting deeper than kMaxScanDepth is invalid.
 #ifndef PAGODA_ROUTER_API_TOOLS_JSON_SCAN_H_
 #define PAGODA_ROUTER_API_TOOLS_JSON_SCAN_H_
 

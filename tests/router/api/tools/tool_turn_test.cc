@@ -62,6 +62,33 @@ TEST(ToolTurnTest, RealTemplatesRenderToolCallsAndResultsAsJinja2Does) {
   EXPECT_GE(rendered, 10);
 }
 
+TEST(ToolTurnTest, ToolCallsGetObjectArgumentsAndAStringContent) {
+  Json message = Json::parse(R"({"role": "assistant", "tool_calls": [{"id": "c", "type":
+      "function", "function": {"name": "f", "arguments": "{\"a\": [1]}"}}]})");
+  ASSERT_TRUE(PrepareToolTurn(&message).ok());
+  EXPECT_EQ(message["content"], "");
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], Json::parse(R"({"a": [1]})"));
+  for (
+      const char* bad : {
+          R"({"role": "assistant", "tool_calls": {}})",
+          R"({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]})",
+          R"({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]})",
+          R"({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]})",
+          R"({"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]})",
+          R"({"role": "tool", "tool_call_id": 7, "content": "x"})",
+      }) {
+    Json m = Json::parse(bad);
+    const absl::Status s = PrepareToolTurn(&m);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(s.message().substr(0, 10), "messages: ") << s;
+  }
+  // Arguments nested past the limit are refused before they are parsed.
+  Json deep = message;
+  deep["tool_calls"][0]["function"]["arguments"] =
+      std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_FALSE(PrepareToolTurn(&deep).ok());
+}
+
 TEST(ToolTurnTest, FormatsAreDetectedFromRealTemplates) {
   const Json golden = ReadJson(testing::SharedPath("golden/chat_templates.json"));
   ASSERT_TRUE(golden.is_object());
