@@ -88,11 +88,8 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       auto dict = std::make_shared<ValueDict>();
       for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
         ASSIGN_OR_RETURN(const Value key, Eval(*e.children[i], scope));
-        if (!key.is_string()) {
-          return TemplateError("TypeError", "only string dict keys are supported");
-        }
         ASSIGN_OR_RETURN(Value value, Eval(*e.children[i + 1], scope));
-        dict->Set(key.as_string(), std::move(value));
+        RETURN_IF_ERROR(dict->SetKey(key, std::move(value)));
       }
       return Value::Dict(std::move(dict));
     }

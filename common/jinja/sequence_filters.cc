@@ -50,7 +50,7 @@ absl::StatusOr<Value> FilterItems(Interpreter& interp, const Value& v, CallArgs&
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(v.as_dict().size())));
   ValueList out;
   for (const auto& [key, value] : v.as_dict().entries()) {
-    out.push_back(Value::List({Value::String(key), value}, /*is_tuple=*/true));
+    out.push_back(Value::List({key, value}, /*is_tuple=*/true));
   }
   return Value::List(std::move(out));
 }
@@ -95,6 +95,8 @@ absl::StatusOr<Value> FilterJoin(Interpreter& interp, const Value& v, CallArgs& 
 // truthiness, with no test) equals `keep`.
 absl::StatusOr<Value> Select(Interpreter& interp, const Value& v, CallArgs& args, bool on_attribute,
                              bool keep) {
+  // jinja2 skips a false subject (`if value:`) before iterating: none | select is empty.
+  if (!v.Truthy()) return Value::List({});
   ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   size_t next = 0;
   std::string attribute;
@@ -144,6 +146,8 @@ absl::StatusOr<Value> FilterRejectattr(Interpreter& i, const Value& v, CallArgs&
 }
 
 absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& args) {
+  // As select: jinja2 maps nothing over a false subject, None included.
+  if (!v.Truthy()) return Value::List({});
   ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size())));
   ValueList out;
