@@ -46,6 +46,10 @@ STORED = {
         LLAMA_CPP + "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja "
         "(commit 20bdc4fac4e8779e5b73646f4b3b24a9964aa566)",
         "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "llama-cpp-deepseek-r1": (
+        LLAMA_CPP + "llama-cpp-deepseek-r1.jinja "
+        "(ggerganov/llama.cpp commit 1c302e18ba95329432e7bf0a3888dc462a93dfa6)",
+        "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "tencent-Hunyuan-A13B-Instruct-tool": (
         "vllm-project/vllm examples/tool_chat_template_hunyuan_a13b.jinja "
         "(commit 630fe7e7a7a4f13533d4c130804bff933130f1fd)",

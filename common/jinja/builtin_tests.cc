@@ -44,7 +44,8 @@ absl::StatusOr<bool> Test(Interpreter& interp, absl::string_view name, const Val
   if (name == "iterable")
     return v.is_string() || v.is_list() || v.is_undefined() || (v.is_dict() && !v.is_namespace());
   if (name == "sequence")
-    return v.is_string() || v.is_list() || v.is_undefined() || (v.is_dict() && !v.is_namespace());
+    return v.is_string() || (v.is_list() && !v.is_generator()) || v.is_undefined() ||
+           (v.is_dict() && !v.is_namespace());
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return false;
   if (name == "odd" || name == "even") {

@@ -124,7 +124,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       if (obj.is_string()) {
         cps = DecodeUtf8(obj.as_string());
         n = static_cast<int64_t>(cps.size());
-      } else if (obj.is_list()) {
+      } else if (obj.is_list() && !obj.is_generator()) {
         n = static_cast<int64_t>(obj.as_list().size());
       } else {
         return TemplateError("TypeError",

@@ -112,7 +112,8 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
       RETURN_IF_ERROR(ChargeBytes(size));
       return Value::String(a.as_string() + b.as_string());
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() &&
+        !b.is_generator()) {
       ValueList items = a.as_list();
       const ValueList& more = b.as_list();
       RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(items.size() + more.size())));

@@ -280,7 +280,8 @@ Value GetItem(Interpreter& interp, const Value& obj, const Value& key) {
     return Value::Undefined(absl::StrCat("UndefinedError: ", obj.TypeName(),
                                          " object has no element ", repr.ok() ? *repr : "?"));
   }
-  if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  if (((obj.is_list() && !obj.is_generator()) || obj.is_string()) &&
+      (key.is_int() || key.is_bool())) {
     int64_t i = key.as_int();
     if (obj.is_list()) {
       const ValueList& items = obj.as_list();

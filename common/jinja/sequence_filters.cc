@@ -96,7 +96,7 @@ absl::StatusOr<Value> FilterJoin(Interpreter& interp, const Value& v, CallArgs& 
 absl::StatusOr<Value> Select(Interpreter& interp, const Value& v, CallArgs& args, bool on_attribute,
                              bool keep) {
   // jinja2 skips a false subject (`if value:`) before iterating: none | select is empty.
-  if (!v.Truthy()) return Value::List({});
+  if (!v.Truthy()) return Value::Generator({});
   ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   size_t next = 0;
   std::string attribute;
@@ -129,7 +129,7 @@ absl::StatusOr<Value> Select(Interpreter& interp, const Value& v, CallArgs& args
     }
     if (result == keep) out.push_back(item);
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> FilterSelect(Interpreter& i, const Value& v, CallArgs& a) {
@@ -147,7 +147,7 @@ absl::StatusOr<Value> FilterRejectattr(Interpreter& i, const Value& v, CallArgs&
 
 absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& args) {
   // As select: jinja2 maps nothing over a false subject, None included.
-  if (!v.Truthy()) return Value::List({});
+  if (!v.Truthy()) return Value::Generator({});
   ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size())));
   ValueList out;
@@ -162,7 +162,7 @@ absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& a
       if (x.is_undefined() && fallback) x = *fallback;
       out.push_back(std::move(x));
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (!args.positional[0].is_string())
     return TemplateError("TypeError", "map's filter must be named");
@@ -175,7 +175,7 @@ absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& a
     ASSIGN_OR_RETURN(Value x, ApplyFilter(interp, filter, item, copy));
     out.push_back(std::move(x));
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> FilterSort(Interpreter& interp, const Value& v, CallArgs& args) {

@@ -163,6 +163,12 @@ Value Value::List(ValueList items, bool is_tuple) {
   return v;
 }
 
+Value Value::Generator(ValueList items) {
+  Value v = List(std::move(items));
+  v.is_generator_ = true;
+  return v;
+}
+
 Value Value::Dict(std::shared_ptr<ValueDict> dict, bool is_namespace) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -199,7 +205,7 @@ bool Value::Truthy() const {
     case Kind::kString:
       return !string_->empty();
     case Kind::kList:
-      return !list_->empty();
+      return is_generator_ || !list_->empty();
     case Kind::kDict:
       return is_namespace_ || dict_->size() > 0;
     case Kind::kCallable:
@@ -223,6 +229,7 @@ std::string Value::TypeName() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
+      if (is_generator_) return "generator";
       return is_tuple_ ? "tuple" : "list";
     case Kind::kDict:
       return is_namespace_ ? "Namespace" : "dict";
@@ -246,6 +253,8 @@ bool Equals(const Value& a, const Value& b) {
       return a.as_string() == b.as_string();
     case Value::Kind::kList: {
       if (a.is_tuple() != b.is_tuple()) return false;
+      // Python compares generators by identity; two renders of one never meet.
+      if (a.is_generator() || b.is_generator()) return false;
       const ValueList& x = a.as_list();
       const ValueList& y = b.as_list();
       if (x.size() != y.size()) return false;

@@ -72,6 +72,9 @@ class Value {
   // escapes that str first, as jinja2 does even with autoescape off.
   static Value Markup(std::string s);
   static Value List(ValueList items, bool is_tuple = false);
+  // What jinja2's select, reject and map return: a generator. It iterates as a list does,
+  // but is always true, has no len(), no items by index, and json.dumps refuses it.
+  static Value Generator(ValueList items);
   static Value Dict(std::shared_ptr<ValueDict> dict, bool is_namespace = false);
   static Value Callable(std::string name, NativeFunction fn);
 
@@ -87,6 +90,7 @@ class Value {
   bool is_markup() const { return kind_ == Kind::kString && is_markup_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_tuple() const { return kind_ == Kind::kList && is_tuple_; }
+  bool is_generator() const { return kind_ == Kind::kList && is_generator_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kDict && is_namespace_; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
@@ -121,6 +125,7 @@ class Value {
   bool is_tuple_ = false;
   bool is_namespace_ = false;
   bool is_markup_ = false;
+  bool is_generator_ = false;
   int depth_ = 0;
   int64_t int_ = 0;
   double float_ = 0;

@@ -87,6 +87,10 @@ absl::Status AppendRepr(const Value& v, int depth, std::string* out) {
       *out += ReprString(v.as_string());
       return absl::OkStatus();
     case Value::Kind::kList: {
+      if (v.is_generator()) {
+        *out += "<generator object>";
+        return absl::OkStatus();
+      }
       const ValueList& items = v.as_list();
       *out += v.is_tuple() ? "(" : "[";
       for (size_t i = 0; i < items.size(); ++i) {
@@ -244,6 +248,7 @@ absl::Status AppendJson(const Value& v, const JsonDumpOptions& o, int level, std
       AppendJsonString(v.as_string(), o.ensure_ascii, out);
       return absl::OkStatus();
     case Value::Kind::kList: {
+      if (v.is_generator()) break;  // not JSON serializable, as in Python
       const ValueList& items = v.as_list();
       if (items.empty()) {
         *out += "[]";

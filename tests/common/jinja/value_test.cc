@@ -56,6 +56,17 @@ TEST(FalseSequenceTest, SelectAndMapOverNoneAreEmpty) {
   EXPECT_THAT(RenderOrError(R"({% for x in none %}{% endfor %})"), HasSubstr("not iterable"));
 }
 
+TEST(GeneratorTest, SelectAndMapReturnGeneratorsAsJinja2Does) {
+  // llama.cpp's deepseek-r1 template: `tools | map(attribute='function') | tojson` fails there.
+  EXPECT_THAT(RenderOrError(R"({{ [{"a": 1}] | map(attribute="a") | tojson }})"),
+              HasSubstr("TypeError: Object of type generator is not JSON serializable"));
+  EXPECT_THAT(RenderOrError(R"({{ [1] | select | length }})"), HasSubstr("has no len()"));
+  EXPECT_EQ(RenderOrError(R"({{ "yes" if [] | select else "no" }})"), "yes");
+  EXPECT_EQ(RenderOrError(
+                R"({{ [1, 0, 2] | select | list | tojson }} {{ [1, 2] | map("string") | join }})"),
+            "[1, 2] 12");
+}
+
 TEST(MarkupTest, AddingAPlainStringToMarkupEscapesIt) {
   EXPECT_EQ(RenderOrError(R"({{ "a"|safe + "<b>" }}|{{ "<b>" + "a"|safe }})"),
             "a&lt;b&gt;|&lt;b&gt;a");
