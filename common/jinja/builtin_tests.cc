@@ -44,7 +44,8 @@ absl::StatusOr<bool> Test(Interpreter& interp, absl::string_view name, const Val
   if (name == "iterable")
     return v.is_string() || v.is_list() || v.is_undefined() || (v.is_dict() && !v.is_namespace());
   if (name == "sequence")
-    return v.is_string() || v.is_list() || v.is_undefined() || (v.is_dict() && !v.is_namespace());
+    return v.is_string() || (v.is_list() && !v.is_generator()) || v.is_undefined() ||
+           (v.is_dict() && !v.is_namespace());
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return false;
   if (name == "odd" || name == "even") {
@@ -85,7 +86,7 @@ absl::StatusOr<bool> Test(Interpreter& interp, absl::string_view name, const Val
     RETURN_IF_ERROR(need_other());
     if (other->is_string())
       return v.is_string() && other->as_string().find(v.as_string()) != std::string::npos;
-    if (other->is_dict()) return v.is_string() && other->as_dict().Find(v.as_string()) != nullptr;
+    if (other->is_dict()) return other->as_dict().Find(v) != nullptr;
     ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, *other));
     return std::any_of(items.begin(), items.end(), [&](const Value& x) { return Equals(v, x); });
   }

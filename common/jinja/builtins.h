@@ -29,6 +29,9 @@ Value GetItem(Interpreter& interp, const Value& obj, const Value& key);
 // The values a `for` loop visits: list items, dict keys, string characters; charged one
 // step each before they are built.
 absl::StatusOr<ValueList> Iterate(Interpreter& interp, const Value& v);
+// Python's format.format(*args.positional, **args.keyword); REQUIRES: format.is_string().
+// Markup escapes what it inserts.
+absl::StatusOr<Value> PythonStrFormat(Interpreter& interp, const Value& format, CallArgs& args);
 // Python's `format % values` for %s, %r, %d, %i and %%.
 absl::StatusOr<std::string> PercentFormat(const std::string& format, const ValueList& values);
 // range, namespace, dict, raise_exception, strftime_now.

@@ -27,6 +27,9 @@ absl::StatusOr<int64_t> Length(const Value& v) {
     case Value::Kind::kString:
       return static_cast<int64_t>(Utf8CodePointCount(v.as_string()));
     case Value::Kind::kList:
+      if (v.is_generator()) {
+        return TemplateError("TypeError", "object of type 'generator' has no len()");
+      }
       return static_cast<int64_t>(v.as_list().size());
     case Value::Kind::kDict:
       if (!v.is_namespace()) return static_cast<int64_t>(v.as_dict().size());

@@ -83,7 +83,10 @@ void AddGlobals(Interpreter& interp, Scope& scope) {
               for (const Value& a : args.positional) {
                 if (!a.is_dict()) return TemplateError("TypeError", "namespace() takes a dict");
                 for (const auto& [key, value] : a.as_dict().entries()) {
-                  RETURN_IF_ERROR(StoreInNamespace(ns, key, value));
+                  if (!key.is_string()) {
+                    return TemplateError("TypeError", "namespace() keywords must be strings");
+                  }
+                  RETURN_IF_ERROR(StoreInNamespace(ns, key.as_string(), value));
                 }
               }
               for (auto& [key, value] : args.keyword) {
@@ -95,7 +98,9 @@ void AddGlobals(Interpreter& interp, Scope& scope) {
               auto dict = std::make_shared<ValueDict>();
               for (const Value& a : args.positional) {
                 if (!a.is_dict()) return TemplateError("TypeError", "dict() takes a dict");
-                for (const auto& [key, value] : a.as_dict().entries()) dict->Set(key, value);
+                for (const auto& [key, value] : a.as_dict().entries()) {
+                  RETURN_IF_ERROR(dict->SetKey(key, value));
+                }
               }
               for (auto& [key, value] : args.keyword) dict->Set(key, value);
               return Value::Dict(std::move(dict));

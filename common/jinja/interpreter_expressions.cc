@@ -88,11 +88,8 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       auto dict = std::make_shared<ValueDict>();
       for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
         ASSIGN_OR_RETURN(const Value key, Eval(*e.children[i], scope));
-        if (!key.is_string()) {
-          return TemplateError("TypeError", "only string dict keys are supported");
-        }
         ASSIGN_OR_RETURN(Value value, Eval(*e.children[i + 1], scope));
-        dict->Set(key.as_string(), std::move(value));
+        RETURN_IF_ERROR(dict->SetKey(key, std::move(value)));
       }
       return Value::Dict(std::move(dict));
     }
@@ -127,7 +124,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       if (obj.is_string()) {
         cps = DecodeUtf8(obj.as_string());
         n = static_cast<int64_t>(cps.size());
-      } else if (obj.is_list()) {
+      } else if (obj.is_list() && !obj.is_generator()) {
         n = static_cast<int64_t>(obj.as_list().size());
       } else {
         return TemplateError("TypeError",

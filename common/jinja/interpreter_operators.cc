@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/jinja/builtins.h"
 #include "common/jinja/interpreter.h"
+#include "common/jinja/text.h"
 #include "common/jinja/value_format.h"
 #include "common/status_macros.h"
 
@@ -97,12 +98,22 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
   }
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
+      if (a.is_markup() || b.is_markup()) {
+        // Markup + str escapes the str (markupsafe's __add__ / __radd__).
+        const std::string x = a.is_markup() ? a.as_string() : HtmlEscape(a.as_string());
+        const std::string y = b.is_markup() ? b.as_string() : HtmlEscape(b.as_string());
+        const int64_t size = static_cast<int64_t>(x.size() + y.size());
+        RETURN_IF_ERROR(CheckSize(size));
+        RETURN_IF_ERROR(ChargeBytes(size));
+        return Value::Markup(x + y);
+      }
       const int64_t size = static_cast<int64_t>(a.as_string().size() + b.as_string().size());
       RETURN_IF_ERROR(CheckSize(size));
       RETURN_IF_ERROR(ChargeBytes(size));
       return Value::String(a.as_string() + b.as_string());
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() &&
+        !b.is_generator()) {
       ValueList items = a.as_list();
       const ValueList& more = b.as_list();
       RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(items.size() + more.size())));
@@ -113,10 +124,16 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
     return unsupported();
   }
   if (op == "%" && a.is_string()) {
-    ASSIGN_OR_RETURN(std::string out,
-                     PercentFormat(a.as_string(), b.is_tuple() ? b.as_list() : ValueList{b}));
+    ValueList values = b.is_tuple() ? b.as_list() : ValueList{b};
+    if (a.is_markup()) {
+      // Markup % args escapes the string arguments.
+      for (Value& x : values) {
+        if (x.is_string() && !x.is_markup()) x = Value::Markup(HtmlEscape(x.as_string()));
+      }
+    }
+    ASSIGN_OR_RETURN(std::string out, PercentFormat(a.as_string(), values));
     RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(out.size())));
-    return Value::String(std::move(out));
+    return a.is_markup() ? Value::Markup(std::move(out)) : Value::String(std::move(out));
   }
   if (op == "*") {
     // Repetition: str * int, list * int (either order).
@@ -132,7 +149,7 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
       std::string out;
       out.reserve(static_cast<size_t>(size));
       for (int64_t i = 0; i < n; ++i) out += seq.as_string();
-      return Value::String(std::move(out));
+      return seq.is_markup() ? Value::Markup(std::move(out)) : Value::String(std::move(out));
     }
     if (seq.is_list()) {
       const __int128 size = static_cast<__int128>(seq.as_list().size()) * n;
@@ -170,7 +187,10 @@ absl::StatusOr<bool> Interpreter::Compare(const std::string& op, const Value& a,
         }
       }
     } else if (b.is_dict()) {
-      found = a.is_string() && b.as_dict().Find(a.as_string()) != nullptr;
+      if (!IsHashable(a)) {
+        return TemplateError("TypeError", absl::StrCat("unhashable type: '", a.TypeName(), "'"));
+      }
+      found = b.as_dict().Find(a) != nullptr;
     } else if (!b.is_undefined()) {
       return TemplateError("TypeError",
                            absl::StrCat("argument of type '", b.TypeName(), "' is not iterable"));

@@ -31,7 +31,7 @@ const absl::flat_hash_set<absl::string_view>& StringMethods() {
       "strip",   "lstrip",  "rstrip",  "split",      "rsplit",     "startswith", "endswith",
       "upper",   "lower",   "title",   "capitalize", "replace",    "find",       "rfind",
       "index",   "rindex",  "count",   "join",       "splitlines", "isdigit",    "isalpha",
-      "isalnum", "isspace", "islower", "isupper"};
+      "isalnum", "isspace", "islower", "isupper",    "format"};
   return *kMethods;
 }
 
@@ -42,7 +42,7 @@ absl::StatusOr<Value> DictMethod(Interpreter& interp, const Value& obj, const st
     const Value* key = Arg(args, 0, "key");
     if (key == nullptr) return TemplateError("TypeError", "get expected at least 1 argument");
     const Value* fallback = Arg(args, 1, "default");
-    const Value* found = key->is_string() ? dict.Find(key->as_string()) : nullptr;
+    const Value* found = dict.Find(*key);
     if (found) return *found;
     return fallback ? *fallback : Value::None();
   }
@@ -50,9 +50,9 @@ absl::StatusOr<Value> DictMethod(Interpreter& interp, const Value& obj, const st
   ValueList out;
   for (const auto& [key, value] : dict.entries()) {
     if (name == "items") {
-      out.push_back(Value::List({Value::String(key), value}, /*is_tuple=*/true));
+      out.push_back(Value::List({key, value}, /*is_tuple=*/true));
     } else if (name == "keys") {
-      out.push_back(Value::String(key));
+      out.push_back(key);
     } else {
       out.push_back(value);
     }
@@ -79,6 +79,9 @@ absl::StatusOr<Value> ListMethod(const Value& obj, const std::string& name, Call
 Value BoundMethod(Interpreter& interp, const Value& obj, const std::string& name) {
   return Value::Callable(absl::StrCat(obj.TypeName(), ".", name),
                          [&interp, obj, name](CallArgs& args) -> absl::StatusOr<Value> {
+                           if (obj.is_string() && name == "format") {
+                             return PythonStrFormat(interp, obj, args);
+                           }
                            if (obj.is_string())
                              return StringMethod(interp, obj.as_string(), name, args);
                            if (obj.is_dict()) return DictMethod(interp, obj, name, args);
@@ -224,7 +227,7 @@ absl::StatusOr<ValueList> Iterate(Interpreter& interp, const Value& v) {
     case Value::Kind::kDict:
       if (!v.is_namespace()) {
         ValueList out;
-        for (const auto& [key, value] : v.as_dict().entries()) out.push_back(Value::String(key));
+        for (const auto& [key, value] : v.as_dict().entries()) out.push_back(key);
         return out;
       }
       break;
@@ -271,14 +274,14 @@ Value GetAttribute(Interpreter& interp, const Value& obj, const std::string& nam
 
 Value GetItem(Interpreter& interp, const Value& obj, const Value& key) {
   if (obj.is_dict()) {
-    if (key.is_string()) {
-      const Value* v = obj.as_dict().Find(key.as_string());
-      if (v) return *v;
-      return NoAttribute(obj, key.as_string());
-    }
-    return Value::Undefined("UndefinedError: dict key must be a string");
+    if (const Value* v = obj.as_dict().Find(key)) return *v;
+    if (key.is_string()) return NoAttribute(obj, key.as_string());
+    absl::StatusOr<std::string> repr = ToPythonRepr(key);
+    return Value::Undefined(absl::StrCat("UndefinedError: ", obj.TypeName(),
+                                         " object has no element ", repr.ok() ? *repr : "?"));
   }
-  if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  if (((obj.is_list() && !obj.is_generator()) || obj.is_string()) &&
+      (key.is_int() || key.is_bool())) {
     int64_t i = key.as_int();
     if (obj.is_list()) {
       const ValueList& items = obj.as_list();

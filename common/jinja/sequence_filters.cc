@@ -50,7 +50,7 @@ absl::StatusOr<Value> FilterItems(Interpreter& interp, const Value& v, CallArgs&
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(v.as_dict().size())));
   ValueList out;
   for (const auto& [key, value] : v.as_dict().entries()) {
-    out.push_back(Value::List({Value::String(key), value}, /*is_tuple=*/true));
+    out.push_back(Value::List({key, value}, /*is_tuple=*/true));
   }
   return Value::List(std::move(out));
 }
@@ -95,6 +95,8 @@ absl::StatusOr<Value> FilterJoin(Interpreter& interp, const Value& v, CallArgs& 
 // truthiness, with no test) equals `keep`.
 absl::StatusOr<Value> Select(Interpreter& interp, const Value& v, CallArgs& args, bool on_attribute,
                              bool keep) {
+  // jinja2 skips a false subject (`if value:`) before iterating: none | select is empty.
+  if (!v.Truthy()) return Value::Generator({});
   ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   size_t next = 0;
   std::string attribute;
@@ -127,7 +129,7 @@ absl::StatusOr<Value> Select(Interpreter& interp, const Value& v, CallArgs& args
     }
     if (result == keep) out.push_back(item);
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> FilterSelect(Interpreter& i, const Value& v, CallArgs& a) {
@@ -144,6 +146,8 @@ absl::StatusOr<Value> FilterRejectattr(Interpreter& i, const Value& v, CallArgs&
 }
 
 absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& args) {
+  // As select: jinja2 maps nothing over a false subject, None included.
+  if (!v.Truthy()) return Value::Generator({});
   ASSIGN_OR_RETURN(const ValueList items, Iterate(interp, v));
   RETURN_IF_ERROR(interp.Charge(static_cast<int64_t>(items.size())));
   ValueList out;
@@ -158,7 +162,7 @@ absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& a
       if (x.is_undefined() && fallback) x = *fallback;
       out.push_back(std::move(x));
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (!args.positional[0].is_string())
     return TemplateError("TypeError", "map's filter must be named");
@@ -171,7 +175,7 @@ absl::StatusOr<Value> FilterMap(Interpreter& interp, const Value& v, CallArgs& a
     ASSIGN_OR_RETURN(Value x, ApplyFilter(interp, filter, item, copy));
     out.push_back(std::move(x));
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> FilterSort(Interpreter& interp, const Value& v, CallArgs& args) {

@@ -19,30 +19,36 @@
 namespace pagoda::jinja {
 namespace {
 
+// A string derived from `v`: Markup stays Markup through the str methods markupsafe wraps
+// (string, trim, upper, lower, capitalize), as jinja2's soft_str keeps it.
+Value Derived(const Value& v, std::string s) {
+  return v.is_markup() ? Value::Markup(std::move(s)) : Value::String(std::move(s));
+}
+
 absl::StatusOr<Value> FilterString(Interpreter&, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(std::string s, Str(v));
-  return Value::String(std::move(s));
+  return Derived(v, std::move(s));
 }
 
 absl::StatusOr<Value> FilterTrim(Interpreter&, const Value& v, CallArgs& args) {
   ASSIGN_OR_RETURN(const std::string s, Str(v));
   ASSIGN_OR_RETURN(const std::optional<std::string> chars, OptionalStringArg(args, 0, "chars"));
-  return Value::String(Strip(s, chars, true, true));
+  return Derived(v, Strip(s, chars, true, true));
 }
 
 absl::StatusOr<Value> FilterUpper(Interpreter&, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(const std::string s, Str(v));
-  return Value::String(AsciiUpper(s));
+  return Derived(v, AsciiUpper(s));
 }
 
 absl::StatusOr<Value> FilterLower(Interpreter&, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(const std::string s, Str(v));
-  return Value::String(AsciiLower(s));
+  return Derived(v, AsciiLower(s));
 }
 
 absl::StatusOr<Value> FilterCapitalize(Interpreter&, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(const std::string s, Str(v));
-  return Value::String(PythonCapitalize(s));
+  return Derived(v, PythonCapitalize(s));
 }
 
 absl::StatusOr<Value> FilterTitle(Interpreter&, const Value& v, CallArgs&) {
@@ -118,33 +124,22 @@ absl::StatusOr<Value> FilterIndent(Interpreter& interp, const Value& v, CallArgs
   return Value::String(std::move(out));
 }
 
-absl::StatusOr<Value> FilterSafe(Interpreter&, const Value& v, CallArgs&) { return v; }
+absl::StatusOr<Value> FilterSafe(Interpreter&, const Value& v, CallArgs&) {
+  if (v.is_markup()) return v;
+  ASSIGN_OR_RETURN(std::string s, Str(v));
+  return Value::Markup(std::move(s));
+}
 
+// escape leaves what is already Markup alone; forceescape escapes it again.
 absl::StatusOr<Value> FilterEscape(Interpreter&, const Value& v, CallArgs&) {
+  if (v.is_markup()) return v;
   ASSIGN_OR_RETURN(const std::string s, Str(v));
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return Value::String(std::move(out));
+  return Value::Markup(HtmlEscape(s));
+}
+
+absl::StatusOr<Value> FilterForceEscape(Interpreter&, const Value& v, CallArgs&) {
+  ASSIGN_OR_RETURN(const std::string s, Str(v));
+  return Value::Markup(HtmlEscape(s));
 }
 
 absl::StatusOr<Value> FilterWordcount(Interpreter&, const Value& v, CallArgs&) {
@@ -235,7 +230,7 @@ void AddStringFilters(FilterTable& table) {
       {"center", FilterCenter},
       {"e", FilterEscape},
       {"escape", FilterEscape},
-      {"forceescape", FilterEscape},
+      {"forceescape", FilterForceEscape},
       {"format", FilterFormat},
       {"indent", FilterIndent},
       {"lower", FilterLower},

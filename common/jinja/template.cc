@@ -31,7 +31,9 @@ absl::StatusOr<std::string> Template::Render(const ValueDict& context,
   Interpreter interp(options.limits, now);
   auto globals = std::make_shared<Scope>(nullptr);
   AddGlobals(interp, *globals);
-  for (const auto& [key, value] : context.entries()) globals->Set(key, value);
+  for (const auto& [key, value] : context.entries()) {
+    if (key.is_string()) globals->Set(key.as_string(), value);
+  }
   std::string out;
   RETURN_IF_ERROR(interp.Render(*body_, globals, &out));
   return out;

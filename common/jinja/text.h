@@ -27,6 +27,8 @@ std::string AsciiLower(std::string_view s);
 // str.title() and str.capitalize().
 std::string PythonTitle(std::string_view s);
 std::string PythonCapitalize(std::string_view s);
+// markupsafe's escape: & < > " ' as &amp; &lt; &gt; &#34; &#39;.
+std::string HtmlEscape(std::string_view s);
 // str.splitlines() for \n, \r\n and \r.
 std::vector<std::string> SplitLines(std::string_view s);
 

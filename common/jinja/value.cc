@@ -6,26 +6,105 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+
 namespace pagoda::jinja {
 
+namespace {
+
+// A key's identity for the non-str index: equal keys (1, 1.0, True) encode alike. Every
+// encoding is self-delimiting, so a tuple's is its items' in a row. False if unhashable.
+bool AppendHashKey(const Value& v, std::string* out) {
+  switch (v.kind()) {
+    case Value::Kind::kNone:
+      *out += "N;";
+      return true;
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+      absl::StrAppend(out, "I", v.as_int(), ";");
+      return true;
+    case Value::Kind::kFloat: {
+      const double f = v.as_float();
+      // 2^63 is exactly representable; anything in [-2^63, 2^63) converts without overflow.
+      if (std::isfinite(f) && f == std::floor(f) && f >= -9223372036854775808.0 &&
+          f < 9223372036854775808.0) {
+        absl::StrAppend(out, "I", static_cast<int64_t>(f), ";");
+      } else {
+        absl::StrAppend(out, "F", FormatFloat(f), ";");
+      }
+      return true;
+    }
+    case Value::Kind::kString:
+      absl::StrAppend(out, "S", v.as_string().size(), ":", v.as_string());
+      return true;
+    case Value::Kind::kList:
+      if (!v.is_tuple()) return false;
+      absl::StrAppend(out, "T", v.as_list().size(), ":");
+      for (const Value& item : v.as_list()) {
+        if (!AppendHashKey(item, out)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool IsHashable(const Value& v) {
+  std::string ignored;
+  return AppendHashKey(v, &ignored);
+}
+
 const Value* ValueDict::Find(absl::string_view key) const {
-  const auto it = index_.find(key);
-  return it == index_.end() ? nullptr : &entries_[it->second].second;
+  const auto it = str_index_.find(key);
+  return it == str_index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+const Value* ValueDict::Find(const Value& key) const {
+  if (key.is_string()) return Find(key.as_string());
+  if (other_index_.empty()) return nullptr;
+  std::string hash_key;
+  if (!AppendHashKey(key, &hash_key)) return nullptr;
+  const auto it = other_index_.find(hash_key);
+  return it == other_index_.end() ? nullptr : &entries_[it->second].second;
 }
 
 void ValueDict::Set(std::string key, Value value) {
-  const auto it = index_.find(key);
-  if (it != index_.end()) {
+  const auto it = str_index_.find(key);
+  if (it != str_index_.end()) {
     entries_[it->second].second = std::move(value);
     return;
   }
-  index_.emplace(key, entries_.size());
-  entries_.emplace_back(std::move(key), std::move(value));
+  str_index_.emplace(key, entries_.size());
+  entries_.emplace_back(Value::String(std::move(key)), std::move(value));
+}
+
+absl::Status ValueDict::SetKey(const Value& key, Value value) {
+  if (key.is_string()) {
+    Set(key.as_string(), std::move(value));
+    return absl::OkStatus();
+  }
+  std::string hash_key;
+  if (!AppendHashKey(key, &hash_key)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TypeError: unhashable type: '", key.TypeName(), "'"));
+  }
+  const auto it = other_index_.find(hash_key);
+  if (it != other_index_.end()) {
+    // Python keeps the first key object (d[1.0] = x leaves the key 1) and replaces the value.
+    entries_[it->second].second = std::move(value);
+    return absl::OkStatus();
+  }
+  other_index_.emplace(std::move(hash_key), entries_.size());
+  entries_.emplace_back(key, std::move(value));
+  return absl::OkStatus();
 }
 
 void ValueDict::Clear() {
   entries_.clear();
-  index_.clear();
+  str_index_.clear();
+  other_index_.clear();
 }
 
 Value Value::Undefined(std::string error) {
@@ -68,6 +147,12 @@ Value Value::String(std::string s) {
   return v;
 }
 
+Value Value::Markup(std::string s) {
+  Value v = String(std::move(s));
+  v.is_markup_ = true;
+  return v;
+}
+
 Value Value::List(ValueList items, bool is_tuple) {
   Value v;
   v.kind_ = Kind::kList;
@@ -75,6 +160,12 @@ Value Value::List(ValueList items, bool is_tuple) {
   for (const Value& item : items) v.depth_ = std::max(v.depth_, item.depth_);
   ++v.depth_;
   v.list_ = std::make_shared<const ValueList>(std::move(items));
+  return v;
+}
+
+Value Value::Generator(ValueList items) {
+  Value v = List(std::move(items));
+  v.is_generator_ = true;
   return v;
 }
 
@@ -114,7 +205,7 @@ bool Value::Truthy() const {
     case Kind::kString:
       return !string_->empty();
     case Kind::kList:
-      return !list_->empty();
+      return is_generator_ || !list_->empty();
     case Kind::kDict:
       return is_namespace_ || dict_->size() > 0;
     case Kind::kCallable:
@@ -138,6 +229,7 @@ std::string Value::TypeName() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
+      if (is_generator_) return "generator";
       return is_tuple_ ? "tuple" : "list";
     case Kind::kDict:
       return is_namespace_ ? "Namespace" : "dict";
@@ -161,6 +253,8 @@ bool Equals(const Value& a, const Value& b) {
       return a.as_string() == b.as_string();
     case Value::Kind::kList: {
       if (a.is_tuple() != b.is_tuple()) return false;
+      // Python compares generators by identity; two renders of one never meet.
+      if (a.is_generator() || b.is_generator()) return false;
       const ValueList& x = a.as_list();
       const ValueList& y = b.as_list();
       if (x.size() != y.size()) return false;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -25,19 +26,26 @@ using ValueList = std::vector<Value>;
 // See Value::depth().
 inline constexpr int kNamespaceDepth = 128;
 
-// A str-keyed dict that keeps insertion order, as Python's does.
+// A dict that keeps insertion order, as Python's does. Keys are what Python can hash: None,
+// bool, int, float, str and tuples of those; 1, 1.0 and True are one key, as in Python.
 class ValueDict {
  public:
+  // The value under the str `key`, or null.
   const Value* Find(absl::string_view key) const;
+  // The value under `key`, or null (also when `key` cannot be hashed).
+  const Value* Find(const Value& key) const;
   // Inserts, or replaces the value of an existing key in place (order unchanged).
   void Set(std::string key, Value value);
+  // As Set, for any key; TypeError ("unhashable type: 'list'") for a list, dict or callable.
+  absl::Status SetKey(const Value& key, Value value);
   size_t size() const;  // defined below Value: a pair with an incomplete Value cannot be sized
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
   void Clear();
 
  private:
-  std::vector<std::pair<std::string, Value>> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;
+  std::vector<std::pair<Value, Value>> entries_;
+  absl::flat_hash_map<std::string, size_t> str_index_;    // str keys
+  absl::flat_hash_map<std::string, size_t> other_index_;  // the rest, by HashKey()
 };
 
 // Call arguments: positional, then keyword in call order.
@@ -60,7 +68,13 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double f);
   static Value String(std::string s);
+  // markupsafe's Markup: a str marked safe (`|safe`, `|escape`). Adding a plain str to it
+  // escapes that str first, as jinja2 does even with autoescape off.
+  static Value Markup(std::string s);
   static Value List(ValueList items, bool is_tuple = false);
+  // What jinja2's select, reject and map return: a generator. It iterates as a list does,
+  // but is always true, has no len(), no items by index, and json.dumps refuses it.
+  static Value Generator(ValueList items);
   static Value Dict(std::shared_ptr<ValueDict> dict, bool is_namespace = false);
   static Value Callable(std::string name, NativeFunction fn);
 
@@ -73,8 +87,10 @@ class Value {
   // Python's numbers.Number: bool counts.
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind_ == Kind::kString; }
+  bool is_markup() const { return kind_ == Kind::kString && is_markup_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_tuple() const { return kind_ == Kind::kList && is_tuple_; }
+  bool is_generator() const { return kind_ == Kind::kList && is_generator_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kDict && is_namespace_; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
@@ -108,6 +124,8 @@ class Value {
   bool bool_ = false;
   bool is_tuple_ = false;
   bool is_namespace_ = false;
+  bool is_markup_ = false;
+  bool is_generator_ = false;
   int depth_ = 0;
   int64_t int_ = 0;
   double float_ = 0;
@@ -119,6 +137,10 @@ class Value {
 
 // Python's `a == b` (1 == 1.0 == True; lists and dicts element-wise; Undefined == Undefined).
 bool Equals(const Value& a, const Value& b);
+
+// Whether Python can hash `v` (and so use it as a dict key): not a list, dict or callable,
+// nor a tuple holding one.
+bool IsHashable(const Value& v);
 
 // Python's float repr: "1.0", "1e+20", "1.5e-07".
 std::string FormatFloat(double f);

@@ -1,7 +1,9 @@
 #include "common/jinja/value_format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -85,6 +87,10 @@ absl::Status AppendRepr(const Value& v, int depth, std::string* out) {
       *out += ReprString(v.as_string());
       return absl::OkStatus();
     case Value::Kind::kList: {
+      if (v.is_generator()) {
+        *out += "<generator object>";
+        return absl::OkStatus();
+      }
       const ValueList& items = v.as_list();
       *out += v.is_tuple() ? "(" : "[";
       for (size_t i = 0; i < items.size(); ++i) {
@@ -101,7 +107,7 @@ absl::Status AppendRepr(const Value& v, int depth, std::string* out) {
       for (const auto& [key, value] : v.as_dict().entries()) {
         if (!first) *out += ", ";
         first = false;
-        *out += ReprString(key);
+        RETURN_IF_ERROR(AppendRepr(key, depth + 1, out));
         *out += ": ";
         RETURN_IF_ERROR(AppendRepr(value, depth + 1, out));
       }
@@ -167,6 +173,48 @@ void AppendJsonString(const std::string& s, bool ensure_ascii, std::string* out)
   *out += '"';
 }
 
+// json.dumps turns a non-str key into a string: True -> "true", None -> "null", 1.5 -> "1.5".
+absl::StatusOr<std::string> JsonKey(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::kString:
+      return key.as_string();
+    case Value::Kind::kNone:
+      return std::string("null");
+    case Value::Kind::kBool:
+      return std::string(key.as_bool() ? "true" : "false");
+    case Value::Kind::kInt:
+      return absl::StrCat(key.as_int());
+    case Value::Kind::kFloat: {
+      const double f = key.as_float();
+      if (std::isnan(f)) return std::string("NaN");
+      if (std::isinf(f)) return std::string(f < 0 ? "-Infinity" : "Infinity");
+      return FormatFloat(f);
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TypeError: keys must be str, int, float, bool or None, not ", key.TypeName()));
+  }
+}
+
+// sort_keys=True sorts by the keys themselves, as sorted(d.items()) does: mixed str and int
+// keys cannot be ordered (TypeError).
+absl::Status SortJsonKeys(std::vector<const std::pair<Value, Value>*>& entries) {
+  absl::Status status;
+  std::stable_sort(entries.begin(), entries.end(), [&](const auto* a, const auto* b) {
+    const Value& x = a->first;
+    const Value& y = b->first;
+    if (x.is_string() && y.is_string()) return x.as_string() < y.as_string();
+    if (x.is_number() && y.is_number()) return x.as_float() < y.as_float();
+    if (status.ok()) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("TypeError: '<' not supported between instances of '", y.TypeName(),
+                       "' and '", x.TypeName(), "'"));
+    }
+    return false;
+  });
+  return status;
+}
+
 void AppendNewline(const JsonDumpOptions& o, int level, std::string* out) {
   *out += '\n';
   for (int i = 0; i < level; ++i) *out += *o.indent;
@@ -200,6 +248,7 @@ absl::Status AppendJson(const Value& v, const JsonDumpOptions& o, int level, std
       AppendJsonString(v.as_string(), o.ensure_ascii, out);
       return absl::OkStatus();
     case Value::Kind::kList: {
+      if (v.is_generator()) break;  // not JSON serializable, as in Python
       const ValueList& items = v.as_list();
       if (items.empty()) {
         *out += "[]";
@@ -217,21 +266,19 @@ absl::Status AppendJson(const Value& v, const JsonDumpOptions& o, int level, std
     }
     case Value::Kind::kDict: {
       if (v.is_namespace()) break;
-      std::vector<const std::pair<std::string, Value>*> entries;
+      std::vector<const std::pair<Value, Value>*> entries;
       for (const auto& entry : v.as_dict().entries()) entries.push_back(&entry);
       if (entries.empty()) {
         *out += "{}";
         return absl::OkStatus();
       }
-      if (o.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(),
-                         [](const auto* a, const auto* b) { return a->first < b->first; });
-      }
+      if (o.sort_keys) RETURN_IF_ERROR(SortJsonKeys(entries));
       *out += '{';
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i > 0) *out += o.item_separator;
         if (o.indent) AppendNewline(o, level + 1, out);
-        AppendJsonString(entries[i]->first, o.ensure_ascii, out);
+        ASSIGN_OR_RETURN(const std::string key, JsonKey(entries[i]->first));
+        AppendJsonString(key, o.ensure_ascii, out);
         *out += o.key_separator;
         RETURN_IF_ERROR(AppendJson(entries[i]->second, o, level + 1, out));
       }

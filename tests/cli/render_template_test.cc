@@ -1,6 +1,9 @@
-// `pagoda render-template` as a user runs it, on every case of the chat-template golden set
-// (shared/golden/chat_templates.json: jinja2 renders of real models' templates).
+// `pagoda render-template` as a user runs it, on every case of the chat-template golden sets:
+// shared/golden/chat_templates.json and the repo's tests/golden/chat_templates_extra.json
+// (tool-calling templates, made by tools/make_chat_golden_extra.py), jinja2 renders of real
+// models' templates.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -22,23 +25,41 @@ using testing::WriteFile;
 
 constexpr char kFixedNow[] = "--now=2026-11-22T00:00:00";
 
-const nlohmann::ordered_json& Golden() {
-  static const auto* golden = new nlohmann::ordered_json(nlohmann::ordered_json::parse(
+std::string ExtraGoldenPath() {
+  return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/chat_templates_extra.json";
+}
+
+// Set 0: the shared golden set; set 1: the repo's tool-calling set.
+const nlohmann::ordered_json& Golden(int set = 0) {
+  static const auto* shared = new nlohmann::ordered_json(nlohmann::ordered_json::parse(
       ReadFile(SharedPath("golden/chat_templates.json")), nullptr, /*allow_exceptions=*/false));
-  return *golden;
+  static const auto* extra = new nlohmann::ordered_json(nlohmann::ordered_json::parse(
+      ReadFile(ExtraGoldenPath()), nullptr, /*allow_exceptions=*/false));
+  return set == 0 ? *shared : *extra;
 }
 
-std::vector<int> CaseIndexes() {
-  std::vector<int> indexes;
-  if (Golden().is_object()) {
-    for (size_t i = 0; i < Golden()["cases"].size(); ++i) indexes.push_back(static_cast<int>(i));
+// (set, case index) of every case.
+using CaseId = std::pair<int, int>;
+
+std::vector<CaseId> CaseIds() {
+  std::vector<CaseId> ids;
+  for (int set = 0; set < 2; ++set) {
+    if (!Golden(set).is_object()) continue;
+    for (size_t i = 0; i < Golden(set)["cases"].size(); ++i) {
+      ids.emplace_back(set, static_cast<int>(i));
+    }
   }
-  return indexes;
+  return ids;
 }
 
-std::string CaseName(const ::testing::TestParamInfo<int>& info) {
-  const auto& c = Golden()["cases"][info.param];
-  std::string name = c["template"].get<std::string>() + "_" + c["name"].get<std::string>();
+const nlohmann::ordered_json& Case(const CaseId& id) {
+  return Golden(id.first)["cases"][id.second];
+}
+
+std::string CaseName(const ::testing::TestParamInfo<CaseId>& info) {
+  const auto& c = Case(info.param);
+  std::string name = std::string(info.param.first == 0 ? "" : "Extra_") +
+                     c["template"].get<std::string>() + "_" + c["name"].get<std::string>();
   for (char& ch : name) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -54,11 +75,12 @@ CommandResult Render(const std::string& template_text, const nlohmann::ordered_j
                      "--context-file=" + dir + "/context.json", kFixedNow});
 }
 
-class RenderTemplateGoldenTest : public ::testing::TestWithParam<int> {};
+class RenderTemplateGoldenTest : public ::testing::TestWithParam<CaseId> {};
 
 TEST_P(RenderTemplateGoldenTest, MatchesJinja2) {
-  const auto& c = Golden()["cases"][GetParam()];
-  const std::string template_text = Golden()["templates"][c["template"].get<std::string>()];
+  const auto& c = Case(GetParam());
+  const std::string template_text =
+      Golden(GetParam().first)["templates"][c["template"].get<std::string>()];
   const CommandResult r = Render(template_text, c["context"]);
   if (c.contains("expected")) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -74,13 +96,22 @@ TEST_P(RenderTemplateGoldenTest, MatchesJinja2) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, RenderTemplateGoldenTest, ::testing::ValuesIn(CaseIndexes()),
+INSTANTIATE_TEST_SUITE_P(Golden, RenderTemplateGoldenTest, ::testing::ValuesIn(CaseIds()),
                          CaseName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RenderTemplateGoldenTest);
 
 TEST(RenderTemplateCommandTest, TheGoldenSetIsThere) {
   ASSERT_TRUE(Golden().is_object()) << SharedPath("golden/chat_templates.json");
   EXPECT_EQ(Golden()["cases"].size(), 186u);
+}
+
+TEST(RenderTemplateCommandTest, TheToolCallingGoldenSetIsThere) {
+  ASSERT_TRUE(Golden(1).is_object()) << ExtraGoldenPath();
+  EXPECT_GE(Golden(1)["cases"].size(), 150u);
+  // Every stored template names where it came from.
+  for (const auto& [name, text] : Golden(1)["templates"].items()) {
+    EXPECT_TRUE(Golden(1)["sources"].contains(name)) << name;
+  }
 }
 
 // A golden case of the llama3 tokenizer's template, rendered from a model directory.
