@@ -43,8 +43,13 @@ void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
                              return Values{{{}, 1.0 * cluster->stats().num_running}};
                            });
   registry->AddGaugeFamily("pagoda_num_requests_waiting",
-                           "Sequences waiting for a worker or in a scheduler's queue.", [cluster] {
+                           "Sequences waiting for a worker or in a scheduler's queue (not paused).",
+                           [cluster] {
                              return Values{{{}, 1.0 * cluster->stats().num_waiting}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_requests_paused",
+                           "Sequences whose client is not reading their output.", [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_paused}};
                            });
   registry->AddGaugeFamily("pagoda_num_workers", "Connected workers (draining ones included).",
                            [cluster] {
@@ -109,6 +114,16 @@ absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
   RETURN_IF_ERROR(CheckLocalWorkersOptions(options.local_workers));
   if (options.cluster.stall_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--stall-timeout-s must be above 0");
+  }
+  // A call of n samples pauses as one: a smaller cap would cancel it whenever it pauses.
+  const int max_n = options.cluster.engine.max_n;
+  for (const auto& [flag, cap] :
+       {std::pair{"--max-paused-per-connection", options.cluster.paused_caps.max_per_connection},
+        std::pair{"--max-paused-per-client", options.cluster.paused_caps.max_per_client}}) {
+    if (cap != 0 && cap < max_n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " = ", cap, ": must be 0 (no cap) or at least n's limit, ", max_n));
+    }
   }
   if (!options.worker_tls.cert.empty() && options.local_workers.num_workers > 0) {
     return absl::InvalidArgumentError(

@@ -197,7 +197,7 @@ class OpenAiServer::Api {
     auto shared_call = std::make_shared<OpenAiCall>(*std::move(call));
     auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
     if (absl::Status s = stream->Submit(shared_call->requests, shared_call->stops,
-                                        WorkerWaitEnd(std::nullopt, absl::Now()));
+                                        WorkerWaitEnd(std::nullopt, absl::Now()), PeerOf(req));
         !s.ok()) {
       return SendStatus(res, InOpenAiFieldNames(s));
     }
@@ -257,6 +257,12 @@ class OpenAiServer::Api {
           return true;
         },
         [stream](bool) { stream->Abort(); });
+  }
+
+  // The client is the socket's address, the connection the socket (one stream at a time).
+  static RequestPeer PeerOf(const httplib::Request& req) {
+    return {.client = req.remote_addr,
+            .connection = absl::StrCat(req.remote_addr, ":", req.remote_port)};
   }
 
   bool CheckModel(const std::string& model, httplib::Response& res) {
