@@ -65,8 +65,12 @@ const char* Reason(int status) {
   switch (status) {
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 413:
       return "Payload Too Large";
+    case 417:
+      return "Expectation Failed";
     case 431:
       return "Request Header Fields Too Large";
     default:
@@ -80,8 +84,12 @@ const char* ErrorCode(int status) {
   switch (status) {
     case 400:
       return "invalid_request";
+    case 401:
+      return "invalid_api_key";
     case 413:
       return "request_too_large";
+    case 417:
+      return "expectation_failed";
     case 431:
       return "headers_too_large";
     default:
@@ -233,14 +241,27 @@ class GuardedHttpServer::Loop {
               absl::StrCat("the request body passes ", options_.head.max_body_bytes, " bytes"));
         case HeadScan::kBad:
           return Refuse(c, 400, "bad Content-Length or Transfer-Encoding");
+        case HeadScan::kBadExpectation:
+          return Refuse(c, 417, "the only Expect this server meets is 100-continue");
         case HeadScan::kComplete:
           break;
       }
       c->head_done = true;
       c->body_start = now;
+      if (c->head.expect_continue && BodyPending(*c) && options_.head_authorized &&
+          !options_.head_authorized(absl::string_view(c->buf).substr(0, c->head.head_bytes))) {
+        return Refuse(c, 401,
+                      "missing or wrong API key: send the header Authorization: Bearer <key>");
+      }
       if (const char* full = Admit(*c)) return Refuse(c, 503, full);
       // Once, exactly: appending would double the buffer's capacity past the body.
       if (c->reserved > 0) c->buf.reserve(c->head.head_bytes + c->reserved);
+      if (c->head.expect_continue && BodyPending(*c)) {
+        // The head passed every check: the client may send its body now. A few bytes on a
+        // socket that has sent nothing yet: they fit its buffer.
+        constexpr absl::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        (void)!send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
     }
     if (c->head.body == HttpHead::Body::kSized) {
       const size_t body = c->buf.size() - c->head.head_bytes;
@@ -256,6 +277,13 @@ class GuardedHttpServer::Loop {
       absl::MutexLock lock(&mu_);
       ready_.push_back(std::move(c));
     }
+  }
+
+  // Whether the current request's body has not all arrived (a chunked one: not read yet).
+  static bool BodyPending(const Connection& c) {
+    if (c.head.body == HttpHead::Body::kChunked) return true;
+    return c.head.body == HttpHead::Body::kSized &&
+           c.buf.size() - c.head.head_bytes < c.head.content_length;
   }
 
   // Takes the body's share of the bounds on bodies in flight; what is full when it cannot.
@@ -346,6 +374,8 @@ class GuardedHttpServer::Loop {
     const bool ok = server_->process_request(stream, close, closed, [](httplib::Request& req) {
       // A Range of thousands of pieces multiplies a reply: every reply is whole.
       req.ranges.clear();
+      // The loop answered it: httplib would send a second "100 Continue" after the body.
+      req.headers.erase("Expect");
     });
     current_stream = nullptr;
     const bool large = c->reserved > 0;

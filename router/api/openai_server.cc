@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "common/json.h"
 #include "common/process/guarded_http_server.h"
+#include "common/process/http_head.h"
 #include "common/process/http_server.h"
 #include "common/process/secret.h"
 #include "common/process/version.h"
@@ -374,6 +375,15 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   HttpGuardOptions limits;
   limits.threads = options.threads;
   limits.head.max_body_bytes = kMaxBodyBytes;
+  // The key on a head that waits for "100 Continue", before its body is sent: the same check
+  // as the pre-routing handler's, which runs once the body is in.
+  limits.head_authorized = [key = options.api_key,
+                            metrics = options.metrics](absl::string_view head) {
+    const absl::string_view auth = HttpHeaderValue(head, "Authorization");
+    if (key.empty() || BearerMatches(std::string_view(auth.data(), auth.size()), key)) return true;
+    if (metrics) metrics->refused_api_key->Add();
+    return false;
+  };
   server->server_ = std::make_unique<GuardedHttpServer>(limits);
   GuardedHttpServer* s = server->server_.get();
   UseExclusivePort(s);
