@@ -12,11 +12,12 @@
 #include "common/status_macros.h"
 #include "common/text/tokenizer_loader.h"
 #include "glog/logging.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "router/api/generation_service.h"
 #include "router/api/openai_server.h"
+#include "router/api/reflection_service.h"
 #include "router/grpc_port_limits.h"
 #include "router/worker_link_service.h"
 
@@ -220,15 +221,24 @@ absl::Status RouterServer::Listen() {
   generation_ = std::make_unique<GenerationService>(cluster_.get(), tokenizer_.get(), served_name_,
                                                     &metrics_, options_.api_key);
   grpc::EnableDefaultHealthCheckService(true);  // after the worker port's server: not there
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // each port says if it serves it
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(host, ":", options_.port),
                            grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(generation_.get());
+  if (options_.enable_reflection) {
+    // Our own: gRPC's would describe every linked proto, worker.proto too. gRPC's built-in
+    // health service registers no descriptor; naming ours links health.proto's in.
+    reflection_ = std::make_unique<PublicReflection>(std::vector<std::string>{
+        v1::Generation::service_full_name(),
+        grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0)->full_name(),
+        grpc::reflection::v1::ServerReflection::service_full_name(),
+        grpc::reflection::v1alpha::ServerReflection::service_full_name()});
+    builder.RegisterService(&reflection_->v1);
+    builder.RegisterService(&reflection_->v1alpha);
+  }
   GrpcPortLimits public_limits;
   public_limits.name = "pagoda-public-port";
   public_limits.max_streams_per_connection = options_.max_streams_per_connection;
-  public_limits.reflection = options_.enable_reflection;
   ApplyGrpcPortLimits(public_limits, &builder);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
