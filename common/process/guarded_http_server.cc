@@ -356,10 +356,28 @@ class GuardedHttpServer::Loop {
     }
   }
 
+  // Takes the current request's sized body out of c.buf, which keeps the head and any bytes
+  // of the next request. The body stays where it was received (moved to the front in place):
+  // no second buffer of its size.
+  static std::string TakeBody(Connection& c) {
+    const size_t head = c.head.head_bytes;
+    const size_t end = head + static_cast<size_t>(c.head.content_length);
+    std::string kept = c.buf.substr(0, head) + c.buf.substr(end);  // small: head, pipelined
+    c.buf.resize(end);
+    c.buf.erase(0, head);
+    std::string body = std::move(c.buf);
+    c.buf = std::move(kept);
+    return body;
+  }
+
   void ServeOne(ConnectionPtr c) {
     const bool chunked = c->head.body == HttpHead::Body::kChunked;
-    const size_t limit = chunked ? std::string::npos
-                                 : c->head.head_bytes + static_cast<size_t>(c->head.content_length);
+    // httplib would copy a sized body from the stream a few KiB at a time into a string that
+    // doubles as it grows (~2x the body at its peak): the request gets it moved instead, the
+    // stream serves the head alone, and a Content-Length of 0 leaves httplib nothing to read.
+    const bool sized = c->head.body == HttpHead::Body::kSized && c->head.content_length > 0;
+    std::string body = sized ? TakeBody(*c) : std::string();
+    const size_t limit = chunked ? std::string::npos : c->head.head_bytes;
     const uint64_t max_body = options_.head.max_body_bytes;
     HttpRequestStream stream(
         c->fd, c->buf, limit, max_body + max_body / 8 + kSmallBody,
@@ -371,12 +389,19 @@ class GuardedHttpServer::Loop {
         chunked || ++c->served >= options_.max_requests_per_connection || !server_->is_running();
     bool closed = false;
     current_stream = &stream;
-    const bool ok = server_->process_request(stream, close, closed, [](httplib::Request& req) {
+    // Runs once the head is parsed, before httplib routes the request and reads its body.
+    auto setup = [sized, &body](httplib::Request& req) {
       // A Range of thousands of pieces multiplies a reply: every reply is whole.
       req.ranges.clear();
       // The loop answered it: httplib would send a second "100 Continue" after the body.
       req.headers.erase("Expect");
-    });
+      if (sized) {
+        req.body = std::move(body);
+        req.headers.erase("Content-Length");
+        req.headers.emplace("Content-Length", "0");
+      }
+    };
+    const bool ok = server_->process_request(stream, close, closed, setup);
     current_stream = nullptr;
     const bool large = c->reserved > 0;
     Release(*c);

@@ -49,8 +49,9 @@ struct HttpGuardOptions {
   absl::Duration head_timeout = absl::Seconds(10);  // a request's head, from its first byte
   absl::Duration idle_timeout = absl::Seconds(5);   // between keep-alive requests
   double min_body_bytes_per_second = 1 << 20;       // a body's deadline grows with its size
-  // Bodies over 64 KiB read at once; a request holds about 4x its body at its peak (buffer,
-  // httplib's copy, the parsed JSON), so 128 MiB bounds them at ~0.5 GiB.
+  // Bodies over 64 KiB read at once; a request holds about 3-4x its body at its peak (the
+  // buffer, which the request takes over, then the JSON parser's token and the value it
+  // builds), so 128 MiB bounds them at ~0.5 GiB.
   uint64_t max_body_bytes_in_flight = 128 << 20;
   int max_chunked_in_flight = 4;
   absl::Duration write_timeout = absl::Seconds(30);  // each send of a reply
