@@ -257,9 +257,44 @@ void Cluster::Tick(absl::Time now) {
                       "the client read nothing for ", absl::FormatDuration(options_.stall_timeout),
                       " (--stall-timeout-s): cancelled")));
   }
+  EnforcePausedCapsLocked();
   std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !requests_.contains(work.request_id);
   });
+}
+
+void Cluster::EnforcePausedCapsLocked() {
+  std::vector<PausedRequest> paused;
+  for (const auto& [id, r] : requests_) {
+    if (r->paused_since == absl::InfiniteFuture()) continue;
+    paused.push_back({.request_id = id,
+                      .paused_since = r->paused_since,
+                      .num_sequences = r->num_unfinished,
+                      .peer = &r->request.peer});
+  }
+  num_paused_ = 0;
+  for (const PausedRequest& p : paused) num_paused_ += p.num_sequences;
+  const std::vector<PausedCancel> cancel = OverPausedCaps(std::move(paused), options_.paused_caps);
+  if (!cancel.empty()) {
+    LOG_EVERY_N(WARNING, 100) << "cancelled " << cancel.size()
+                              << " paused requests past a cap on paused sequences";
+  }
+  for (const PausedCancel& c : cancel) {
+    const bool connection = c.cap == PausedCap::kConnection;
+    num_paused_ -= requests_.at(c.request_id)->num_unfinished;
+    if (options_.metrics) {
+      (connection ? options_.metrics->paused_cap_connection : options_.metrics->paused_cap_client)
+          ->Add();
+    }
+    EndLocked(c.request_id,
+              absl::ResourceExhaustedError(absl::StrCat(
+                  "the ", connection ? "connection" : "client",
+                  " holds more paused sequences (calls whose output is not read) than ",
+                  connection ? options_.paused_caps.max_per_connection
+                             : options_.paused_caps.max_per_client,
+                  connection ? " (--max-paused-per-connection)" : " (--max-paused-per-client)",
+                  ": its oldest paused call is cancelled")));
+  }
 }
 
 void Cluster::PlaceLocked(QueuedRequest work) {
@@ -400,6 +435,7 @@ ClusterStats Cluster::stats() const {
   absl::MutexLock lock(&mu_);
   ClusterStats s;
   s.num_waiting = static_cast<int>(parked_.size());
+  s.num_paused = num_paused_;
   for (const auto& w : workers_) {
     const WorkerLoop::Load load = w->loop->load();
     // Cumulative counters include workers that left, so deltas between two calls never drop.

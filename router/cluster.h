@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/executor.h"
 #include "router/engine.h"
+#include "router/paused_caps.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
 #include "router/worker_loop.h"
@@ -52,11 +53,18 @@ struct ClusterOptions {
   WorkerLimits worker_limits;
   PlacementPolicy placement = PlacementPolicy::kPrefixAware;
   double prefix_weight = 1.0;  // w in the placement cost (Placement)
-  int max_waiting = 1024;      // requests queued beyond this fail with RESOURCE_EXHAUSTED
+  // Requests queued beyond this fail with RESOURCE_EXHAUSTED. Paused sequences (their client
+  // is not reading) do not count: they ask nothing of a worker until their client reads again,
+  // so counting them would let a client that never reads refuse everyone else's requests;
+  // the paused caps and stall_timeout bound them instead.
+  int max_waiting = 1024;
   // A request paused this long (its client read nothing: GenerationRequest::paused) ends with
   // DEADLINE_EXCEEDED at a Tick. Its sequences hold no KV meanwhile once a waiting request
-  // needs it (the scheduler preempts paused ones), but they hold their queue entries.
+  // needs it (the scheduler preempts paused ones).
   absl::Duration stall_timeout = absl::Seconds(60);
+  // Paused sequences per connection and per client (GenerationRequest::peer): past a cap, a
+  // Tick ends the oldest paused requests there with RESOURCE_EXHAUSTED (OverPausedCaps).
+  PausedCaps paused_caps{.max_per_connection = 64, .max_per_client = 256};
   RouterMetrics* metrics = nullptr;  // fed when set; not owned
 };
 
@@ -87,7 +95,8 @@ struct ClusterStats {
   int64_t num_blocks = 0;
   int64_t num_used_blocks = 0;
   int num_running = 0;
-  int num_waiting = 0;  // queued in schedulers and waiting for a worker
+  int num_waiting = 0;  // queued in schedulers and waiting for a worker, and not paused
+  int num_paused = 0;   // sequences of requests paused at the last Tick (their client not reading)
   // Summed over every worker that ever joined (so they never decrease): steps that ran tokens,
   // their wall time in the router's loop, and the part the workers spent in the forward pass.
   int64_t num_steps = 0;
@@ -138,8 +147,9 @@ class Cluster final : private WorkerLoopListener {
   // still gets INVALID_ARGUMENT, never a crash, for those; token ids are Validate's alone.
   absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink,
                                  absl::Time give_up_at = absl::InfiniteFuture());
-  // Ends the requests that waited for a worker past their give_up_at, and those paused for
-  // stall_timeout (seen paused at every Tick since). Call it periodically.
+  // Ends the requests that waited for a worker past their give_up_at, those paused for
+  // stall_timeout (seen paused at every Tick since), and the oldest paused past a paused cap.
+  // Call it periodically.
   void Tick(absl::Time now);
   // Ends the request's sequences and frees their blocks. Its sink gets nothing more.
   void Abort(int64_t request_id);
@@ -171,6 +181,8 @@ class Cluster final : private WorkerLoopListener {
   void PlaceLocked(QueuedRequest work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a request with `error` (its sink's last update) and frees what it holds.
   void EndLocked(int64_t request_id, const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the oldest paused requests past options_.paused_caps; counts num_paused_.
+  void EnforcePausedCapsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requests queued in the router, in schedulers or in loops' inboxes, not yet running.
   int NumWaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -184,6 +196,7 @@ class Cluster final : private WorkerLoopListener {
   std::deque<QueuedRequest> parked_ ABSL_GUARDED_BY(mu_);  // waiting for a live worker
   Placement placement_ ABSL_GUARDED_BY(mu_);
   int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int num_paused_ ABSL_GUARDED_BY(mu_) = 0;  // sequences, at the last Tick
 };
 
 }  // namespace pagoda

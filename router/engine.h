@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,6 +33,14 @@ struct EngineOptions {
   int max_num_seqs = 256;             // capped by the worker's limit
   int max_model_len = 0;              // 0 = the model's context length
   int max_n = 16;                     // samples per request at most
+};
+
+// Where a request came from, as its transport sees it: the client (its IP address) and the
+// connection (an HTTP/2 connection or an HTTP socket: the address with its port). Empty: not
+// counted toward any cap.
+struct RequestPeer {
+  std::string client;
+  std::string connection;
 };
 
 struct GenerationRequest {
@@ -54,6 +63,8 @@ struct GenerationRequest {
   // Set by the transport while its client is not reading: the request's sequences are not
   // scheduled meanwhile. Null: never paused.
   std::shared_ptr<const std::atomic<bool>> paused;
+  // Who sent it, for the caps on paused sequences (ClusterOptions::max_paused_per_*).
+  RequestPeer peer;
   // The chained hashes (HashBlock) of the prompt's full blocks of prompt_block_size tokens, when
   // the caller has them (the Cluster hashes the prompt to place it): a scheduler with the same
   // block size starts from them instead of hashing the prompt again. REQUIRES: computed by

@@ -1,10 +1,5 @@
 #include "router/grpc_port_limits.h"
 
-#include <memory>
-#include <vector>
-
-#include "grpcpp/impl/server_builder_option.h"
-#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 
@@ -12,17 +7,6 @@ namespace pagoda {
 namespace {
 
 int Millis(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
-
-// Takes gRPC's reflection plugin (installed process-wide by its library) out of one server.
-class WithoutReflection final : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments*) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
-    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
-      return p->name() == "proto_server_reflection";
-    });
-  }
-};
 
 }  // namespace
 
@@ -43,7 +27,6 @@ void ApplyGrpcPortLimits(const GrpcPortLimits& limits, grpc::ServerBuilder* buil
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Millis(limits.max_connection_age));
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                               Millis(limits.max_connection_age_grace));
-  if (!limits.reflection) builder->SetOption(std::make_unique<WithoutReflection>());
 }
 
 }  // namespace pagoda

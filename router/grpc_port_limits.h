@@ -32,10 +32,6 @@ struct GrpcPortLimits {
   absl::Duration max_connection_idle = absl::Minutes(5);  // no call this long: GOAWAY
   absl::Duration max_connection_age = absl::Hours(1);     // then GOAWAY; calls get the grace
   absl::Duration max_connection_age_grace = absl::Minutes(10);
-  // gRPC server reflection. Linking its library installs it in every server built in the
-  // process; unless set, it is taken out of this one. It serves every proto compiled into the
-  // binary (worker.proto too), so it stays off on public ports by default.
-  bool reflection = false;
 };
 
 void ApplyGrpcPortLimits(const GrpcPortLimits& limits, grpc::ServerBuilder* builder);

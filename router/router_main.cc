@@ -97,6 +97,11 @@ ABSL_FLAG(int, max_streams_per_connection, 256,
 // Hostile clients on the gRPC side (issue 23).
 ABSL_FLAG(double, stall_timeout_s, 60.0,
           "a call whose client reads nothing this long (paused, its output unsent) is cancelled");
+ABSL_FLAG(int, max_paused_per_connection, 64,
+          "paused sequences (calls whose output is not read) per client connection; past it the "
+          "oldest paused call there is cancelled (0: no cap)");
+ABSL_FLAG(int, max_paused_per_client, 256,
+          "paused sequences per client IP address, over all its connections (0: no cap)");
 ABSL_FLAG(bool, enable_reflection, false,
           "serve gRPC server reflection on --port (lists pagoda.v1.Generation and health only)");
 
@@ -125,7 +130,9 @@ pagoda::ProgramUsage Usage() {
           {"Security",
            {"worker_token", "insecure_worker_port", "tls_cert", "tls_key", "tls_ca", "api_key",
             "max_streams_per_connection"}},
-          {"Hostile clients (gRPC)", {"stall_timeout_s", "enable_reflection"}},
+          {"Hostile clients",
+           {"stall_timeout_s", "max_paused_per_connection", "max_paused_per_client",
+            "enable_reflection"}},
       }};
 }
 
@@ -212,6 +219,8 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
                                       absl::GetFlag(FLAGS_tls_ca)));
   o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
   o.cluster.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  o.cluster.paused_caps = {.max_per_connection = absl::GetFlag(FLAGS_max_paused_per_connection),
+                           .max_per_client = absl::GetFlag(FLAGS_max_paused_per_client)};
   o.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
 
   o.local_workers.num_workers = absl::GetFlag(FLAGS_spawn_workers);

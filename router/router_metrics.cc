@@ -35,6 +35,11 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
       refused_api_key(r->AddCounter("pagoda_refused_total", kRefusedHelp, {{"reason", "api_key"}})),
       stalled_clients(r->AddCounter("pagoda_stalled_clients_total",
                                     "Calls cancelled: their client read nothing for too long.")),
+      paused_cap_connection(r->AddCounter(
+          "pagoda_paused_cancelled_total",
+          "Paused calls cancelled: their connection or client held too many paused sequences.",
+          {{"cap", "connection"}})),
+      paused_cap_client(r->AddCounter("pagoda_paused_cancelled_total", "", {{"cap", "client"}})),
       request_success_stop(r->AddCounter("pagoda_request_success_total",
                                          "Sequences finished, by finished_reason.",
                                          {{"finished_reason", "stop"}})),

@@ -32,6 +32,10 @@ struct RouterMetrics {
   Counter* const refused_api_key;
   // Calls cancelled because their client read nothing for --stall-timeout-s.
   Counter* const stalled_clients;
+  // Calls cancelled because their connection or their client held more paused sequences than
+  // --max-paused-per-connection / --max-paused-per-client.
+  Counter* const paused_cap_connection;
+  Counter* const paused_cap_client;
   // Sequences that ended, by vLLM's finished_reason: "stop" (a stop token or string),
   // "length" (max_tokens or the model length), "abort" (cancelled, expired, or failed).
   Counter* const request_success_stop;

@@ -12,11 +12,12 @@
 #include "common/status_macros.h"
 #include "common/text/tokenizer_loader.h"
 #include "glog/logging.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "router/api/generation_service.h"
 #include "router/api/openai_server.h"
+#include "router/api/reflection_service.h"
 #include "router/grpc_port_limits.h"
 #include "router/worker_link_service.h"
 
@@ -43,8 +44,13 @@ void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
                              return Values{{{}, 1.0 * cluster->stats().num_running}};
                            });
   registry->AddGaugeFamily("pagoda_num_requests_waiting",
-                           "Sequences waiting for a worker or in a scheduler's queue.", [cluster] {
+                           "Sequences waiting for a worker or in a scheduler's queue (not paused).",
+                           [cluster] {
                              return Values{{{}, 1.0 * cluster->stats().num_waiting}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_requests_paused",
+                           "Sequences whose client is not reading their output.", [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_paused}};
                            });
   registry->AddGaugeFamily("pagoda_num_workers", "Connected workers (draining ones included).",
                            [cluster] {
@@ -110,6 +116,16 @@ absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
   RETURN_IF_ERROR(CheckLocalWorkersOptions(options.local_workers));
   if (options.cluster.stall_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--stall-timeout-s must be above 0");
+  }
+  // A call of n samples pauses as one: a smaller cap would cancel it whenever it pauses.
+  const int max_n = options.cluster.engine.max_n;
+  for (const auto& [flag, cap] :
+       {std::pair{"--max-paused-per-connection", options.cluster.paused_caps.max_per_connection},
+        std::pair{"--max-paused-per-client", options.cluster.paused_caps.max_per_client}}) {
+    if (cap != 0 && cap < max_n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " = ", cap, ": must be 0 (no cap) or at least n's limit, ", max_n));
+    }
   }
   if (!options.worker_tls.cert.empty() && options.local_workers.num_workers > 0) {
     return absl::InvalidArgumentError(
@@ -213,15 +229,24 @@ absl::Status RouterServer::Listen() {
   generation_ = std::make_unique<GenerationService>(cluster_.get(), tokenizer_.get(), served_name_,
                                                     &metrics_, options_.api_key);
   grpc::EnableDefaultHealthCheckService(true);  // after the worker port's server: not there
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // each port says if it serves it
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(host, ":", options_.port),
                            grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(generation_.get());
+  if (options_.enable_reflection) {
+    // Our own: gRPC's would describe every linked proto, worker.proto too. gRPC's built-in
+    // health service registers no descriptor; naming ours links health.proto's in.
+    reflection_ = std::make_unique<PublicReflection>(std::vector<std::string>{
+        v1::Generation::service_full_name(),
+        grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0)->full_name(),
+        grpc::reflection::v1::ServerReflection::service_full_name(),
+        grpc::reflection::v1alpha::ServerReflection::service_full_name()});
+    builder.RegisterService(&reflection_->v1);
+    builder.RegisterService(&reflection_->v1alpha);
+  }
   GrpcPortLimits public_limits;
   public_limits.name = "pagoda-public-port";
   public_limits.max_streams_per_connection = options_.max_streams_per_connection;
-  public_limits.reflection = options_.enable_reflection;
   ApplyGrpcPortLimits(public_limits, &builder);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {

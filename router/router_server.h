@@ -44,6 +44,7 @@ class Server;
 namespace pagoda {
 
 class GenerationService;
+struct PublicReflection;
 class OpenAiServer;
 class WorkerLinkService;
 
@@ -72,7 +73,7 @@ struct RouterServerOptions {
   Pooling pooling = Pooling::kLast;      // /v1/embeddings' pooling of the hidden states
   std::optional<int> metrics_port;       // /metrics and /health; unset: none; 0: any free port
   int max_streams_per_connection = 256;  // concurrent calls on one client connection
-  bool enable_reflection = false;        // gRPC server reflection on `port`
+  bool enable_reflection = false;        // gRPC server reflection on `port` (public services only)
 
   ClusterOptions cluster;  // scheduling and placement; its metrics are the server's own
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // a worker silent this long is dead
@@ -142,6 +143,7 @@ class RouterServer {
   std::unique_ptr<WorkerLinkService> worker_link_;
   std::unique_ptr<grpc::Server> worker_server_;
   std::unique_ptr<GenerationService> generation_;
+  std::unique_ptr<PublicReflection> reflection_;  // with enable_reflection
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<OpenAiServer> http_;
   std::unique_ptr<LocalWorkers> local_workers_;

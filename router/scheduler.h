@@ -14,6 +14,7 @@
 #ifndef PAGODA_ROUTER_SCHEDULER_H_
 #define PAGODA_ROUTER_SCHEDULER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -92,6 +93,11 @@ class Scheduler {
   bool has_pending_finishes() const { return !finished_on_worker_.empty(); }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  // Of the waiting sequences, those paused now (preempted while their client was not reading).
+  int num_waiting_paused() const {
+    return static_cast<int>(std::count_if(waiting_.begin(), waiting_.end(),
+                                          [](const Sequence* s) { return s->is_paused(); }));
+  }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Of those, the paused sequences preempted to admit a waiting one.
   int64_t num_paused_preemptions() const { return num_paused_preemptions_; }

@@ -19,7 +19,7 @@ WorkerLoop::WorkerLoop(int id, std::shared_ptr<Executor> executor, const ModelCo
   // Exact counts while a step runs: admission has just moved sequences from waiting to running.
   engine_->set_after_schedule([this] {
     num_running_ = engine_->scheduler().num_running();
-    num_waiting_ = engine_->scheduler().num_waiting();
+    num_waiting_ = engine_->scheduler().num_waiting() - engine_->scheduler().num_waiting_paused();
   });
   if (metrics_ != nullptr) {
     step_seconds_ = metrics_->registry->AddHistogram(
@@ -189,7 +189,7 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
   num_slots_used_ = slots.used;
   num_slots_reserved_ = slots.reserved;
   num_running_ = s.num_running();
-  num_waiting_ = s.num_waiting();
+  num_waiting_ = s.num_waiting() - s.num_waiting_paused();
 }
 
 void WorkerLoop::ClearLoad() {

@@ -83,7 +83,9 @@ class WorkerLoop {
     int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
     int64_t num_slots_reserved = 0;  // ... of those their block tables hold
     int num_running = 0;
-    int num_waiting = 0;  // in the scheduler or still queued here
+    // In the scheduler or still queued here, and not paused: a paused sequence asks for no
+    // work until its client reads (ClusterOptions::max_waiting).
+    int num_waiting = 0;
     // Since it started (never decrease): steps that ran tokens, their wall time in this loop
     // and the part the worker spent in the forward pass.
     int64_t num_steps = 0;

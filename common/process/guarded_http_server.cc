@@ -65,8 +65,12 @@ const char* Reason(int status) {
   switch (status) {
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 413:
       return "Payload Too Large";
+    case 417:
+      return "Expectation Failed";
     case 431:
       return "Request Header Fields Too Large";
     default:
@@ -80,8 +84,12 @@ const char* ErrorCode(int status) {
   switch (status) {
     case 400:
       return "invalid_request";
+    case 401:
+      return "invalid_api_key";
     case 413:
       return "request_too_large";
+    case 417:
+      return "expectation_failed";
     case 431:
       return "headers_too_large";
     default:
@@ -233,14 +241,27 @@ class GuardedHttpServer::Loop {
               absl::StrCat("the request body passes ", options_.head.max_body_bytes, " bytes"));
         case HeadScan::kBad:
           return Refuse(c, 400, "bad Content-Length or Transfer-Encoding");
+        case HeadScan::kBadExpectation:
+          return Refuse(c, 417, "the only Expect this server meets is 100-continue");
         case HeadScan::kComplete:
           break;
       }
       c->head_done = true;
       c->body_start = now;
+      if (c->head.expect_continue && BodyPending(*c) && options_.head_authorized &&
+          !options_.head_authorized(absl::string_view(c->buf).substr(0, c->head.head_bytes))) {
+        return Refuse(c, 401,
+                      "missing or wrong API key: send the header Authorization: Bearer <key>");
+      }
       if (const char* full = Admit(*c)) return Refuse(c, 503, full);
       // Once, exactly: appending would double the buffer's capacity past the body.
       if (c->reserved > 0) c->buf.reserve(c->head.head_bytes + c->reserved);
+      if (c->head.expect_continue && BodyPending(*c)) {
+        // The head passed every check: the client may send its body now. A few bytes on a
+        // socket that has sent nothing yet: they fit its buffer.
+        constexpr absl::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        (void)!send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
     }
     if (c->head.body == HttpHead::Body::kSized) {
       const size_t body = c->buf.size() - c->head.head_bytes;
@@ -256,6 +277,13 @@ class GuardedHttpServer::Loop {
       absl::MutexLock lock(&mu_);
       ready_.push_back(std::move(c));
     }
+  }
+
+  // Whether the current request's body has not all arrived (a chunked one: not read yet).
+  static bool BodyPending(const Connection& c) {
+    if (c.head.body == HttpHead::Body::kChunked) return true;
+    return c.head.body == HttpHead::Body::kSized &&
+           c.buf.size() - c.head.head_bytes < c.head.content_length;
   }
 
   // Takes the body's share of the bounds on bodies in flight; what is full when it cannot.
@@ -328,10 +356,28 @@ class GuardedHttpServer::Loop {
     }
   }
 
+  // Takes the current request's sized body out of c.buf, which keeps the head and any bytes
+  // of the next request. The body stays where it was received (moved to the front in place):
+  // no second buffer of its size.
+  static std::string TakeBody(Connection& c) {
+    const size_t head = c.head.head_bytes;
+    const size_t end = head + static_cast<size_t>(c.head.content_length);
+    std::string kept = c.buf.substr(0, head) + c.buf.substr(end);  // small: head, pipelined
+    c.buf.resize(end);
+    c.buf.erase(0, head);
+    std::string body = std::move(c.buf);
+    c.buf = std::move(kept);
+    return body;
+  }
+
   void ServeOne(ConnectionPtr c) {
     const bool chunked = c->head.body == HttpHead::Body::kChunked;
-    const size_t limit = chunked ? std::string::npos
-                                 : c->head.head_bytes + static_cast<size_t>(c->head.content_length);
+    // httplib would copy a sized body from the stream a few KiB at a time into a string that
+    // doubles as it grows (~2x the body at its peak): the request gets it moved instead, the
+    // stream serves the head alone, and a Content-Length of 0 leaves httplib nothing to read.
+    const bool sized = c->head.body == HttpHead::Body::kSized && c->head.content_length > 0;
+    std::string body = sized ? TakeBody(*c) : std::string();
+    const size_t limit = chunked ? std::string::npos : c->head.head_bytes;
     const uint64_t max_body = options_.head.max_body_bytes;
     HttpRequestStream stream(
         c->fd, c->buf, limit, max_body + max_body / 8 + kSmallBody,
@@ -343,10 +389,19 @@ class GuardedHttpServer::Loop {
         chunked || ++c->served >= options_.max_requests_per_connection || !server_->is_running();
     bool closed = false;
     current_stream = &stream;
-    const bool ok = server_->process_request(stream, close, closed, [](httplib::Request& req) {
+    // Runs once the head is parsed, before httplib routes the request and reads its body.
+    auto setup = [sized, &body](httplib::Request& req) {
       // A Range of thousands of pieces multiplies a reply: every reply is whole.
       req.ranges.clear();
-    });
+      // The loop answered it: httplib would send a second "100 Continue" after the body.
+      req.headers.erase("Expect");
+      if (sized) {
+        req.body = std::move(body);
+        req.headers.erase("Content-Length");
+        req.headers.emplace("Content-Length", "0");
+      }
+    };
+    const bool ok = server_->process_request(stream, close, closed, setup);
     current_stream = nullptr;
     const bool large = c->reserved > 0;
     Release(*c);

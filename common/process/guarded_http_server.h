@@ -13,11 +13,14 @@
 //              within the bytes-in-flight budget ──► pool thread: httplib parse + handler
 //        ◄── keep-alive: back to the loop (pipelined requests already buffered go first)
 //
-// A request the loop refuses is answered there (400, 408 by closing, 413, 431, 503) and its
-// connection closed. A chunked body is read by the pool thread within the same byte and time
-// bounds; at most `max_chunked_in_flight` at once. Range headers are ignored (a full 200).
-// When the loop holds max_waiting_connections, a new connection closes the oldest waiting
-// one: a flood of idle or slow connections cannot keep an honest client out.
+// A request the loop refuses is answered there (400, 401, 408 by closing, 413, 417, 431, 503)
+// and its connection closed. One that asks `Expect: 100-continue` gets its "100 Continue" from
+// the loop once its head passed every check (size, budget, head_authorized), so the client
+// sends its body at once rather than after a timeout of its own. A chunked body is read by the pool
+// thread within the same byte and time bounds; at most `max_chunked_in_flight` at once. Range
+// headers are ignored (a full 200). When the loop holds max_waiting_connections, a new connection
+// closes the oldest waiting one: a flood of idle or slow connections cannot keep an honest client
+// out.
 //
 // Thread-safety: handlers run on the pool's threads, several at once. Configure the server
 // (routes, handlers) before it listens. httplib's own new_task_queue, keep-alive and read
@@ -28,9 +31,11 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/process/http_head.h"
 
@@ -44,11 +49,17 @@ struct HttpGuardOptions {
   absl::Duration head_timeout = absl::Seconds(10);  // a request's head, from its first byte
   absl::Duration idle_timeout = absl::Seconds(5);   // between keep-alive requests
   double min_body_bytes_per_second = 1 << 20;       // a body's deadline grows with its size
-  // Bodies over 64 KiB read at once; a request holds about 4x its body at its peak (buffer,
-  // httplib's copy, the parsed JSON), so 128 MiB bounds them at ~0.5 GiB.
+  // Bodies over 64 KiB read at once; a request holds about 3-4x its body at its peak (the
+  // buffer, which the request takes over, then the JSON parser's token and the value it
+  // builds), so 128 MiB bounds them at ~0.5 GiB.
   uint64_t max_body_bytes_in_flight = 128 << 20;
   int max_chunked_in_flight = 4;
   absl::Duration write_timeout = absl::Seconds(30);  // each send of a reply
+  // For a request that asks `Expect: 100-continue`: whether its head (the bytes through the
+  // blank line) carries what the handler will ask for, such as an API key. When it does not,
+  // the loop answers 401 instead of "100 Continue" and the client never sends its body. Null:
+  // every head passes.
+  std::function<bool(absl::string_view head)> head_authorized;
 };
 
 class GuardedHttpServer : public httplib::Server {

@@ -22,6 +22,9 @@ struct HttpHead {
   size_t head_bytes = 0;  // through the blank line
   Body body = Body::kNone;
   uint64_t content_length = 0;  // kSized
+  // `Expect: 100-continue`: the client sends its body once told to (an interim
+  // "100 Continue"), or after a wait of its own (curl: 1 s).
+  bool expect_continue = false;
 };
 
 enum class HeadScan {
@@ -30,10 +33,15 @@ enum class HeadScan {
   kTooLarge,      // the head passes max_head_bytes or max_fields (431)
   kBodyTooLarge,  // Content-Length over max_body_bytes (413)
   kBad,  // unreadable framing: a bad or repeated Content-Length, with Transfer-Encoding (400)
+  kBadExpectation,  // an Expect other than 100-continue (417)
 };
 
 // Scans the bytes received so far of one request (`data` starts with its request line).
 HeadScan ScanHttpHead(absl::string_view data, const HttpHeadLimits& limits, HttpHead* head);
+
+// The value of the first header field `name` (case-insensitive) of a complete head, without
+// the whitespace around it; empty when there is none.
+absl::string_view HttpHeaderValue(absl::string_view head, absl::string_view name);
 
 }  // namespace pagoda
 

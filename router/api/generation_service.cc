@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -31,6 +32,17 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
+// gRPC's peer string ("ipv4:10.0.0.7:53412", "ipv6:[::1]:53412") as a RequestPeer: the
+// connection is all of it (its port tells a client's connections apart), the client the
+// address without the port.
+RequestPeer GrpcPeer(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  const bool has_port = colon != std::string::npos && colon != scheme &&
+                        (peer.starts_with("ipv4:") || peer.starts_with("ipv6:"));
+  return {.client = has_port ? peer.substr(0, colon) : peer, .connection = peer};
+}
+
 // One Generate call: translation only. Chunks come from the call's GenerationStream; one write
 // is in flight at a time, and each written response tells the stream its tokens were sent.
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -45,7 +57,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
                 [this] { OnOutput(); }) {
     std::vector<GenerationRequest> requests;
     requests.push_back(std::move(request));
-    const absl::Status submitted = stream_.Submit(std::move(requests), stops, give_up_at);
+    const absl::Status submitted =
+        stream_.Submit(std::move(requests), stops, give_up_at, GrpcPeer(context->peer()));
     absl::MutexLock lock(&mu_);
     if (!submitted.ok()) FinishLocked(ToGrpcStatus(submitted));
   }

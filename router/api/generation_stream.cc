@@ -22,8 +22,8 @@ GenerationStream::GenerationStream(Cluster* cluster, const Tokenizer* tokenizer,
 GenerationStream::~GenerationStream() { Abort(); }
 
 absl::Status GenerationStream::Submit(std::vector<GenerationRequest> requests,
-                                      const std::vector<std::string>& stops,
-                                      absl::Time give_up_at) {
+                                      const std::vector<std::string>& stops, absl::Time give_up_at,
+                                      const RequestPeer& peer) {
   for (const GenerationRequest& r : requests) RETURN_IF_ERROR(cluster_->Validate(r));
   {
     // Every part exists before the first submit: a sink may run as soon as its request is in.
@@ -40,6 +40,7 @@ absl::Status GenerationStream::Submit(std::vector<GenerationRequest> requests,
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i].paused = paused_;
+    requests[i].peer = peer;
     absl::StatusOr<int64_t> id = cluster_->Submit(
         requests[i], [this, i](const RequestUpdate& u) { return OnUpdate(static_cast<int>(i), u); },
         give_up_at);

@@ -40,9 +40,11 @@ class GenerationStream {
   // by it (INVALID_ARGUMENT naming the field otherwise); then each is submitted. Request i's
   // sequence j is chunk index i * n + j. A request still waiting for a worker at `give_up_at`
   // ends the stream with UNAVAILABLE (WorkerWaitEnd). On an error the requests already
-  // submitted are aborted. Call once.
+  // submitted are aborted. `peer` is where the call came from (the paused caps count by it).
+  // Call once.
   absl::Status Submit(std::vector<GenerationRequest> requests,
-                      const std::vector<std::string>& stops, absl::Time give_up_at);
+                      const std::vector<std::string>& stops, absl::Time give_up_at,
+                      const RequestPeer& peer = {});
 
   // What a transport takes in one go: the chunks queued, in order, then whether the stream
   // ended (every sequence finished, or an error, or Abort), and the error when it failed (no

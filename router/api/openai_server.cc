@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "common/json.h"
 #include "common/process/guarded_http_server.h"
+#include "common/process/http_head.h"
 #include "common/process/http_server.h"
 #include "common/process/secret.h"
 #include "common/process/version.h"
@@ -202,7 +203,7 @@ class OpenAiServer::Api {
     if (!CheckModel(call->model, res)) return;
     Run(std::make_shared<CompletionWriter>(std::make_unique<OpenAiCall>(*std::move(call)),
                                            tokenizer_, options_.model_name, options_.fingerprint),
-        InOpenAiFieldNames, res);
+        InOpenAiFieldNames, req, res);
   }
 
   void Respond(const httplib::Request& req, httplib::Response& res) {
@@ -212,17 +213,17 @@ class OpenAiServer::Api {
     if (!call.ok()) return SendStatus(res, call.status());
     if (!CheckModel(call->chat.model, res)) return;
     Run(std::make_shared<ResponsesOutput>(*std::move(call), options_.model_name),
-        InResponsesFieldNames, res);
+        InResponsesFieldNames, req, res);
   }
 
   // Submits the writer's call and answers with its output. `in_field_names` names a refused
   // request's fields as the endpoint does.
   void Run(std::shared_ptr<CallWriter> writer, absl::Status (*in_field_names)(const absl::Status&),
-           httplib::Response& res) {
+           const httplib::Request& req, httplib::Response& res) {
     const OpenAiCall& call = writer->call();
     auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
-    if (absl::Status s =
-            stream->Submit(call.requests, call.stops, WorkerWaitEnd(std::nullopt, absl::Now()));
+    if (absl::Status s = stream->Submit(call.requests, call.stops,
+                                        WorkerWaitEnd(std::nullopt, absl::Now()), PeerOf(req));
         !s.ok()) {
       return SendStatus(res, in_field_names(s));
     }
@@ -272,6 +273,12 @@ class OpenAiServer::Api {
           return true;
         },
         [stream](bool) { stream->Abort(); });
+  }
+
+  // The client is the socket's address, the connection the socket (one stream at a time).
+  static RequestPeer PeerOf(const httplib::Request& req) {
+    return {.client = req.remote_addr,
+            .connection = absl::StrCat(req.remote_addr, ":", req.remote_port)};
   }
 
   bool CheckModel(const std::string& model, httplib::Response& res) {
@@ -383,6 +390,15 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   HttpGuardOptions limits;
   limits.threads = options.threads;
   limits.head.max_body_bytes = kMaxBodyBytes;
+  // The key on a head that waits for "100 Continue", before its body is sent: the same check
+  // as the pre-routing handler's, which runs once the body is in.
+  limits.head_authorized = [key = options.api_key,
+                            metrics = options.metrics](absl::string_view head) {
+    const absl::string_view auth = HttpHeaderValue(head, "Authorization");
+    if (key.empty() || BearerMatches(std::string_view(auth.data(), auth.size()), key)) return true;
+    if (metrics) metrics->refused_api_key->Add();
+    return false;
+  };
   server->server_ = std::make_unique<GuardedHttpServer>(limits);
   GuardedHttpServer* s = server->server_.get();
   UseExclusivePort(s);

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/generation.grpc.pb.h"
-#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "tests/test_util.h"
 
 namespace pagoda::testing {

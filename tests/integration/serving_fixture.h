@@ -21,10 +21,10 @@
 #include "common/process/http_client.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "pagoda/v1/generation.grpc.pb.h"
-#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "tests/integration/serving_client.h"
 #include "tests/test_util.h"
 

@@ -54,5 +54,28 @@ TEST(HttpHeadTest, AmbiguousFramingIsBad) {
   }
 }
 
+TEST(HttpHeadTest, OnlyTheContinueExpectationIsMet) {
+  HttpHead head;
+  EXPECT_EQ(ScanHttpHead("POST / HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 5\r\n\r\n",
+                         HttpHeadLimits(), &head),
+            HeadScan::kComplete);
+  EXPECT_TRUE(head.expect_continue);
+  EXPECT_EQ(ScanHttpHead("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", HttpHeadLimits(), &head),
+            HeadScan::kComplete);
+  EXPECT_FALSE(head.expect_continue);
+  EXPECT_EQ(ScanHttpHead("POST / HTTP/1.1\r\nExpect: 200-ok\r\n\r\n", HttpHeadLimits(), &head),
+            HeadScan::kBadExpectation);
+}
+
+TEST(HttpHeadTest, HeaderValuesAreFoundByNameWhateverTheirCase) {
+  const std::string head =
+      "POST / HTTP/1.1\r\nHost: x\r\nauthorization:  Bearer k \r\nAuthorization: second\r\n\r\n"
+      "Authorization: in the body";
+  EXPECT_EQ(HttpHeaderValue(head, "Authorization"), "Bearer k");
+  EXPECT_EQ(HttpHeaderValue(head, "X-Missing"), "");
+  EXPECT_EQ(HttpHeaderValue("POST / HTTP/1.1\r\nAuthorization: k", "Authorization"), "")
+      << "an incomplete head has no fields yet";
+}
+
 }  // namespace
 }  // namespace pagoda
