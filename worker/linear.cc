@@ -95,6 +95,11 @@ MatmulEngine* ForcedEngine() {
   return forced;
 }
 
+// The first panel of thread t's contiguous run of num_panels over nt threads.
+int PanelSplit(int num_panels, int t, int nt) {
+  return static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
+}
+
 }  // namespace
 
 MatmulEngine Bf16MatmulEngine(int rows) {
@@ -286,6 +291,23 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     static thread_local std::vector<uint8_t> quantized;
     const int tile = kernels_.int8_row_tile, num_tiles = (rows + tile - 1) / tile;
     const size_t size = static_cast<size_t>(num_tiles) * Int8TileBytes(tile, shape_.k_padded);
+    const auto gemm = shape_.dtype == WeightDtype::kInt4  ? kernels_.gemm_int4
+                      : shape_.dtype == WeightDtype::kQ6K ? kernels_.gemm_q6k
+                                                          : kernels_.gemm_int8;
+    if (rows == 1) {
+      // A decode's one row: each thread quantizes it into its own copy (a few hundred ns), so
+      // no thread waits at a barrier for another's share of the quantizing.
+#pragma omp parallel
+      {
+        static thread_local std::vector<uint8_t> own;
+        if (own.size() < size) own.resize(size);
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        kernels_.quantize_rows(x, 1, shape_.k, shape_.k_padded, 0, 1, own.data());
+        gemm(own.data(), 1, bytes(), shape_, PanelSplit(num_panels, t, nt),
+             PanelSplit(num_panels, t + 1, nt), bias, accumulate_, y, ldy);
+      }
+      return;
+    }
     if (quantized.size() < size) quantized.resize(size);
     uint8_t* const qx = quantized.data();  // thread_local: the OpenMP threads must see this one
 #pragma omp parallel
@@ -294,12 +316,8 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
       kernels_.quantize_rows(x, rows, shape_.k, shape_.k_padded, num_tiles * t / nt,
                              num_tiles * (t + 1) / nt, qx);
 #pragma omp barrier
-      const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
-      const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-      const auto gemm = shape_.dtype == WeightDtype::kInt4  ? kernels_.gemm_int4
-                        : shape_.dtype == WeightDtype::kQ6K ? kernels_.gemm_q6k
-                                                            : kernels_.gemm_int8;
-      gemm(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
+      gemm(qx, rows, bytes(), shape_, PanelSplit(num_panels, t, nt),
+           PanelSplit(num_panels, t + 1, nt), bias, accumulate_, y, ldy);
     }
     return;
   }

@@ -94,10 +94,14 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
   const uint8_t* w = panel;
-  const uint8_t* header = panel;  // kQ4K: f16 d [kPanel], f16 dmin [kPanel]
+  // kQ4K: the header's f16 d [kPanel] and dmin [kPanel] as floats, converted once per 8 blocks.
+  V d0 = Zero(), d1 = Zero(), dmin0 = Zero(), dmin1 = Zero();
   for (int b = 0; b < num_blocks; ++b) {
     if (kQ4K && b % kQ4KBlocks == 0) {
-      header = w;
+      d0 = HalvesToFloat(w);
+      d1 = HalvesToFloat(w + 2 * kHalf);
+      dmin0 = HalvesToFloat(w + 2 * kPanel);
+      dmin1 = HalvesToFloat(w + 2 * kPanel + 2 * kHalf);
       w += kHeaderBytes;
     }
     const uint8_t* x = a + b * XBlockBytes(XT);
@@ -130,11 +134,10 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
     }
     const uint8_t* scales = w + kNibbleBytes;
     if (kQ4K) {
-      const V s0 = Mul(HalvesToFloat(header), BytesToFloat(scales));
-      const V s1 = Mul(HalvesToFloat(header + 2 * kHalf), BytesToFloat(scales + kHalf));
-      const V m0 = Mul(HalvesToFloat(header + 2 * kPanel), BytesToFloat(scales + kPanel));
-      const V m1 = Mul(HalvesToFloat(header + 2 * kPanel + 2 * kHalf),
-                       BytesToFloat(scales + kPanel + kHalf));
+      const V s0 = Mul(d0, BytesToFloat(scales));
+      const V s1 = Mul(d1, BytesToFloat(scales + kHalf));
+      const V m0 = Mul(dmin0, BytesToFloat(scales + kPanel));
+      const V m1 = Mul(dmin1, BytesToFloat(scales + kPanel + kHalf));
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
         const V xs = Set1(x_scale[r]);
