@@ -95,6 +95,9 @@ MatmulEngine* ForcedEngine() {
   return forced;
 }
 
+// A decode's panels are taken in about this many runs per thread.
+constexpr int kRunsPerThread = 8;
+
 // The first panel of thread t's contiguous run of num_panels over nt threads.
 int PanelSplit(int num_panels, int t, int nt) {
   return static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
@@ -301,10 +304,15 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
       {
         static thread_local std::vector<uint8_t> own;
         if (own.size() < size) own.resize(size);
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
         kernels_.quantize_rows(x, 1, shape_.k, shape_.k_padded, 0, 1, own.data());
-        gemm(own.data(), 1, bytes(), shape_, PanelSplit(num_panels, t, nt),
-             PanelSplit(num_panels, t + 1, nt), bias, accumulate_, y, ldy);
+        // Runs of panels taken in turn: a thread that the host slows (the other vCPU's
+        // neighbour, memory) takes fewer, instead of the other waiting for it at the end.
+        const int run = std::max(1, num_panels / (kRunsPerThread * omp_get_num_threads()));
+#pragma omp for schedule(dynamic) nowait
+        for (int p = 0; p < num_panels; p += run) {
+          gemm(own.data(), 1, bytes(), shape_, p, std::min(num_panels, p + run), bias, accumulate_,
+               y, ldy);
+        }
       }
       return;
     }
