@@ -98,9 +98,22 @@ MatmulEngine* ForcedEngine() {
 // A decode's panels are taken in about this many runs per thread.
 constexpr int kRunsPerThread = 8;
 
-// The first panel of thread t's contiguous run of num_panels over nt threads.
-int PanelSplit(int num_panels, int t, int nt) {
-  return static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
+// Inside a parallel region: gemm(begin, end) over this thread's panels. A decode's (one row)
+// are runs taken in turn, so that a thread the host slows (the other vCPU's neighbour, its
+// memory) takes fewer instead of the other waiting for it at the end; more rows take a
+// contiguous share each (their panels stay in L2 across the row tiles).
+template <typename Gemm>
+void ForThisThreadsPanels(int rows, int num_panels, Gemm gemm) {
+  const int nt = omp_get_num_threads();
+  if (rows == 1) {
+    const int run = std::max(1, num_panels / (kRunsPerThread * nt));
+#pragma omp for schedule(dynamic) nowait
+    for (int p = 0; p < num_panels; p += run) gemm(p, std::min(num_panels, p + run));
+    return;
+  }
+  const int t = omp_get_thread_num();
+  gemm(static_cast<int>(static_cast<int64_t>(num_panels) * t / nt),
+       static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt));
 }
 
 }  // namespace
@@ -305,14 +318,9 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
         static thread_local std::vector<uint8_t> own;
         if (own.size() < size) own.resize(size);
         kernels_.quantize_rows(x, 1, shape_.k, shape_.k_padded, 0, 1, own.data());
-        // Runs of panels taken in turn: a thread that the host slows (the other vCPU's
-        // neighbour, memory) takes fewer, instead of the other waiting for it at the end.
-        const int run = std::max(1, num_panels / (kRunsPerThread * omp_get_num_threads()));
-#pragma omp for schedule(dynamic) nowait
-        for (int p = 0; p < num_panels; p += run) {
-          gemm(own.data(), 1, bytes(), shape_, p, std::min(num_panels, p + run), bias, accumulate_,
-               y, ldy);
-        }
+        ForThisThreadsPanels(1, num_panels, [&](int begin, int end) {
+          gemm(own.data(), 1, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
+        });
       }
       return;
     }
@@ -324,8 +332,9 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
       kernels_.quantize_rows(x, rows, shape_.k, shape_.k_padded, num_tiles * t / nt,
                              num_tiles * (t + 1) / nt, qx);
 #pragma omp barrier
-      gemm(qx, rows, bytes(), shape_, PanelSplit(num_panels, t, nt),
-           PanelSplit(num_panels, t + 1, nt), bias, accumulate_, y, ldy);
+      ForThisThreadsPanels(rows, num_panels, [&](int begin, int end) {
+        gemm(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
+      });
     }
     return;
   }
@@ -360,15 +369,14 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     kernels_.pack_rows(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
 #pragma omp barrier
-    // Contiguous runs of panels: each thread streams its own part of the weights.
-    const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
-    const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-    if (bf16) {
-      kernels_.gemm_bf16(px, rows, reinterpret_cast<const uint16_t*>(packed_.data()), shape_, begin,
-                         end, bias, accumulate_, y, ldy);
-    } else {
-      kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y, ldy);
-    }
+    ForThisThreadsPanels(rows, num_panels, [&](int begin, int end) {
+      if (bf16) {
+        kernels_.gemm_bf16(px, rows, reinterpret_cast<const uint16_t*>(packed_.data()), shape_,
+                           begin, end, bias, accumulate_, y, ldy);
+      } else {
+        kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y, ldy);
+      }
+    });
   }
 }
 
@@ -386,9 +394,9 @@ void Linear::RunBf16(const float* x, int rows, float* y, int ldy) const {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     kernels_.pack_rows_bf16(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
 #pragma omp barrier
-    const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
-    const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-    kernels_.gemm_bf16dot(px, rows, bf16_panels(), shape_, begin, end, bias, accumulate_, y, ldy);
+    ForThisThreadsPanels(rows, num_panels, [&](int begin, int end) {
+      kernels_.gemm_bf16dot(px, rows, bf16_panels(), shape_, begin, end, bias, accumulate_, y, ldy);
+    });
   }
 }
 
