@@ -14,8 +14,10 @@
 // KV cache element type: $PAGODA_BENCH_KV = f32 (default), bf16 or f16 (in the context).
 // Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
-// per step, both measured at start (tools/roofline.h) for the ISA in use, or taken from
-// $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS.
+// per step (tools/roofline.h, for the ISA in use). The FMA peak is measured at start; the read
+// bandwidth is sampled between the timed steps (read_GBps: bytes over seconds of the samples),
+// because a shared VM's bandwidth moves by 2x within seconds (docs/BENCHMARKS.md §19). Either
+// can be fixed by $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS.
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -100,6 +102,16 @@ struct Bench {
     return std::max(w.flops / (peak_gflops * 1e9), w.bytes / (read_gbs * 1e9));
   }
   double peak_gflops = 0, read_gbs = 0;
+  bool fixed_read_gbs = false;  // $PAGODA_ROOF_GBS: not sampled
+  std::unique_ptr<roofline::ReadBuffer> read_buffer;
+  // Samples of the read bandwidth taken during one benchmark.
+  double sampled_bytes = 0, sampled_seconds = 0;
+  void SampleReadBandwidth() {
+    if (fixed_read_gbs) return;
+    sampled_seconds += read_buffer->ReadOnce();
+    sampled_bytes += roofline::ReadBuffer::kBytes;
+    read_gbs = sampled_bytes / sampled_seconds / 1e9;
+  }
   // Bytes per weight as packed (f32 4, bf16 2, int8 34/32; a mix for auto on a file), from the
   // worker's weight bytes. The FMA peak stays f32's: int8's integer dot products can beat it
   // (VNNI multiplies 4 bytes per 32-bit lane).
@@ -113,14 +125,13 @@ void MeasureRoof(Bench& b) {
   b.peak_gflops = gflops ? std::atof(gflops) : roofline::PeakGflops(avx512, 50'000'000);
   if (gbs) {
     b.read_gbs = std::atof(gbs);
+    b.fixed_read_gbs = true;
   } else {
-    const roofline::ReadBuffer buffer;
-    double best = 1e9;
-    for (int i = 0; i < 5; ++i) best = std::min(best, buffer.ReadOnce());
-    b.read_gbs = roofline::ReadBuffer::kBytes / best / 1e9;
+    b.read_buffer = std::make_unique<roofline::ReadBuffer>();
+    b.SampleReadBandwidth();
   }
   LOG(INFO) << "roof (" << ActiveKernels().name << "): " << b.peak_gflops << " GFLOP/s, "
-            << b.read_gbs << " GB/s";
+            << b.read_gbs << " GB/s" << (gbs ? "" : " at start, sampled again during each run");
 }
 
 // GFLOP/s and roof share of `iterations` steps of `w` that took the benchmark's time.
@@ -128,6 +139,21 @@ void ReportWork(benchmark::State& state, const Bench& b, const Bench::Work& w) {
   state.counters["GFLOP/s"] = benchmark::Counter(w.flops / 1e9, benchmark::Counter::kIsRate);
   // Roof seconds per second spent: 1.0 when every step runs at the roof.
   state.counters["roof"] = benchmark::Counter(b.RoofSeconds(w), benchmark::Counter::kIsRate);
+  state.counters["read_GBps"] = b.read_gbs;
+}
+
+// Starts the bandwidth samples of one benchmark.
+void StartSamples(Bench& b) {
+  b.sampled_bytes = b.sampled_seconds = 0;
+  b.SampleReadBandwidth();
+}
+
+// Between timed steps: a read-bandwidth sample every `every` iterations.
+void MaybeSample(benchmark::State& state, Bench& b, int64_t iteration, int every) {
+  if (b.fixed_read_gbs || iteration % every != every - 1) return;
+  state.PauseTiming();
+  b.SampleReadBandwidth();
+  state.ResumeTiming();
 }
 
 Bench& GetBench() {
@@ -191,8 +217,10 @@ void BM_Prefill(benchmark::State& state) {
   Bench& b = GetBench();
   // The one output token must fit the context too.
   const int prompt_len = std::min(static_cast<int>(state.range(0)), b.config.max_seq_len - 1);
+  StartSamples(b);
   for (auto _ : state) {
     state.PauseTiming();
+    if (!b.fixed_read_gbs) b.SampleReadBandwidth();
     // Random prompts: no cache hits.
     CHECK(b.engine->AddRequest(b.next_request_id++, Request(b.RandomPrompt(prompt_len), 1)).ok());
     state.ResumeTiming();
@@ -216,7 +244,10 @@ void BM_Decode(benchmark::State& state) {
   CHECK(b.engine->Step().ok());  // all prefills fit one step; from here every step decodes
   Bench::Work total;
   int ctx = prompt_len + 1;  // the first decode attends to the prompt and itself
+  StartSamples(b);
+  int64_t iteration = 0;
   for (auto _ : state) {
+    MaybeSample(state, b, iteration++, 4);
     auto updates = b.engine->Step();
     CHECK(updates.ok() && static_cast<int>(updates->size()) == num_seqs);
     const Bench::Work w = b.StepWork(num_seqs, ctx++, 0, num_seqs);

@@ -95,6 +95,27 @@ MatmulEngine* ForcedEngine() {
   return forced;
 }
 
+// A decode's panels are taken in about this many runs per thread.
+constexpr int kRunsPerThread = 8;
+
+// Inside a parallel region: gemm(begin, end) over this thread's panels. A decode's (one row)
+// are runs taken in turn, so that a thread the host slows (the other vCPU's neighbour, its
+// memory) takes fewer instead of the other waiting for it at the end; more rows take a
+// contiguous share each (their panels stay in L2 across the row tiles).
+template <typename Gemm>
+void ForThisThreadsPanels(int rows, int num_panels, Gemm gemm) {
+  const int nt = omp_get_num_threads();
+  if (rows == 1) {
+    const int run = std::max(1, num_panels / (kRunsPerThread * nt));
+#pragma omp for schedule(dynamic) nowait
+    for (int p = 0; p < num_panels; p += run) gemm(p, std::min(num_panels, p + run));
+    return;
+  }
+  const int t = omp_get_thread_num();
+  gemm(static_cast<int>(static_cast<int64_t>(num_panels) * t / nt),
+       static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt));
+}
+
 }  // namespace
 
 MatmulEngine Bf16MatmulEngine(int rows) {
@@ -286,6 +307,23 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     static thread_local std::vector<uint8_t> quantized;
     const int tile = kernels_.int8_row_tile, num_tiles = (rows + tile - 1) / tile;
     const size_t size = static_cast<size_t>(num_tiles) * Int8TileBytes(tile, shape_.k_padded);
+    const auto gemm = shape_.dtype == WeightDtype::kInt4  ? kernels_.gemm_int4
+                      : shape_.dtype == WeightDtype::kQ6K ? kernels_.gemm_q6k
+                                                          : kernels_.gemm_int8;
+    if (rows == 1) {
+      // A decode's one row: each thread quantizes it into its own copy (a few hundred ns), so
+      // no thread waits at a barrier for another's share of the quantizing.
+#pragma omp parallel
+      {
+        static thread_local std::vector<uint8_t> own;
+        if (own.size() < size) own.resize(size);
+        kernels_.quantize_rows(x, 1, shape_.k, shape_.k_padded, 0, 1, own.data());
+        ForThisThreadsPanels(1, num_panels, [&](int begin, int end) {
+          gemm(own.data(), 1, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
+        });
+      }
+      return;
+    }
     if (quantized.size() < size) quantized.resize(size);
     uint8_t* const qx = quantized.data();  // thread_local: the OpenMP threads must see this one
 #pragma omp parallel
@@ -294,12 +332,9 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
       kernels_.quantize_rows(x, rows, shape_.k, shape_.k_padded, num_tiles * t / nt,
                              num_tiles * (t + 1) / nt, qx);
 #pragma omp barrier
-      const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
-      const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-      const auto gemm = shape_.dtype == WeightDtype::kInt4  ? kernels_.gemm_int4
-                        : shape_.dtype == WeightDtype::kQ6K ? kernels_.gemm_q6k
-                                                            : kernels_.gemm_int8;
-      gemm(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
+      ForThisThreadsPanels(rows, num_panels, [&](int begin, int end) {
+        gemm(qx, rows, bytes(), shape_, begin, end, bias, accumulate_, y, ldy);
+      });
     }
     return;
   }
@@ -334,15 +369,14 @@ void Linear::Run(const float* x, int rows, float* y, int ldy) const {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     kernels_.pack_rows(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
 #pragma omp barrier
-    // Contiguous runs of panels: each thread streams its own part of the weights.
-    const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
-    const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-    if (bf16) {
-      kernels_.gemm_bf16(px, rows, reinterpret_cast<const uint16_t*>(packed_.data()), shape_, begin,
-                         end, bias, accumulate_, y, ldy);
-    } else {
-      kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y, ldy);
-    }
+    ForThisThreadsPanels(rows, num_panels, [&](int begin, int end) {
+      if (bf16) {
+        kernels_.gemm_bf16(px, rows, reinterpret_cast<const uint16_t*>(packed_.data()), shape_,
+                           begin, end, bias, accumulate_, y, ldy);
+      } else {
+        kernels_.gemm_f32(px, rows, packed_.data(), shape_, begin, end, bias, accumulate_, y, ldy);
+      }
+    });
   }
 }
 
@@ -360,9 +394,9 @@ void Linear::RunBf16(const float* x, int rows, float* y, int ldy) const {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     kernels_.pack_rows_bf16(x, rows, shape_.k, num_tiles * t / nt, num_tiles * (t + 1) / nt, px);
 #pragma omp barrier
-    const int begin = static_cast<int>(static_cast<int64_t>(num_panels) * t / nt);
-    const int end = static_cast<int>(static_cast<int64_t>(num_panels) * (t + 1) / nt);
-    kernels_.gemm_bf16dot(px, rows, bf16_panels(), shape_, begin, end, bias, accumulate_, y, ldy);
+    ForThisThreadsPanels(rows, num_panels, [&](int begin, int end) {
+      kernels_.gemm_bf16dot(px, rows, bf16_panels(), shape_, begin, end, bias, accumulate_, y, ldy);
+    });
   }
 }
 

@@ -7,7 +7,8 @@
 // with s = d, m = 8·d for Q4_0 (the offset then folds into the integer sum: it starts from
 // −8 · Σ xq, a shift of QuantizeRows' −128 · Σ xq) and s = d·sc, m = dmin·m for Q4_K.
 // One vector load holds a group of 4 k of the whole panel: the low nibbles are its first half of
-// columns, the high nibbles its second; an and (and a shift) unpack them in registers.
+// columns, the high nibbles its second; an and and a shift unpack them in registers (an and
+// alone for AVX-512's one-row tile: HighInPlace below).
 // AVX-512 multiplies with VNNI's vpdpbusd (unsigned q by signed xq); AVX2 with vpmaddubsw, whose
 // pairs are at most 2·15·127 = 3810 (no saturation), summed in int16 over the block and
 // widened by vpmaddwd by ones.
@@ -44,7 +45,15 @@ inline I Set1I(int32_t v) { return _mm512_set1_epi32(v); }
 inline I ZeroI() { return _mm512_setzero_si512(); }
 inline I LowNibbles(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline I HighNibbles(I v) { return LowNibbles(_mm512_srli_epi16(v, 4)); }
-// A block's integer sum: Dot adds 4 products of q and x per int32 lane; Sum gives the lanes.
+// A decode (one row) leaves the nibbles in place: the low columns are multiplied by the whole
+// byte, lo + 16·hi, and the high ones by 16·hi (one and), whose sum is then taken back out of
+// the low ones'; a block's sums stay below 32·255·127 < 2^31, and the high columns' scale takes
+// 1/16 (exact). One op per group to unpack, not three: a decode is short of instructions to
+// overlap with its loads, while a tile of more rows spreads the unpacking over them.
+constexpr bool kInPlace = true;
+inline I HighInPlace(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(0xF0))); }
+inline I SubI(I a, I b) { return _mm512_sub_epi32(a, b); }
+// A block's integer sums: Dot adds 4 products of q and x per int32 lane; Sum gives the lanes.
 inline I Dot(I acc, I q, I x) { return _mm512_dpbusd_epi32(acc, q, x); }
 inline I Sum(I acc) { return acc; }
 inline I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
@@ -64,6 +73,10 @@ inline I Set1I(int32_t v) { return _mm256_set1_epi32(v); }
 inline I ZeroI() { return _mm256_setzero_si256(); }
 inline I LowNibbles(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline I HighNibbles(I v) { return LowNibbles(_mm256_srli_epi16(v, 4)); }
+// vpmaddubsw saturates int16 pairs (16·hi would reach 2·240·127): always unpacked.
+constexpr bool kInPlace = false;
+inline I HighInPlace(I v) { return v; }
+inline I SubI(I a, I b) { return _mm256_sub_epi32(a, b); }
 // int16 lanes of pairs: 8 groups of at most 2·15·127 sum to ≤ 30480, so a block's products
 // stay in int16 and only its end widens them (one vpmaddwd per vector, not one per group).
 inline I Dot(I acc, I q, I x) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, x)); }
@@ -90,14 +103,21 @@ int32_t Word(const uint8_t* p) {
 template <bool kQ4K, int M, int XT = kRowTile>
 void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_blocks,
           const float* bias, bool accumulate, float* __restrict y, int ldy, int cols) {
+  constexpr bool kHighInPlace = kInPlace && M == 1;
+  constexpr int kHighShift = kHighInPlace ? 4 : 0;  // the high columns' sums are 2^this × theirs
+  constexpr float kHighScale = 1.0f / (1 << kHighShift);
   V c0[M], c1[M];
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) c0[r] = c1[r] = Zero();
   const uint8_t* w = panel;
-  const uint8_t* header = panel;  // kQ4K: f16 d [kPanel], f16 dmin [kPanel]
+  // kQ4K: the header's f16 d [kPanel] and dmin [kPanel] as floats, converted once per 8 blocks.
+  V d0 = Zero(), d1 = Zero(), dmin0 = Zero(), dmin1 = Zero();
   for (int b = 0; b < num_blocks; ++b) {
     if (kQ4K && b % kQ4KBlocks == 0) {
-      header = w;
+      d0 = HalvesToFloat(w);
+      d1 = Mul(HalvesToFloat(w + 2 * kHalf), Set1(kHighScale));
+      dmin0 = HalvesToFloat(w + 2 * kPanel);
+      dmin1 = HalvesToFloat(w + 2 * kPanel + 2 * kHalf);
       w += kHeaderBytes;
     }
     const uint8_t* x = a + b * XBlockBytes(XT);
@@ -109,7 +129,8 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
       const I bytes = LoadI(w + g * 2 * kPanel);
-      const I q0 = LowNibbles(bytes), q1 = HighNibbles(bytes);
+      const I q0 = kHighInPlace ? bytes : LowNibbles(bytes);
+      const I q1 = kHighInPlace ? HighInPlace(bytes) : HighNibbles(bytes);
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
         const I xr = Set1I(Word(x + (g * XT + r) * 4));
@@ -119,22 +140,22 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
     }
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r) {
-      i0[r] = Sum(i0[r]);
       i1[r] = Sum(i1[r]);
+      i0[r] = kHighInPlace ? SubI(i0[r], i1[r]) : Sum(i0[r]);
       if (!kQ4K) {
-        // Q4_0's −8 per weight: −8 · Σ xq, exactly QuantizeRows' −128 · Σ xq shifted.
-        const I offset = Set1I(Word(x_offset + 4 * r) >> 4);
-        i0[r] = AddI(i0[r], offset);
-        i1[r] = AddI(i1[r], offset);
+        // Q4_0's −8 per weight: −8 · Σ xq, exactly QuantizeRows' −128 · Σ xq shifted (and
+        // 2^kHighShift times that for the high columns).
+        const int32_t offset = Word(x_offset + 4 * r);
+        i0[r] = AddI(i0[r], Set1I(offset >> 4));
+        i1[r] = AddI(i1[r], Set1I(offset >> (4 - kHighShift)));
       }
     }
     const uint8_t* scales = w + kNibbleBytes;
     if (kQ4K) {
-      const V s0 = Mul(HalvesToFloat(header), BytesToFloat(scales));
-      const V s1 = Mul(HalvesToFloat(header + 2 * kHalf), BytesToFloat(scales + kHalf));
-      const V m0 = Mul(HalvesToFloat(header + 2 * kPanel), BytesToFloat(scales + kPanel));
-      const V m1 = Mul(HalvesToFloat(header + 2 * kPanel + 2 * kHalf),
-                       BytesToFloat(scales + kPanel + kHalf));
+      const V s0 = Mul(d0, BytesToFloat(scales));
+      const V s1 = Mul(d1, BytesToFloat(scales + kHalf));
+      const V m0 = Mul(dmin0, BytesToFloat(scales + kPanel));
+      const V m1 = Mul(dmin1, BytesToFloat(scales + kPanel + kHalf));
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
         const V xs = Set1(x_scale[r]);
@@ -146,9 +167,9 @@ void Tile(const uint8_t* __restrict a, const uint8_t* __restrict panel, int num_
       const V s0 = HalvesToFloat(scales), s1 = HalvesToFloat(scales + 2 * kHalf);
 #pragma GCC unroll 8
       for (int r = 0; r < M; ++r) {
-        const V xs = Set1(x_scale[r]);
+        const V xs = Set1(x_scale[r]), xs_high = Set1(x_scale[r] * kHighScale);
         c0[r] = Fma(ToFloat(i0[r]), Mul(s0, xs), c0[r]);
-        c1[r] = Fma(ToFloat(i1[r]), Mul(s1, xs), c1[r]);
+        c1[r] = Fma(ToFloat(i1[r]), Mul(s1, xs_high), c1[r]);
       }
     }
     w += kBlockBytes;
