@@ -23,7 +23,7 @@ scrape() {
   exec 3<> /dev/tcp/127.0.0.1/$mport && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3
 }
 for _ in $(seq 600); do
-  n=$(scrape 2> /dev/null | awk '$1 == "pagoda_num_workers" { print $2 }') || true
+  n=$(scrape 2> /dev/null | awk '$1 ~ /^pagoda_num_workers({|$)/ { print $2 }') || true
   [ "${n:-0}" = "${workers:-1}" ] && break
   kill -0 $router 2> /dev/null || { cat "$log" >&2; exit 1; }
   sleep 0.2
