@@ -12,6 +12,16 @@ namespace {
 void SetBit(std::span<uint64_t> mask, int id) { mask[id >> 6] |= uint64_t{1} << (id & 63); }
 bool HasBit(std::span<const uint64_t> mask, int id) { return (mask[id >> 6] >> (id & 63)) & 1; }
 
+// A dead trie node whose path went through a stand-in bottom: the real frames below might
+// take the rest of its tokens, so each one of its subtree is checked when a mask is asked for.
+void AddSubtree(const TokenVocabulary& v, uint32_t node, std::vector<int32_t>* uncertain) {
+  for (uint32_t j = node; j < v.nodes()[node].end; ++j) {
+    for (uint32_t t = v.nodes()[j].tokens_begin; t < v.nodes()[j].tokens_end; ++t) {
+      uncertain->push_back(v.node_tokens()[t]);
+    }
+  }
+}
+
 bool HasContext(const std::vector<int32_t>& tops) {
   return std::find(tops.begin(), tops.end(), GrammarMatcher::kContext) != tops.end();
 }
@@ -96,13 +106,7 @@ absl::StatusOr<std::shared_ptr<const TokenMasker::Entry>> TokenMasker::MemoWalk(
     }
     const bool taint = tainted[d - 1] || has_context[from];
     if (to == kEmpty) {
-      if (taint) {
-        for (uint32_t j = i; j < node.end; ++j) {
-          for (uint32_t t = nodes[j].tokens_begin; t < nodes[j].tokens_end; ++t) {
-            entry->uncertain.push_back(node_tokens[t]);
-          }
-        }
-      }
+      if (taint) AddSubtree(*vocabulary_, i, &entry->uncertain);
       i = node.end;
       continue;
     }
@@ -142,13 +146,7 @@ absl::StatusOr<std::shared_ptr<const TokenMasker::Entry>> TokenMasker::Truncatin
     const bool taint = tainted[d - 1] || HasContext(states[d - 1]);
     if (!m.Advance(states[d - 1], node.byte, &states[d])) return m.status_;
     if (states[d].empty()) {
-      if (taint) {
-        for (uint32_t j = i; j < node.end; ++j) {
-          for (uint32_t t = nodes[j].tokens_begin; t < nodes[j].tokens_end; ++t) {
-            entry->uncertain.push_back(node_tokens[t]);
-          }
-        }
-      }
+      if (taint) AddSubtree(*vocabulary_, i, &entry->uncertain);
       i = node.end;
       continue;
     }
