@@ -24,7 +24,12 @@ inline constexpr char kApiKey[] = "test-api-key";
 // A blocking loopback connection.
 class RawConnection {
  public:
-  explicit RawConnection(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+  // `receive_buffer` > 0: the socket's receive buffer, set before connecting (a small one
+  // makes a client that never reads fill up, and its server pause, after a few KB).
+  explicit RawConnection(int port, int receive_buffer = 0) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    if (receive_buffer > 0) {
+      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

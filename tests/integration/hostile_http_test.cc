@@ -233,5 +233,70 @@ TEST_F(HostileHttpTest, TwoHonestClientsKeepTheirLatencyUnderAttack) {
   ExpectHonestClientsServed();
 }
 
+// The model's whole context and a worker with room for 64 long sequences: a call's SSE output
+// then outgrows loopback's socket buffers (several MB), so a client that never reads pauses.
+class HostileHttpPausedCapTest : public HostileHttpTest {
+ protected:
+  std::vector<std::string> ExtraRouterFlags() const override {
+    std::vector<std::string> flags = HostileHttpTest::ExtraRouterFlags();
+    flags.push_back("--max-model-len=512");
+    flags.push_back("--max-paused-per-client=32");
+    return flags;
+  }
+  void SetUp() override {
+    template_path_ = testing::TempDir() + "/chat.jinja";
+    testing::WriteFile(template_path_, "{% for m in messages %}{{ m['content'] }}{% endfor %}");
+    ServingTest::SetUp();
+    StartWorker("", {"--kv-cache-mb=64"});
+    WaitForWorkers(1);
+    baseline_ = HonestCompletion();
+    ASSERT_FALSE(baseline_.empty());
+  }
+  // pagoda_paused_cancelled_total{...,cap="client"}; -1 if absent.
+  double CancelledForClient() {
+    const std::string metrics = Metrics();
+    const std::string name = "pagoda_paused_cancelled_total{";
+    for (size_t at = metrics.find(name); at != std::string::npos; at = metrics.find(name, at + 1)) {
+      const std::string line = metrics.substr(at, metrics.find('\n', at) - at);
+      if (line.find("cap=\"client\"") != std::string::npos) {
+        return std::stod(line.substr(line.rfind(' ') + 1));
+      }
+    }
+    return -1;
+  }
+};
+
+// Row 1 over HTTP: 4 SSE calls x n = 16 from one address whose client never reads. Their
+// streams pause once the sockets are full; the client's cap keeps 32 paused sequences and ends
+// the 2 oldest calls, and an honest client is served meanwhile (every KV block comes back:
+// TearDown).
+TEST_F(HostileHttpPausedCapTest, StalledSseClientsArePausedAndCappedPerClient) {
+  const std::string body =
+      Json{{"prompt", golden_[0].prompt}, {"max_tokens", 400}, {"n", 16}, {"stream", true},
+           {"ignore_eos", true},          {"logprobs", 5}}
+          .dump();
+  std::vector<std::unique_ptr<RawConnection>> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<RawConnection>(http_port_, /*receive_buffer=*/4096));
+    ASSERT_TRUE(stalled.back()->Send(absl::StrCat(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: ",
+        body.size(), "\r\n\r\n", body)));
+  }
+  ASSERT_TRUE(testing::WaitUntil([&] { return CancelledForClient() >= 2; },
+                                 std::chrono::seconds(60),
+                                 "the client's cap ends its 2 oldest paused calls"));
+  // The golden gRPC ids stop at the fixture's 257 tokens; here the context is 512, so the
+  // honest client is the HTTP one (its 24 tokens as before the attack).
+  const auto start = Clock::now();
+  EXPECT_EQ(HonestCompletion(), baseline_);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+  EXPECT_EQ(CancelledForClient(), 2);
+  const double paused = ScrapeMetric("pagoda_num_requests_paused");
+  EXPECT_GT(paused, 0);
+  EXPECT_LE(paused, 32);
+  stalled.clear();
+}
+
 }  // namespace
 }  // namespace pagoda
