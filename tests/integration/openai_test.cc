@@ -5,8 +5,6 @@
 // (blocks freed, abort counted).
 #include <httplib.h>
 
-#include <fstream>
-
 #include "nlohmann/json.hpp"
 #include "router/api/request_policy.h"
 #include "tests/integration/serving_fixture.h"
@@ -20,21 +18,8 @@ class OpenAiTest : public ServingTest {
  protected:
   void SetUp() override {
     ServingTest::SetUp();
-    model_ = dir_ + "/chat-model";
-    std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model_);
-    std::filesystem::permissions(model_, std::filesystem::perms::owner_all);
-    // tokenizer_config.json gains a real model's template (Phi-3.5's, from the golden set).
-    std::ifstream golden(testing::SharedPath("golden/chat_templates.json"));
-    const Json templates = Json::parse(golden)["templates"];
-    std::ifstream config_in(model_ + "/tokenizer_config.json");
-    Json config = Json::parse(config_in);
-    config["chat_template"] = templates["microsoft-Phi-3.5-mini-instruct"];
-    std::filesystem::remove(model_ + "/tokenizer_config.json");
-    testing::WriteFile(model_ + "/tokenizer_config.json", config.dump());
-    Kill(router_);
-    StartRouter(model_);
-    StartWorker(model_);
-    WaitForWorkers(1);
+    // A real model's template (Phi-3.5's, from the golden set).
+    model_ = ServeHfCopyWithChatTemplate("microsoft-Phi-3.5-mini-instruct");
   }
 
   httplib::Result Post(const std::string& path, const Json& body) {

@@ -6,7 +6,6 @@
 #include <httplib.h>
 
 #include <cmath>
-#include <fstream>
 
 #include "common/model/model_loader.h"
 #include "nlohmann/json.hpp"
@@ -25,23 +24,10 @@ class PromptLogprobsApiTest : public ServingTest {
  protected:
   void SetUp() override {
     ServingTest::SetUp();
-    model_ = dir_ + "/chat-model";
-    std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model_);
-    std::filesystem::permissions(model_, std::filesystem::perms::owner_all);
-    std::ifstream golden(testing::SharedPath("golden/chat_templates.json"));
-    const Json templates = Json::parse(golden)["templates"];
-    std::ifstream config_in(model_ + "/tokenizer_config.json");
-    Json config = Json::parse(config_in);
-    config["chat_template"] = templates["microsoft-Phi-3.5-mini-instruct"];
-    std::filesystem::remove(model_ + "/tokenizer_config.json");
-    testing::WriteFile(model_ + "/tokenizer_config.json", config.dump());
+    model_ = ServeHfCopyWithChatTemplate("microsoft-Phi-3.5-mini-instruct");
     absl::StatusOr<ModelWeights> weights = LoadModelWeights(model_);
     ASSERT_TRUE(weights.ok()) << weights.status();
     weights_ = *std::move(weights);
-    Kill(router_);
-    StartRouter(model_);
-    StartWorker(model_);
-    WaitForWorkers(1);
   }
 
   Json PostJson(const std::string& path, const Json& body) {

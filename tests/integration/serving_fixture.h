@@ -24,6 +24,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "tests/integration/serving_client.h"
 #include "tests/test_util.h"
@@ -165,6 +166,25 @@ class ServingTest : public ::testing::Test {
     const pid_t pid = Spawn(argv, absl::StrCat(dir_, "/worker", workers_.size(), ".log"));
     workers_.push_back(pid);
     return pid;
+  }
+
+  // Restarts the router and one worker on a copy of stories260K-hf whose tokenizer_config.json
+  // carries the chat template `name` of the golden set (a real model's); returns the copy's path.
+  std::string ServeHfCopyWithChatTemplate(const std::string& name) {
+    const std::string model = dir_ + "/chat-model";
+    std::filesystem::copy(testing::SharedPath("models/stories260K-hf"), model);
+    std::filesystem::permissions(model, std::filesystem::perms::owner_all);
+    std::ifstream golden(testing::SharedPath("golden/chat_templates.json"));
+    std::ifstream config_in(model + "/tokenizer_config.json");
+    nlohmann::json config = nlohmann::json::parse(config_in);
+    config["chat_template"] = nlohmann::json::parse(golden)["templates"][name];
+    std::filesystem::remove(model + "/tokenizer_config.json");
+    testing::WriteFile(model + "/tokenizer_config.json", config.dump());
+    Kill(router_);
+    StartRouter(model);
+    StartWorker(model);
+    WaitForWorkers(1);
+    return model;
   }
 
   // Restarts the router and one worker on a copy of stories260K-hf whose
