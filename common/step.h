@@ -55,6 +55,18 @@ struct ScheduledSequence {
   bool constrained = false;
   std::vector<int> allowed_ids = {};  // (= {}: designated initializers may leave them out)
   std::vector<uint64_t> allowed_mask = {};
+  // Speculative decoding: the last num_draft_tokens of token_ids are a draft, tokens the router
+  // guesses will follow (not yet part of the sequence; requires `sample`, no constraint, no
+  // prompt log probabilities, and drafts after the prompt). The worker samples at the row
+  // before each draft token as if it had decoded one token at a time (same penalties' history,
+  // same counter-based random draw per position) and accepts draft tokens while the sampled
+  // token equals the draft: 1 + (accepted) samples come back, the last one the first token
+  // that differs (or the one after the whole draft). For a draft that is a single guess per
+  // position this is exact speculative sampling: token x is kept with probability p(x), and a
+  // rejection samples from p without x, so the output is the one decoding without a draft
+  // gives, token for token. The K/V of rejected draft tokens are written but never used: the
+  // router steps num_computed_tokens back past them.
+  int num_draft_tokens = 0;
 };
 
 struct BlockCopy {
@@ -101,7 +113,9 @@ struct Embedding {
 
 struct StepResult {
   int64_t step_id = 0;
-  std::vector<SampledToken> sampled;  // one per scheduled sequence with sample = true
+  // One per scheduled sequence with sample = true, in scheduling order; a sequence with a draft
+  // has 1 to num_draft_tokens + 1 of them in a row (ScheduledSequence::num_draft_tokens).
+  std::vector<SampledToken> sampled;
   // One per scheduled sequence with prompt_logprobs whose chunk reached rows before the
   // prompt's last; one embedding per embedding sequence whose prompt this step completed.
   // Both in scheduling order.

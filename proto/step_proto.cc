@@ -75,6 +75,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->mutable_new_block_ids()->Add(s.new_block_ids.begin(), s.new_block_ids.end());
     p->set_sample(s.sample);
     p->set_prompt_logprobs(s.prompt_logprobs);
+    p->set_num_draft_tokens(s.num_draft_tokens);
     if (s.constrained) {
       p->set_constrained(true);
       p->mutable_allowed_ids()->Add(s.allowed_ids.begin(), s.allowed_ids.end());
@@ -111,6 +112,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     s.new_block_ids = ToVector<int>(p.new_block_ids());
     s.sample = p.sample();
     s.prompt_logprobs = p.prompt_logprobs();
+    s.num_draft_tokens = p.num_draft_tokens();  // the worker checks it against token_ids
     s.constrained = p.constrained();
     s.allowed_ids = ToVector<int>(p.allowed_ids());
     const std::string& mask = p.allowed_mask();

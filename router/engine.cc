@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
@@ -102,25 +103,42 @@ absl::Status CheckResult(const StepCommand& command, const StepResult& result, i
     if (next >= result.sampled.size() || result.sampled[next].seq_id != s.seq_id) {
       return broken("no sample for sequence ", s.seq_id);
     }
-    const SampledToken& sampled = result.sampled[next++];
-    if (!in_vocab(sampled.token_id)) {
-      return broken("token ", sampled.token_id, " outside the vocabulary");
-    }
-    if (!std::isfinite(sampled.logprob)) return broken("logprob ", sampled.logprob);
+    // With a draft: the draft tokens the worker kept, then the first token that differs (or the
+    // one after the whole draft).
+    const std::span<const int> draft = std::span(s.token_ids).last(s.num_draft_tokens);
     const Sequence* seq = sequence_of(s.seq_id);
-    const int logprobs = seq == nullptr ? 0 : seq->sampling.logprobs;
-    if (static_cast<int>(sampled.top_logprobs.size()) > logprobs) {
-      return broken(sampled.top_logprobs.size(), " top logprobs for sequence ", s.seq_id,
-                    ", which asked for ", logprobs);
-    }
-    if (seq != nullptr && seq->num_output_tokens() < seq->sampling.min_tokens &&
-        absl::c_linear_search(seq->stop_token_ids, sampled.token_id)) {
-      return broken("stop token ", sampled.token_id, " for sequence ", s.seq_id, " after ",
-                    seq->num_output_tokens(), " of its min_tokens ", seq->sampling.min_tokens);
-    }
-    for (const TokenLogprob& top : sampled.top_logprobs) {
-      if (!in_vocab(top.token_id) || !std::isfinite(top.logprob)) {
-        return broken("top logprob ", top.logprob, " of token ", top.token_id);
+    for (size_t i = 0; i <= draft.size(); ++i) {
+      if (i > 0 && (next >= result.sampled.size() || result.sampled[next].seq_id != s.seq_id)) {
+        if (result.sampled[next - 1].token_id == draft[i - 1]) {
+          return broken("no sample after draft token ", i - 1, " of sequence ", s.seq_id,
+                        ", which matched");
+        }
+        break;
+      }
+      if (i > 0 && result.sampled[next - 1].token_id != draft[i - 1]) {
+        return broken("a sample after draft token ", i - 1, " of sequence ", s.seq_id,
+                      ", which did not match");
+      }
+      const SampledToken& sampled = result.sampled[next++];
+      if (!in_vocab(sampled.token_id)) {
+        return broken("token ", sampled.token_id, " outside the vocabulary");
+      }
+      if (!std::isfinite(sampled.logprob)) return broken("logprob ", sampled.logprob);
+      const int logprobs = seq == nullptr ? 0 : seq->sampling.logprobs;
+      if (static_cast<int>(sampled.top_logprobs.size()) > logprobs) {
+        return broken(sampled.top_logprobs.size(), " top logprobs for sequence ", s.seq_id,
+                      ", which asked for ", logprobs);
+      }
+      const int num_output = seq == nullptr ? 0 : seq->num_output_tokens() + static_cast<int>(i);
+      if (seq != nullptr && num_output < seq->sampling.min_tokens &&
+          absl::c_linear_search(seq->stop_token_ids, sampled.token_id)) {
+        return broken("stop token ", sampled.token_id, " for sequence ", s.seq_id, " after ",
+                      num_output, " of its min_tokens ", seq->sampling.min_tokens);
+      }
+      for (const TokenLogprob& top : sampled.top_logprobs) {
+        if (!in_vocab(top.token_id) || !std::isfinite(top.logprob)) {
+          return broken("top logprob ", top.logprob, " of token ", top.token_id);
+        }
       }
     }
   }
@@ -131,7 +149,7 @@ absl::Status CheckResult(const StepCommand& command, const StepResult& result, i
 }
 
 SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInfo& worker,
-                                      const EngineOptions& options) {
+                                      const EngineOptions& options, DraftProposer* proposer) {
   SchedulerOptions s;
   s.kv_reservation = options.kv_reservation;
   s.enable_prefix_caching = options.enable_prefix_caching;
@@ -143,6 +161,9 @@ SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInf
                                               : config.max_seq_len;
   s.num_blocks = worker.num_blocks;
   s.block_size = worker.block_size;
+  s.proposer = proposer;
+  s.num_speculative_tokens = options.speculative.num_speculative_tokens;
+  s.max_speculative_step_tokens = options.speculative.max_step_tokens;
   return s;
 }
 
@@ -152,7 +173,8 @@ Engine::Engine(const ModelConfig& config, Executor* executor, const EngineOption
     : config_(config),
       options_(options),
       executor_(executor),
-      scheduler_(MakeSchedulerOptions(config, executor->info(), options)) {}
+      proposer_(MakeDraftProposer(options.speculative)),
+      scheduler_(MakeSchedulerOptions(config, executor->info(), options, proposer_.get())) {}
 
 absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len, int max_n) {
   if (r.prompt_ids.empty()) return absl::InvalidArgumentError("prompt: must not be empty");

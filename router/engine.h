@@ -23,6 +23,7 @@
 #include "common/model/model_config.h"
 #include "router/constraint.h"
 #include "router/scheduler.h"
+#include "router/speculative.h"
 
 namespace pagoda {
 
@@ -33,6 +34,7 @@ struct EngineOptions {
   int max_num_seqs = 256;             // capped by the worker's limit
   int max_model_len = 0;              // 0 = the model's context length
   int max_n = 16;                     // samples per request at most
+  SpeculativeOptions speculative;     // off by default
 };
 
 // Where a request came from, as its transport sees it: the client (its IP address) and the
@@ -119,7 +121,8 @@ class Engine {
  private:
   const ModelConfig config_;
   const EngineOptions options_;
-  Executor* executor_;  // Not owned.
+  Executor* executor_;                       // Not owned.
+  std::unique_ptr<DraftProposer> proposer_;  // null: no speculative decoding
   Scheduler scheduler_;
   // Request id -> its unfinished sequences here: seq_index -> sequence id. A request may come
   // in parts (sequences resumed after a worker failure), so the map grows as they arrive.

@@ -72,6 +72,15 @@ int KVCacheManager::Append(int64_t seq, int num_computed, int num_tokens,
   return first_changed;
 }
 
+void KVCacheManager::Truncate(int64_t seq, int num_tokens) {
+  Table& table = tables_.at(seq);
+  while (static_cast<int>(table.blocks.size()) > BlocksFor(num_tokens)) {
+    pool_.Release(table.blocks.back());
+    table.blocks.pop_back();
+  }
+  table.num_cached_blocks = std::min<int>(table.num_cached_blocks, table.blocks.size());
+}
+
 void KVCacheManager::Fork(int64_t parent, int64_t child) {
   CHECK(!tables_.contains(child)) << "sequence " << child << " already has blocks";
   Table copy = tables_.at(parent);

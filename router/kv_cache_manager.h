@@ -61,6 +61,9 @@ class KVCacheManager {
   // that changed (== old size when only blocks were appended).
   int Append(int64_t seq, int num_computed, int num_tokens, std::vector<BlockCopy>* copies);
 
+  // Releases `seq`'s blocks past those that hold `num_tokens` tokens (a rejected draft's; never
+  // cached: CacheFullBlocks covers computed tokens only).
+  void Truncate(int64_t seq, int num_tokens);
   // `child` shares every block of `parent`, the partial last one too.
   void Fork(int64_t parent, int64_t child);
   // Releases the table (blocks stay cached until reused). No-op for an unknown sequence.

@@ -22,6 +22,7 @@
 #include "glog/logging.h"
 #include "router/api/openai_embeddings.h"
 #include "router/router_server.h"
+#include "router/speculative.h"
 
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
 ABSL_FLAG(int, worker_port, 50052, "port workers dial");
@@ -74,6 +75,13 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
           "on-demand: KV blocks as tokens arrive (paged); max-len: prompt + max_tokens reserved "
           "at admission (the contiguous baseline)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
+ABSL_FLAG(std::string, speculative, "off",
+          "speculative decoding: off | ngram (drafts from the sequence's own prompt and output) | "
+          "suffix (ngram, then recent outputs of all requests)");
+ABSL_FLAG(int, num_speculative_tokens, 5, "draft tokens per sequence and step, at most");
+ABSL_FLAG(int, speculative_max_step_tokens, 16,
+          "drafts are added while a step has fewer query tokens than this (above, a step is "
+          "compute-bound and drafts cost as much as they save)");
 ABSL_FLAG(int, metrics_port, 0,
           "serve Prometheus metrics at http://HOST:PORT/metrics and readiness at /health; 0 = off");
 ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");
@@ -192,6 +200,11 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   engine.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   engine.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  ASSIGN_OR_RETURN(engine.speculative.method,
+                   pagoda::ParseSpeculativeMethod(absl::GetFlag(FLAGS_speculative)));
+  engine.speculative.num_speculative_tokens = absl::GetFlag(FLAGS_num_speculative_tokens);
+  engine.speculative.max_step_tokens = absl::GetFlag(FLAGS_speculative_max_step_tokens);
+  RETURN_IF_ERROR(pagoda::ValidateSpeculativeOptions(engine.speculative));
   o.cluster.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   const std::string reservation = absl::GetFlag(FLAGS_kv_reservation);
   if (reservation == "max-len") {

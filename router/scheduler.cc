@@ -331,6 +331,7 @@ StepCommand Scheduler::Schedule() {
       budget -= n;
     }
   }
+  if (options_.proposer != nullptr) AddDrafts(budget, logit_budget, &cmd);
   cmd.finished_ids.swap(finished_on_worker_);
   return cmd;
 }
@@ -365,10 +366,31 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
           << "step " << result.step_id << " has no prompt logprobs for sequence " << seq->id;
       GatherPromptLogprobs(result.prompt_logprobs[next_prompt++], seq);
     }
-    seq->num_computed_tokens += s.num_tokens;
-    kv_.CacheFullBlocks(seq->id, seq->tokens,
-                        BlockHashes(seq, seq->num_computed_tokens / options_.block_size),
-                        seq->num_computed_tokens);
+    // Samples come in scheduling order (a draft's in a row); those of sequences aborted
+    // meanwhile are skipped.
+    std::span<const SampledToken> samples;
+    if (s.sample) {
+      while (next_sample < result.sampled.size() && result.sampled[next_sample].seq_id != seq->id) {
+        ++next_sample;
+      }
+      CHECK_LT(next_sample, result.sampled.size())
+          << "step " << result.step_id << " has no sample for sequence " << seq->id;
+      size_t end = next_sample + 1;
+      while (end < result.sampled.size() && end - next_sample <= static_cast<size_t>(s.num_draft) &&
+             result.sampled[end].seq_id == seq->id) {
+        ++end;
+      }
+      samples = std::span(result.sampled).subspan(next_sample, end - next_sample);
+      next_sample = end;
+    }
+    // A draft's K/V count only as far as the worker kept it. Blocks are cached up to the tokens
+    // known now (the kept draft tokens' own blocks are cached by the next step).
+    const int num_rejected =
+        s.num_draft > 0 ? s.num_draft - static_cast<int>(samples.size() - 1) : 0;
+    seq->num_computed_tokens += s.num_tokens - num_rejected;
+    const int cacheable = std::min(seq->num_computed_tokens, seq->num_tokens());
+    kv_.CacheFullBlocks(seq->id, seq->tokens, BlockHashes(seq, cacheable / options_.block_size),
+                        cacheable);
     if (seq->pooling != Pooling::kNone && seq->num_computed_tokens == seq->num_tokens()) {
       while (next_embedding < result.embeddings.size() &&
              result.embeddings[next_embedding].seq_id != seq->id) {
@@ -392,13 +414,6 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
       continue;
     }
     if (!s.sample) continue;
-    // Samples come in scheduling order; those of sequences aborted meanwhile are skipped.
-    while (next_sample < result.sampled.size() && result.sampled[next_sample].seq_id != seq->id) {
-      ++next_sample;
-    }
-    CHECK_LT(next_sample, result.sampled.size())
-        << "step " << result.step_id << " has no sample for sequence " << seq->id;
-    const SampledToken& sampled = result.sampled[next_sample++];
     SequenceUpdate u;
     u.seq_id = seq->id;
     u.request_id = seq->request_id;
@@ -412,7 +427,11 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
       reason = FinishReason::kLength;  // the prompt only (its log probabilities): no token kept
     } else if (seq->constraint_failed) {
       reason = FinishReason::kStop;  // what it output so far is all the grammar let it say
-    } else {
+    }
+    // A draft brings several tokens: each is checked as if it came alone, and the first that
+    // ends the sequence drops the rest.
+    for (size_t i = 0; i < samples.size() && reason == FinishReason::kNone; ++i) {
+      const SampledToken& sampled = samples[i];
       seq->tokens.push_back(sampled.token_id);
       u.new_token_ids.push_back(sampled.token_id);
       u.samples.push_back(sampled);
@@ -429,6 +448,7 @@ std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
         reason = FinishReason::kLength;
       }
     }
+    if (s.num_draft > 0) SettleDraft(seq, s.num_draft, static_cast<int>(samples.size()) - 1);
     u.num_prompt_tokens = seq->num_prompt_tokens;
     u.num_output_tokens = seq->num_output_tokens();
     u.num_cached_tokens = seq->num_cached_tokens;

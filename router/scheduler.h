@@ -25,6 +25,7 @@
 #include "common/step.h"
 #include "router/kv_cache_manager.h"
 #include "router/sequence.h"
+#include "router/speculative.h"
 
 namespace pagoda {
 
@@ -45,6 +46,20 @@ struct SchedulerOptions {
   int max_model_len = 0;  // prompt + output tokens per sequence
   int num_blocks = 0;     // the worker's pool
   int block_size = 16;
+  // Speculative decoding (router/speculative.h): null proposer = off. A decoding sequence gets
+  // a draft of up to num_speculative_tokens while the step has fewer than
+  // max_speculative_step_tokens query tokens; a draft never preempts anything.
+  DraftProposer* proposer = nullptr;  // Not owned.
+  int num_speculative_tokens = 0;
+  int max_speculative_step_tokens = 0;
+};
+
+// Speculative decoding's counts (vLLM's spec_decode metrics).
+struct SpecDecodeStats {
+  int64_t num_drafts = 0;                      // sequence-steps that carried a draft
+  int64_t num_draft_tokens = 0;                // tokens drafted
+  int64_t num_accepted_tokens = 0;             // draft tokens the worker kept
+  std::vector<int64_t> accepted_per_position;  // [i]: drafts whose token i was kept
 };
 
 // What a step did to one sequence.
@@ -52,7 +67,7 @@ struct SequenceUpdate {
   int64_t seq_id = 0;
   int64_t request_id = 0;
   int seq_index = 0;
-  std::vector<int> new_token_ids;     // 0 or 1 tokens
+  std::vector<int> new_token_ids;     // 0 or 1 tokens; with a draft up to its size + 1
   std::vector<SampledToken> samples;  // the sampler's reports for new_token_ids
   // With a sequence's first token (or its end, for max_tokens 0): its prompt's log
   // probabilities, when asked (SamplingParams::prompt_logprobs).
@@ -99,6 +114,7 @@ class Scheduler {
                                           [](const Sequence* s) { return s->is_paused(); }));
   }
   int64_t num_preemptions() const { return num_preemptions_; }
+  const SpecDecodeStats& spec_stats() const { return spec_stats_; }
   // Of those, the paused sequences preempted to admit a waiting one.
   int64_t num_paused_preemptions() const { return num_paused_preemptions_; }
   // Over the running sequences: KV slots holding tokens, and slots their block tables reserve
@@ -135,6 +151,12 @@ class Scheduler {
   static void GatherPromptLogprobs(const PromptLogprobs& in, Sequence* seq);
   // Adds seq's work (new-sequence record, block delta, tokens) to the command.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
+  // Speculative decoding (scheduler_drafts.cc): gives decoding sequences of this step a draft
+  // while the step's tokens and logit rows allow it.
+  void AddDrafts(int budget, int logit_budget, StepCommand* cmd);
+  // The step kept `num_kept` of seq's `num_draft` draft tokens: counts them, and frees the
+  // blocks past seq's computed tokens.
+  void SettleDraft(Sequence* seq, int num_draft, int num_kept);
 
   const SchedulerOptions options_;
   KVCacheManager kv_;
@@ -147,6 +169,7 @@ class Scheduler {
     int num_tokens;
     bool sample;
     bool prompt_logprobs;  // the worker reports some for this chunk
+    int num_draft = 0;     // of num_tokens, draft tokens (the worker keeps some of them)
   };
   std::vector<Scheduled> last_step_;
   std::vector<SequenceUpdate> pending_fork_updates_;
@@ -154,6 +177,8 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t num_paused_preemptions_ = 0;
   std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
+  std::vector<int> draft_;      // scratch for AddDrafts
+  SpecDecodeStats spec_stats_;
 };
 
 }  // namespace pagoda

@@ -216,6 +216,20 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
           NumPromptRows(s.num_computed_tokens, static_cast<int>(end), k.num_prompt_tokens);
     }
     if (s.constrained) RETURN_IF_ERROR(ValidateAllowed(s, c.vocab_size, cmd.step_id));
+    if (s.num_draft_tokens != 0) {
+      // A draft is output: it follows the prompt, and it is verified by sampling, unconstrained.
+      const int64_t first_draft = end - s.num_draft_tokens;
+      if (s.num_draft_tokens < 0 ||
+          s.num_draft_tokens >= static_cast<int64_t>(s.token_ids.size()) || !s.sample ||
+          s.constrained || s.prompt_logprobs || k.pooling != Pooling::kNone ||
+          first_draft < k.num_prompt_tokens) {
+        return bad("sequence ", s.seq_id, ": a draft of ", s.num_draft_tokens, " of its ",
+                   s.token_ids.size(), " tokens at positions from ", first_draft,
+                   " (a draft follows the prompt's ", k.num_prompt_tokens,
+                   " tokens and is sampled, unconstrained)");
+      }
+      num_logit_rows += s.num_draft_tokens;
+    }
     total += s.token_ids.size();
     num_logit_rows += s.sample;
   }
@@ -271,7 +285,9 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
                                      s.num_prompt_tokens);
       for (int i = 0; i < rows; ++i) logit_rows_.push_back(first_row + i);
     }
-    if (sched.sample) logit_rows_.push_back(first_row + n - 1);
+    if (sched.sample) {
+      for (int i = n - 1 - sched.num_draft_tokens; i < n; ++i) logit_rows_.push_back(first_row + i);
+    }
     const bool last_chunk = sched.num_computed_tokens + n == s.num_prompt_tokens;
     if (s.pooling == Pooling::kMean) {
       for (int i = 0; i < n; ++i) hidden_rows_.push_back(first_row + i);
@@ -315,11 +331,10 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
         }
       }
       if (!sched.sample) continue;
-      float* row_logits = logits + static_cast<size_t>(row++) * vocab;
-      // The sampled token is the one after the positions computed so far.
-      const int known = sched.num_computed_tokens + static_cast<int>(sched.token_ids.size());
+      // The first sampled token is the one after the positions computed so far, less the draft.
+      const int draft = sched.num_draft_tokens;
+      const int known = sched.num_computed_tokens + n - draft;
       s.tokens.resize(std::max<int>(known, s.num_prompt_tokens));
-      const std::span<const int> all(s.tokens);
       std::span<const uint64_t> allowed;
       if (sched.constrained && !sched.allowed_mask.empty()) {
         allowed = sched.allowed_mask;
@@ -328,12 +343,20 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
         for (int t : sched.allowed_ids) allowed_[t >> 6] |= uint64_t{1} << (t & 63);
         allowed = allowed_;
       }
-      SampledToken token =
-          sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
-                          all.subspan(s.num_prompt_tokens), s.seq_index, s.stop_ids, allowed);
-      token.seq_id = sched.seq_id;
-      s.tokens.push_back(token.token_id);
-      result.sampled.push_back(std::move(token));
+      // Row i samples after draft token i - 1 was accepted: as decoding one token at a time.
+      for (int i = 0; i <= draft; ++i) {
+        float* row_logits = logits + static_cast<size_t>(row + i) * vocab;
+        const std::span<const int> all(s.tokens);
+        SampledToken token =
+            sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
+                            all.subspan(s.num_prompt_tokens), s.seq_index, s.stop_ids, allowed);
+        token.seq_id = sched.seq_id;
+        s.tokens.push_back(token.token_id);
+        const bool accepted = i < draft && token.token_id == sched.token_ids[n - draft + i];
+        result.sampled.push_back(std::move(token));
+        if (!accepted) break;
+      }
+      row += draft + 1;
     }
   }
   result.forward_seconds =

@@ -29,6 +29,7 @@ TEST(StepProtoTest, CommandSurvivesTheWire) {
   s.num_kept_blocks = 0;
   s.new_block_ids = {11, 12};
   s.sample = true;
+  s.num_draft_tokens = 2;
 
   v1::StepCommand wire;
   ToProto(c, &wire);
@@ -57,6 +58,7 @@ TEST(StepProtoTest, CommandSurvivesTheWire) {
   EXPECT_EQ(back.scheduled[0].new_block_ids, s.new_block_ids);
   EXPECT_EQ(back.scheduled[0].num_computed_tokens, 1);
   EXPECT_TRUE(back.scheduled[0].sample);
+  EXPECT_EQ(back.scheduled[0].num_draft_tokens, 2);
   EXPECT_FALSE(back.scheduled[0].constrained);
 }
 

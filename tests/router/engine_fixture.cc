@@ -27,6 +27,7 @@ void EngineFixture::Start(int num_blocks, int max_model_len, int max_num_batched
   eo.max_model_len = max_model_len;
   eo.kv_reservation = reservation;
   eo.enable_prefix_caching = prefix_caching;
+  eo.speculative = speculative_;
   engine_ = std::make_unique<Engine>(config_, executor_.get(), eo);
 }
 
@@ -49,6 +50,7 @@ bool EngineFixture::StepInto(std::map<int64_t, Result>& results) {
     if (static_cast<int>(r.outputs.size()) <= u.seq_index) {
       r.outputs.resize(u.seq_index + 1);
       r.reasons.resize(u.seq_index + 1);
+      r.logprobs.resize(u.seq_index + 1);
     }
     // The queue time comes with a sequence's first output token, and only with a first token
     // (not again after a preemption; a resumed sequence's first one here is not its first).
@@ -60,6 +62,7 @@ bool EngineFixture::StepInto(std::map<int64_t, Result>& results) {
       EXPECT_GE(u.queue_seconds, 0) << "sequence " << u.seq_id;
     }
     for (int t : u.new_token_ids) r.outputs[u.seq_index].push_back(t);
+    for (const SampledToken& s : u.samples) r.logprobs[u.seq_index].push_back(s.logprob);
     if (u.finished) r.reasons[u.seq_index] = u.finish_reason;
     r.num_cached_tokens = u.num_cached_tokens;
   }

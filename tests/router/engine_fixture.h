@@ -17,8 +17,9 @@
 namespace pagoda::testing {
 
 struct Result {
-  std::vector<std::vector<int>> outputs;  // (n)
-  std::vector<FinishReason> reasons;      // (n)
+  std::vector<std::vector<int>> outputs;     // (n)
+  std::vector<FinishReason> reasons;         // (n)
+  std::vector<std::vector<float>> logprobs;  // (n) each sampled token's log p
   int num_cached_tokens = 0;
 };
 
@@ -30,7 +31,7 @@ class EngineFixture : public ::testing::Test {
     golden_ = nullptr;
   }
 
-  // A fresh worker + engine with `num_blocks` KV blocks of 16 tokens.
+  // A fresh worker + engine with `num_blocks` KV blocks of 16 tokens, speculative_ as set.
   void Start(int num_blocks, int max_model_len = 257, int max_num_batched_tokens = 512,
              KvReservation reservation = KvReservation::kOnDemand, bool prefix_caching = true);
 
@@ -54,7 +55,8 @@ class EngineFixture : public ::testing::Test {
   static const std::vector<GoldenCase>& golden() { return *golden_; }
 
   inline static std::vector<GoldenCase>* golden_ = nullptr;
-  int peak_running_ = 0;  // most sequences running at once in the last RunAll
+  SpeculativeOptions speculative_;  // off
+  int peak_running_ = 0;            // most sequences running at once in the last RunAll
   int64_t next_request_id_ = 0;
   ModelConfig config_;
   std::unique_ptr<InProcessExecutor> executor_;

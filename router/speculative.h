@@ -1,0 +1,66 @@
+// Speculative decoding, router side: the router, which holds every sequence's tokens, guesses
+// the tokens that follow (a draft) and schedules them with the sequence's next token; the
+// worker verifies the whole draft in that one pass over the weights (ScheduledSequence::
+// num_draft_tokens) and keeps the longest prefix it would have sampled itself. A step that
+// reads the weights for one token reads them for six at nearly the same cost, so on a CPU a
+// draft that is often right is close to free tokens.
+//
+// Drafts are point guesses (no draft model's distribution), so verification is sampling as
+// without a draft: greedy and seeded outputs are the same tokens with speculation on or off.
+#ifndef PAGODA_ROUTER_SPECULATIVE_H_
+#define PAGODA_ROUTER_SPECULATIVE_H_
+
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pagoda {
+
+struct Sequence;
+
+enum class SpeculativeMethod {
+  kOff,
+  kNgram,   // prompt lookup: the sequence's own prompt and output
+  kSuffix,  // the same, then the recent outputs of all requests of the model
+};
+
+absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name);
+const char* SpeculativeMethodName(SpeculativeMethod method);
+
+// The most draft tokens a sequence gets per step.
+inline constexpr int kMaxDraftTokens = 32;
+
+struct SpeculativeOptions {
+  SpeculativeMethod method = SpeculativeMethod::kOff;
+  int num_speculative_tokens = 5;  // draft tokens per sequence per step, at most
+  // Drafts are added to a step only while it has fewer query tokens than this: below it a
+  // step costs about what one token costs (the weights' read dominates); above it the step
+  // is compute-bound and a draft token costs as much as a token of another sequence.
+  int max_step_tokens = 16;
+};
+
+// Proposes drafts. Called by the scheduler's thread (one per worker); Finished may be called
+// from several workers' threads at once for a shared implementation.
+class DraftProposer {
+ public:
+  virtual ~DraftProposer() = default;
+  // Appends to *draft up to k tokens likely to follow `tokens` (a sequence's prompt and output);
+  // returns how many.
+  virtual int Propose(std::span<const int> tokens, int k, std::vector<int>* draft) = 0;
+  // A sequence ended with these tokens (its prompt's first num_prompt_tokens): its output may
+  // draft for other requests.
+  virtual void Finished(std::span<const int> /*tokens*/, int /*num_prompt_tokens*/) {}
+};
+
+// INVALID_ARGUMENT naming the flag for values out of range.
+absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options);
+
+// Null for kOff.
+std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeOptions& options);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_SPECULATIVE_H_

@@ -1,0 +1,135 @@
+// Speculative decoding end to end over a real stories260K worker: the router drafts, the worker
+// verifies, and what comes out is the tokens decoding without drafts gives, greedy or sampled,
+// alone or batched, through preemption, stop tokens and length limits; nothing leaks.
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/router/engine_fixture.h"
+
+namespace pagoda {
+namespace {
+
+using testing::Result;
+
+class SpeculativeTest : public testing::EngineFixture {
+ protected:
+  void StartWithDrafts(bool drafts, int num_blocks, int max_model_len = 257) {
+    speculative_.method = drafts ? SpeculativeMethod::kNgram : SpeculativeMethod::kOff;
+    speculative_.num_speculative_tokens = 5;
+    speculative_.max_step_tokens = 64;
+    Start(num_blocks, max_model_len);
+  }
+  const SpecDecodeStats& stats() const { return engine_->scheduler().spec_stats(); }
+};
+
+TEST_F(SpeculativeTest, GreedyIsRunCsTokensWithDraftsAloneAndBatched) {
+  StartWithDrafts(true, 512);
+  for (const auto& c : golden()) {
+    const int64_t id = Add(c.prompt_ids);
+    EXPECT_EQ(RunAll()[id].outputs[0], c.greedy_ids) << c.prompt;
+  }
+  std::vector<int64_t> ids;
+  for (const auto& c : golden()) ids.push_back(Add(c.prompt_ids));
+  auto results = RunAll();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(results[ids[i]].outputs[0], golden()[i].greedy_ids) << golden()[i].prompt;
+  }
+  // Stories repeat themselves: the drafts were used, and some were right.
+  EXPECT_GT(stats().num_drafts, 0);
+  EXPECT_GT(stats().num_accepted_tokens, 0);
+  EXPECT_LT(stats().num_accepted_tokens, stats().num_draft_tokens);
+  ASSERT_FALSE(stats().accepted_per_position.empty());
+  EXPECT_LE(stats().accepted_per_position[0], stats().num_drafts);
+}
+
+// Sampling with penalties (their history includes the kept draft tokens), logprobs, min_tokens,
+// extra stop tokens, n > 1 and max_tokens: the same tokens and log probabilities either way.
+TEST_F(SpeculativeTest, SeededSamplingGivesTheSameTokensWithAndWithoutDrafts) {
+  const auto prompts = ManyPrompts();
+  auto run = [&](bool drafts) {
+    StartWithDrafts(drafts, 1024);
+    std::vector<int64_t> ids;
+    for (size_t i = 0; i < prompts.size(); i += 4) {
+      GenerationRequest r;
+      r.prompt_ids = prompts[i];
+      r.sampling = Sampled(100 + i);
+      r.sampling.temperature = 0.5f;
+      r.sampling.repetition_penalty = 1.1f;
+      r.sampling.frequency_penalty = 0.2f;
+      r.sampling.logprobs = 2;
+      r.sampling.min_tokens = 3;
+      r.stop_token_ids = {prompts[i].back()};
+      r.n = 3;
+      r.max_tokens = 40 + static_cast<int>(i);
+      ids.push_back(Add(r));
+    }
+    std::map<int64_t, Result> results = RunAll();
+    std::vector<Result> out;
+    for (int64_t id : ids) out.push_back(results[id]);
+    return out;
+  };
+  const std::vector<Result> without = run(false);
+  const std::vector<Result> with = run(true);
+  EXPECT_GT(stats().num_accepted_tokens, 0);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    EXPECT_EQ(with[i].outputs, without[i].outputs) << "request " << i;
+    EXPECT_EQ(with[i].reasons, without[i].reasons) << "request " << i;
+    // Rows verified together round differently in the last bits (as batched rows do).
+    ASSERT_EQ(with[i].logprobs.size(), without[i].logprobs.size());
+    for (size_t j = 0; j < with[i].logprobs.size(); ++j) {
+      ASSERT_EQ(with[i].logprobs[j].size(), without[i].logprobs[j].size());
+      for (size_t t = 0; t < with[i].logprobs[j].size(); ++t) {
+        EXPECT_NEAR(with[i].logprobs[j][t], without[i].logprobs[j][t], 1e-4)
+            << "request " << i << " sample " << j << " token " << t;
+      }
+    }
+  }
+}
+
+// 32 sequences in a pool too small for them: preemptions and recomputes with drafts in
+// flight, and the greedy tokens are those of one sequence at a time without drafts.
+TEST_F(SpeculativeTest, PreemptionWithDraftsKeepsTheTokensAndLeaksNothing) {
+  const auto prompts = ManyPrompts();
+  StartWithDrafts(false, 1024);
+  std::vector<std::vector<int>> alone;
+  for (const auto& p : prompts) {
+    const int64_t id = Add(p, Greedy(), 1, 120);
+    alone.push_back(RunAll()[id].outputs[0]);
+  }
+  StartWithDrafts(true, /*num_blocks=*/40);
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts) ids.push_back(Add(p, Greedy(), 1, 120));
+  auto together = RunAll();  // checks that no block or worker sequence is left
+  EXPECT_GT(engine_->scheduler().num_preemptions(), 0);
+  EXPECT_GT(stats().num_accepted_tokens, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[ids[i]].outputs[0], alone[i]) << "prompt " << i;
+  }
+}
+
+// A draft never takes the output past max_tokens or the model length.
+TEST_F(SpeculativeTest, DraftsStopAtMaxTokensAndTheModelLength) {
+  const auto& c = golden()[0];
+  for (int max_tokens : {1, 2, 3, 7, 30}) {
+    StartWithDrafts(true, 512);
+    const int64_t id = Add(c.prompt_ids, Greedy(), 1, max_tokens);
+    const Result r = RunAll()[id];
+    const std::vector<int> expected(
+        c.greedy_ids.begin(),
+        c.greedy_ids.begin() + std::min<size_t>(max_tokens, c.greedy_ids.size()));
+    EXPECT_EQ(r.outputs[0], expected) << "max_tokens " << max_tokens;
+  }
+  const int max_model_len = static_cast<int>(c.prompt_ids.size()) + 20;
+  StartWithDrafts(true, 512, max_model_len);
+  const int64_t id = Add(c.prompt_ids);
+  const Result r = RunAll()[id];
+  ASSERT_GE(c.greedy_ids.size(), 20u);
+  EXPECT_EQ(r.outputs[0], std::vector<int>(c.greedy_ids.begin(), c.greedy_ids.begin() + 20));
+  EXPECT_EQ(r.reasons[0], FinishReason::kLength);
+}
+
+}  // namespace
+}  // namespace pagoda
