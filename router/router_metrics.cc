@@ -1,5 +1,7 @@
 #include "router/router_metrics.h"
 
+#include <string>
+
 namespace pagoda {
 namespace {
 constexpr char kRefusedHelp[] = "Connections and calls refused at the boundary, by reason.";
@@ -46,7 +48,25 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
       request_success_length(
           r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "length"}})),
       request_success_abort(
-          r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "abort"}})) {}
+          r->AddCounter("pagoda_request_success_total", "", {{"finished_reason", "abort"}})),
+      spec_drafts(r->AddCounter("pagoda_spec_decode_num_drafts_total",
+                                "Speculative decoding: sequence steps that verified a draft.")),
+      spec_draft_tokens(r->AddCounter("pagoda_spec_decode_num_draft_tokens_total",
+                                      "Speculative decoding: draft tokens verified.")),
+      spec_accepted_tokens(r->AddCounter("pagoda_spec_decode_num_accepted_tokens_total",
+                                         "Speculative decoding: draft tokens kept.")) {}
+
+Counter* RouterMetrics::SpecAcceptedAtPosition(int position) {
+  absl::MutexLock lock(&mu_);
+  while (static_cast<int>(spec_accepted_per_position_.size()) <= position) {
+    const int i = static_cast<int>(spec_accepted_per_position_.size());
+    spec_accepted_per_position_.push_back(
+        registry->AddCounter("pagoda_spec_decode_num_accepted_tokens_per_pos_total",
+                             "Speculative decoding: draft tokens kept, by position in the draft.",
+                             {{"position", std::to_string(i)}}));
+  }
+  return spec_accepted_per_position_[position];
+}
 
 void RouterMetrics::CountFinished(std::string_view finished_reason) {
   if (finished_reason == "stop") {

@@ -7,6 +7,10 @@
 #define PAGODA_ROUTER_ROUTER_METRICS_H_
 
 #include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "common/process/metrics.h"
 
@@ -42,7 +46,18 @@ struct RouterMetrics {
   Counter* const request_success_length;
   Counter* const request_success_abort;
 
+  // Speculative decoding (vLLM's spec_decode series): sequence-steps with a draft, the draft
+  // tokens, those the worker kept, and those kept at each draft position (0 = the first).
+  Counter* const spec_drafts;
+  Counter* const spec_draft_tokens;
+  Counter* const spec_accepted_tokens;
+  Counter* SpecAcceptedAtPosition(int position);  // thread-safe; made on first use
+
   void CountFinished(std::string_view finished_reason);
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Counter*> spec_accepted_per_position_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pagoda

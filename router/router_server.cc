@@ -338,16 +338,28 @@ void RouterServer::LogStats(const ClusterStats& stats) {
                          metrics_.prompt_tokens->value(),
                          metrics_.generation_tokens->value(),
                          metrics_.prefix_cache_queries->value(),
-                         metrics_.prefix_cache_hits->value()};
+                         metrics_.prefix_cache_hits->value(),
+                         metrics_.spec_drafts->value(),
+                         metrics_.spec_draft_tokens->value(),
+                         metrics_.spec_accepted_tokens->value()};
+  // With drafts in the interval: how many of their tokens were kept, and tokens per verify.
+  std::string drafts;
+  if (now.draft_tokens > last.draft_tokens) {
+    drafts = absl::StrFormat(
+        "; drafts: %.1f%% of %.0f tokens accepted, %.2f tokens per draft step",
+        100.0 * (now.accepted - last.accepted) / (now.draft_tokens - last.draft_tokens),
+        now.draft_tokens - last.draft_tokens,
+        1.0 + (now.accepted - last.accepted) / (now.drafts - last.drafts));
+  }
   LOG(INFO) << absl::StrFormat(
       "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV usage %.1f%%, "
-      "prefix hit rate %.1f%%; steps %.0f, step %.2f ms (forward %.2f, outside %.2f)",
+      "prefix hit rate %.1f%%; steps %.0f, step %.2f ms (forward %.2f, outside %.2f)%s",
       (now.prompt - last.prompt) / seconds, (now.generated - last.generated) / seconds,
       stats.num_running, stats.num_waiting,
       stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0,
       now.queries > last.queries ? 100.0 * (now.hits - last.hits) / (now.queries - last.queries)
                                  : 0.0,
-      steps, step_ms, forward_ms, step_ms - forward_ms);
+      steps, step_ms, forward_ms, step_ms - forward_ms, drafts);
   last = now;
 }
 

@@ -160,6 +160,7 @@ class RouterServer {
     ClusterStats stats;
     absl::Time time;
     double prompt = 0, generated = 0, queries = 0, hits = 0;
+    double drafts = 0, draft_tokens = 0, accepted = 0;  // speculative decoding
   };
   StatsMark last_stats_;
 };

@@ -177,6 +177,21 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
         static_cast<double>(s.kv().num_prefix_query_tokens() - reported_queries_));
     metrics_->prefix_cache_hits->Add(
         static_cast<double>(s.kv().num_prefix_hit_tokens() - reported_hits_));
+    const SpecDecodeStats& spec = s.spec_stats();
+    if (spec.num_drafts != reported_spec_.num_drafts) {
+      metrics_->spec_drafts->Add(static_cast<double>(spec.num_drafts - reported_spec_.num_drafts));
+      metrics_->spec_draft_tokens->Add(
+          static_cast<double>(spec.num_draft_tokens - reported_spec_.num_draft_tokens));
+      metrics_->spec_accepted_tokens->Add(
+          static_cast<double>(spec.num_accepted_tokens - reported_spec_.num_accepted_tokens));
+      reported_spec_.accepted_per_position.resize(spec.accepted_per_position.size(), 0);
+      for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {
+        metrics_->SpecAcceptedAtPosition(static_cast<int>(i))
+            ->Add(static_cast<double>(spec.accepted_per_position[i] -
+                                      reported_spec_.accepted_per_position[i]));
+      }
+      reported_spec_ = spec;
+    }
     reported_preemptions_ = s.num_preemptions();
     reported_queries_ = s.kv().num_prefix_query_tokens();
     reported_hits_ = s.kv().num_prefix_hit_tokens();

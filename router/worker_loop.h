@@ -127,6 +127,7 @@ class WorkerLoop {
 
   // The loop's thread only: scheduler counters already added to the metrics.
   int64_t reported_preemptions_ = 0, reported_queries_ = 0, reported_hits_ = 0;
+  SpecDecodeStats reported_spec_;
 
   // Written by the loop's thread, read by any (num_waiting_ also under mu_, with inbox_).
   std::atomic<int64_t> num_used_blocks_{0}, num_slots_used_{0}, num_slots_reserved_{0};
