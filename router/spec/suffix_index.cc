@@ -1,0 +1,188 @@
+#include "router/spec/suffix_index.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+
+#include "glog/logging.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int kMaxChain = 256;
+constexpr int kMaxN = 64;
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+
+// The hash of a suffix grows one token to the left per step: hash(n) = Mix(hash(n - 1), the
+// token n back from the end), so Propose and Link get every order's hash in one pass.
+uint64_t Mix(uint64_t hash, int token) {
+  hash ^= static_cast<uint32_t>(token) + kGolden + (hash << 6) + (hash >> 2);
+  return hash * kGolden;
+}
+
+}  // namespace
+
+struct SuffixIndex::Candidate {
+  int token;      // the next token
+  int count;      // occurrences seen followed by it
+  uint64_t end;   // the n-gram end of its occurrence with the most room, the latest of those
+  uint64_t room;  // tokens that follow that occurrence in its Add, up to k
+};
+
+SuffixIndex::SuffixIndex(const SuffixIndexOptions& options)
+    : options_(options),
+      num_orders_(options.max_n - options.min_n + 1),
+      capacity_(static_cast<uint64_t>(options.max_tokens)),
+      bucket_bits_(std::max(
+          1, static_cast<int>(std::bit_width(static_cast<uint64_t>(options.max_tokens) - 1)))) {
+  CHECK(options.max_tokens >= 1 && options.max_tokens <= (int64_t{1} << 30))
+      << "SuffixIndexOptions max_tokens=" << options.max_tokens;
+  CHECK(options.min_n >= 1 && options.min_n <= options.max_n && options.max_n <= kMaxN)
+      << "SuffixIndexOptions min_n=" << options.min_n << " max_n=" << options.max_n;
+  CHECK(options.max_chain >= 1 && options.max_chain <= kMaxChain)
+      << "SuffixIndexOptions max_chain=" << options.max_chain;
+  absl::MutexLock lock(&mu_);
+  tokens_.assign(capacity_, 0);
+  prev_.assign(static_cast<size_t>(num_orders_) * capacity_, 0);
+  heads_.assign(static_cast<size_t>(num_orders_) << bucket_bits_, 0);
+}
+
+size_t SuffixIndex::Bucket(uint64_t hash) const {
+  return static_cast<size_t>((hash * kGolden) >> (64 - bucket_bits_));
+}
+
+void SuffixIndex::Add(std::span<const int> context_tail, std::span<const int> output) {
+  if (output.empty()) return;
+  const size_t max_n = static_cast<size_t>(options_.max_n);
+  if (context_tail.size() > max_n) context_tail = context_tail.last(max_n);
+  // An Add longer than the ring keeps its end: the context goes first, then the output's head.
+  const size_t total = context_tail.size() + output.size();
+  if (total > capacity_) {
+    const size_t drop = total - capacity_;
+    const size_t context_drop = std::min(drop, context_tail.size());
+    context_tail = context_tail.subspan(context_drop);
+    output = output.subspan(drop - context_drop);
+  }
+  absl::MutexLock lock(&mu_);
+  const Segment segment{next_, next_ + context_tail.size(),
+                        next_ + context_tail.size() + output.size()};
+  for (uint64_t p = segment.start; p < segment.end; ++p) {
+    const size_t index = p % capacity_;
+    tokens_[index] = p < segment.output_start ? context_tail[p - segment.start]
+                                              : output[p - segment.output_start];
+    for (int order = 0; order < num_orders_; ++order) prev_[order * capacity_ + index] = 0;
+    next_ = p + 1;
+    // The n-grams that end just before an output token now have their next token.
+    if (p >= segment.output_start && p > segment.start) Link(p - 1, segment);
+  }
+  while (!segments_.empty() && segments_.front().end <= oldest()) segments_.pop_front();
+  segments_.push_back(segment);
+}
+
+void SuffixIndex::Link(uint64_t end, const Segment& segment) {
+  const size_t index = end % capacity_;
+  const uint64_t newest = next_ - 1;
+  const size_t newest_index = newest % capacity_;
+  uint64_t hash = 0;
+  for (int n = 1; n <= options_.max_n && end + 1 >= segment.start + n; ++n) {
+    hash = Mix(hash, tokens_[(end + 1 - n) % capacity_]);
+    if (n < options_.min_n) continue;
+    const size_t order = static_cast<size_t>(n - options_.min_n);
+    uint32_t& head = heads_[(order << bucket_bits_) + Bucket(hash)];
+    if (head != 0) {
+      // The head's ring index holds its position unless the ring overwrote it, in which case
+      // the whole chain is evicted and the link leads nowhere a walk would accept.
+      const uint64_t back = (newest_index + capacity_ - (head - 1)) % capacity_;
+      const uint64_t linked = newest - back;
+      if (linked < end) prev_[order * capacity_ + index] = static_cast<uint32_t>(end - linked);
+    }
+    head = static_cast<uint32_t>(index + 1);
+  }
+}
+
+const SuffixIndex::Segment& SuffixIndex::SegmentOf(uint64_t p) const {
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), p,
+                             [](uint64_t q, const Segment& s) { return q < s.start; });
+  CHECK(it != segments_.begin()) << "position " << p << " is in no segment";
+  return *(it - 1);
+}
+
+int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
+                      Candidate* candidates) const {
+  const size_t order = static_cast<size_t>(n - options_.min_n);
+  const uint32_t head = heads_[(order << bucket_bits_) + Bucket(hash)];
+  if (head == 0) return 0;
+  const uint64_t low = oldest();
+  const uint64_t newest = next_ - 1;
+  const uint64_t back = (newest % capacity_ + capacity_ - (head - 1)) % capacity_;
+  uint64_t end = newest - back;
+  const std::span<const int> suffix = context.last(static_cast<size_t>(n));
+  int num_candidates = 0;
+  for (int step = 0; step < options_.max_chain; ++step) {
+    // A candidate: n live tokens equal to the suffix, in one Add, followed by an output token.
+    if (end + 1 >= low + n) {
+      const Segment& segment = SegmentOf(end);
+      bool match =
+          end + 1 >= segment.start + n && end + 1 >= segment.output_start && end + 1 < segment.end;
+      for (int i = 0; match && i < n; ++i) {
+        match = tokens_[(end + 1 - n + i) % capacity_] == suffix[i];
+      }
+      if (match) {
+        const int token = tokens_[(end + 1) % capacity_];
+        const uint64_t room = std::min<uint64_t>(segment.end - (end + 1), k);
+        int c = 0;
+        while (c < num_candidates && candidates[c].token != token) ++c;
+        if (c == num_candidates) candidates[num_candidates++] = {token, 0, end, room};
+        Candidate& candidate = candidates[c];
+        ++candidate.count;
+        // The latest occurrence of a loop is the one closest to its end: an older one drafts more.
+        if (room > candidate.room) {
+          candidate.end = end;
+          candidate.room = room;
+        }
+      }
+    }
+    const uint32_t distance = prev_[order * capacity_ + end % capacity_];
+    if (distance == 0 || end - low < distance) break;
+    end -= distance;
+  }
+  return num_candidates;
+}
+
+int SuffixIndex::Propose(std::span<const int> context, int k, std::vector<int>* draft) const {
+  if (k <= 0 || context.size() < static_cast<size_t>(options_.min_n)) return 0;
+  const int max_n = static_cast<int>(std::min<size_t>(options_.max_n, context.size()));
+  std::array<uint64_t, kMaxN + 1> hashes;  // hashes[n]: the last n tokens of context
+  hashes[0] = 0;
+  for (int n = 1; n <= max_n; ++n) hashes[n] = Mix(hashes[n - 1], context[context.size() - n]);
+  std::array<Candidate, kMaxChain> candidates;
+  absl::ReaderMutexLock lock(&mu_);
+  if (next_ == 0) return 0;
+  for (int n = max_n; n >= options_.min_n; --n) {
+    const int num_candidates = Walk(context, n, hashes[n], k, candidates.data());
+    if (num_candidates == 0) continue;
+    // The first of the most counted is the most recent: candidates are in order of first sight.
+    const Candidate* best = &candidates[0];
+    for (int c = 1; c < num_candidates; ++c) {
+      if (candidates[c].count > best->count) best = &candidates[c];
+    }
+    for (uint64_t p = best->end + 1; p <= best->end + best->room; ++p) {
+      draft->push_back(tokens_[p % capacity_]);
+    }
+    return static_cast<int>(best->room);
+  }
+  return 0;
+}
+
+size_t SuffixIndex::num_tokens() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return static_cast<size_t>(next_ - oldest());
+}
+
+size_t SuffixIndex::memory_bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return tokens_.size() * sizeof(int) + prev_.size() * sizeof(uint32_t) +
+         heads_.size() * sizeof(uint32_t) + segments_.size() * sizeof(Segment);
+}
+
+}  // namespace pagoda
