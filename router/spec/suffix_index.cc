@@ -114,21 +114,25 @@ int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
   if (head == 0) return 0;
   const uint64_t low = oldest();
   const uint64_t newest = next_ - 1;
-  const uint64_t back = (newest % capacity_ + capacity_ - (head - 1)) % capacity_;
-  uint64_t end = newest - back;
-  const std::span<const int> suffix = context.last(static_cast<size_t>(n));
+  // Ring indices step back with a conditional add: no division per step.
+  auto back = [this](size_t index, uint64_t distance) {
+    return index >= distance ? index - distance : index + capacity_ - distance;
+  };
+  size_t index = head - 1;
+  uint64_t end = newest - back(newest % capacity_, index);
+  const uint32_t* prev = &prev_[order * capacity_];
+  const int* suffix_end = context.data() + context.size();
   int num_candidates = 0;
-  for (int step = 0; step < options_.max_chain; ++step) {
-    // A candidate: n live tokens equal to the suffix, in one Add, followed by an output token.
-    if (end + 1 >= low + n) {
+  for (int step = 0; step < options_.max_chain && end >= low; ++step) {
+    // A candidate: n live tokens equal to the suffix, followed by a token (the cheap tests
+    // first; then in one Add, followed by an output token).
+    bool match = end + 1 >= low + n && end < newest;
+    for (int i = 1; match && i <= n; ++i) match = tokens_[back(index, i - 1)] == suffix_end[-i];
+    if (match) {
       const Segment& segment = SegmentOf(end);
-      bool match =
-          end + 1 >= segment.start + n && end + 1 >= segment.output_start && end + 1 < segment.end;
-      for (int i = 0; match && i < n; ++i) {
-        match = tokens_[(end + 1 - n + i) % capacity_] == suffix[i];
-      }
-      if (match) {
-        const int token = tokens_[(end + 1) % capacity_];
+      if (end + 1 >= segment.start + n && end + 1 >= segment.output_start &&
+          end + 1 < segment.end) {
+        const int token = tokens_[index + 1 == capacity_ ? 0 : index + 1];
         const uint64_t room = std::min<uint64_t>(segment.end - (end + 1), k);
         int c = 0;
         while (c < num_candidates && candidates[c].token != token) ++c;
@@ -142,9 +146,10 @@ int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
         }
       }
     }
-    const uint32_t distance = prev_[order * capacity_ + end % capacity_];
+    const uint32_t distance = prev[index];
     if (distance == 0 || end - low < distance) break;
     end -= distance;
+    index = back(index, distance);
   }
   return num_candidates;
 }

@@ -1,6 +1,8 @@
 #include "router/spec/ngram_proposer.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <random>
 #include <vector>
 
@@ -101,13 +103,24 @@ std::vector<int> BruteForce(const std::vector<int>& tokens, int k, const NgramOp
 TEST(NgramProposerTest, AgreesWithBruteForceOnRandomStreams) {
   std::mt19937 rng(27);
   for (int trial = 0; trial < 20000; ++trial) {
-    const int vocab = 2 + static_cast<int>(rng() % 6);
-    std::vector<int> tokens(rng() % 60);
+    // Dense streams (a match in every block of the vector scan) and sparse ones (long runs
+    // without the last token, a few copies of the suffix planted).
+    const bool dense = trial % 2 == 0;
+    const int vocab = dense ? 2 + static_cast<int>(rng() % 6) : 300;
+    std::vector<int> tokens(rng() % (dense ? 60 : 400));
     for (int& t : tokens) t = static_cast<int>(rng() % vocab) - 2;  // negative ids too
+    if (!dense && tokens.size() > 8) {
+      for (int copies = static_cast<int>(rng() % 3); copies > 0; --copies) {
+        const size_t length = 1 + rng() % 4;
+        const size_t at = rng() % (tokens.size() - length);
+        std::copy(tokens.end() - static_cast<ptrdiff_t>(length), tokens.end(),
+                  tokens.begin() + static_cast<ptrdiff_t>(at));
+      }
+    }
     NgramOptions o;
     o.min_n = 1 + static_cast<int>(rng() % 3);
     o.max_n = o.min_n + static_cast<int>(rng() % 4);
-    o.max_scan = static_cast<int>(rng() % 70);
+    o.max_scan = static_cast<int>(rng() % (tokens.size() + 10));
     const int k = static_cast<int>(rng() % 10);
     ASSERT_EQ(Propose(tokens, k, o), BruteForce(tokens, k, o))
         << "trial " << trial << " min_n " << o.min_n << " max_n " << o.max_n << " max_scan "
