@@ -34,7 +34,8 @@ struct NgramOptions {
 // ("a b a b" proposes "a b a b ..."). k <= 0 proposes nothing.
 // Cost: one backward scan of the window per n, each stopping at its first match (with AVX2,
 // 16 positions per compare): O(max_n * max_scan) worst case, ~0.1 ns a token per n here.
-// REQUIRES: options as documented (CHECKed: they are the caller's, never a request's).
+// REQUIRES: options as documented (CHECKed: they are the caller's, never a request's); k is
+// the caller's draft length (it reserves k tokens), not a request's value.
 int ProposeNgram(std::span<const int> tokens, int k, std::vector<int>* draft,
                  const NgramOptions& options = {});
 
