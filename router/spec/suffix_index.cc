@@ -22,11 +22,9 @@ uint64_t Mix(uint64_t hash, int token) {
 
 }  // namespace
 
-struct SuffixIndex::Candidate {
-  int token;      // the next token
-  int count;      // occurrences seen followed by it
-  uint64_t end;   // the n-gram end of its occurrence with the most room, the latest of those
-  uint64_t room;  // tokens that follow that occurrence in its Add, up to k
+struct SuffixIndex::Occurrence {
+  size_t next;  // ring index of the token after the suffix's occurrence
+  int room;     // tokens from there to the end of its Add, up to k
 };
 
 SuffixIndex::SuffixIndex(const SuffixIndexOptions& options)
@@ -108,7 +106,7 @@ const SuffixIndex::Segment& SuffixIndex::SegmentOf(uint64_t p) const {
 }
 
 int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
-                      Candidate* candidates) const {
+                      Occurrence* found) const {
   const size_t order = static_cast<size_t>(n - options_.min_n);
   const uint32_t head = heads_[(order << bucket_bits_) + Bucket(hash)];
   if (head == 0) return 0;
@@ -122,9 +120,9 @@ int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
   uint64_t end = newest - back(newest % capacity_, index);
   const uint32_t* prev = &prev_[order * capacity_];
   const int* suffix_end = context.data() + context.size();
-  int num_candidates = 0;
+  int num_found = 0;
   for (int step = 0; step < options_.max_chain && end >= low; ++step) {
-    // A candidate: n live tokens equal to the suffix, followed by a token (the cheap tests
+    // An occurrence: n live tokens equal to the suffix, followed by a token (the cheap tests
     // first; then in one Add, followed by an output token).
     bool match = end + 1 >= low + n && end < newest;
     for (int i = 1; match && i <= n; ++i) match = tokens_[back(index, i - 1)] == suffix_end[-i];
@@ -132,18 +130,8 @@ int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
       const Segment& segment = SegmentOf(end);
       if (end + 1 >= segment.start + n && end + 1 >= segment.output_start &&
           end + 1 < segment.end) {
-        const int token = tokens_[index + 1 == capacity_ ? 0 : index + 1];
-        const uint64_t room = std::min<uint64_t>(segment.end - (end + 1), k);
-        int c = 0;
-        while (c < num_candidates && candidates[c].token != token) ++c;
-        if (c == num_candidates) candidates[num_candidates++] = {token, 0, end, room};
-        Candidate& candidate = candidates[c];
-        ++candidate.count;
-        // The latest occurrence of a loop is the one closest to its end: an older one drafts more.
-        if (room > candidate.room) {
-          candidate.end = end;
-          candidate.room = room;
-        }
+        found[num_found++] = {index + 1 == capacity_ ? 0 : index + 1,
+                              static_cast<int>(std::min<uint64_t>(segment.end - (end + 1), k))};
       }
     }
     const uint32_t distance = prev[index];
@@ -151,7 +139,7 @@ int SuffixIndex::Walk(std::span<const int> context, int n, uint64_t hash, int k,
     end -= distance;
     index = back(index, distance);
   }
-  return num_candidates;
+  return num_found;
 }
 
 int SuffixIndex::Propose(std::span<const int> context, int k, std::vector<int>* draft) const {
@@ -160,23 +148,47 @@ int SuffixIndex::Propose(std::span<const int> context, int k, std::vector<int>* 
   std::array<uint64_t, kMaxN + 1> hashes;  // hashes[n]: the last n tokens of context
   hashes[0] = 0;
   for (int n = 1; n <= max_n; ++n) hashes[n] = Mix(hashes[n - 1], context[context.size() - n]);
-  std::array<Candidate, kMaxChain> candidates;
+  std::array<Occurrence, kMaxChain> found;
   absl::ReaderMutexLock lock(&mu_);
   if (next_ == 0) return 0;
-  for (int n = max_n; n >= options_.min_n; --n) {
-    const int num_candidates = Walk(context, n, hashes[n], k, candidates.data());
-    if (num_candidates == 0) continue;
-    // The first of the most counted is the most recent: candidates are in order of first sight.
-    const Candidate* best = &candidates[0];
-    for (int c = 1; c < num_candidates; ++c) {
-      if (candidates[c].count > best->count) best = &candidates[c];
-    }
-    for (uint64_t p = best->end + 1; p <= best->end + best->room; ++p) {
-      draft->push_back(tokens_[p % capacity_]);
-    }
-    return static_cast<int>(best->room);
+  int num_found = 0;
+  for (int n = max_n; n >= options_.min_n && num_found == 0; --n) {
+    num_found = Walk(context, n, hashes[n], k, found.data());
   }
-  return 0;
+  // The most frequent path through the occurrences' continuations (SuffixDecoding's walk of
+  // its suffix tree): at each offset the token most of the surviving occurrences have (ties:
+  // the most recent), then only those go on. found[0, num_found) is most recent first.
+  struct Count {
+    int token, count;
+  };
+  std::array<Count, kMaxChain> counts;
+  int drafted = 0;
+  for (; drafted < k; ++drafted) {
+    int num_counts = 0;
+    for (int i = 0; i < num_found; ++i) {
+      if (found[i].room <= drafted) continue;
+      const int token = tokens_[found[i].next];
+      int c = 0;
+      while (c < num_counts && counts[c].token != token) ++c;
+      if (c == num_counts) counts[num_counts++] = {token, 0};
+      ++counts[c].count;
+    }
+    if (num_counts == 0) break;
+    const Count* best = &counts[0];  // the first of the most counted is the most recent
+    for (int c = 1; c < num_counts; ++c) {
+      if (counts[c].count > best->count) best = &counts[c];
+    }
+    draft->push_back(best->token);
+    int survivors = 0;
+    for (int i = 0; i < num_found; ++i) {
+      if (found[i].room <= drafted || tokens_[found[i].next] != best->token) continue;
+      found[survivors] = found[i];
+      if (++found[survivors].next == capacity_) found[survivors].next = 0;
+      ++survivors;
+    }
+    num_found = survivors;
+  }
+  return drafted;
 }
 
 size_t SuffixIndex::num_tokens() const {

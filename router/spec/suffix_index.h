@@ -53,12 +53,12 @@ class SuffixIndex {
   void Add(std::span<const int> context_tail, std::span<const int> output) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Appends to *draft up to k tokens that followed the longest suffix of `context` (n from
-  // max_n down to min_n) in what is held, and returns how many. Among the latest max_chain
-  // occurrences of that suffix, the next token seen most often wins (ties: the most recent);
-  // the draft is what followed that token's occurrence with the most room (up to k tokens
-  // before the end of its Add; ties: the most recent).
-  // O(num_orders * max_chain * max_n + k) worst case, O(max_n + max_chain + k) when the
-  // longest suffix is held.
+  // max_n down to min_n) in what is held, and returns how many. The draft follows the latest
+  // max_chain occurrences of that suffix as SuffixDecoding walks its tree: at each offset the
+  // next token most of them agree on (ties: the most recent), then only those go on; it ends
+  // at k tokens or when none has more (the end of its Add).
+  // O(num_orders * max_chain * max_n + k * max_chain) worst case, O(max_n + max_chain * k)
+  // when the longest suffix is held.
   int Propose(std::span<const int> context, int k, std::vector<int>* draft) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -72,7 +72,7 @@ class SuffixIndex {
   struct Segment {
     uint64_t start, output_start, end;
   };
-  struct Candidate;
+  struct Occurrence;
 
   uint64_t oldest() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return next_ > capacity_ ? next_ - capacity_ : 0;
@@ -82,9 +82,9 @@ class SuffixIndex {
   void Link(uint64_t end, const Segment& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The held Add that holds live position p.
   const Segment& SegmentOf(uint64_t p) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Walks order n's chain for the last n tokens of `context` (hash `hash`): the candidates'
-  // next tokens with counts, most recent first. Returns how many distinct next tokens.
-  int Walk(std::span<const int> context, int n, uint64_t hash, int k, Candidate* candidates) const
+  // Walks order n's chain for the last n tokens of `context` (hash `hash`) and fills `found`
+  // with the held occurrences, most recent first. Returns how many (<= max_chain).
+  int Walk(std::span<const int> context, int n, uint64_t hash, int k, Occurrence* found) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

@@ -73,10 +73,19 @@ TEST(SuffixIndexTest, TheContinuationSeenMostOftenWinsTiesTheMostRecent) {
   index.Add({}, std::vector<int>{1, 2, 7, 7});
   index.Add({}, std::vector<int>{1, 2, 7, 8});
   index.Add({}, std::vector<int>{1, 2, 9});
-  // 7 twice, 9 once (most recent): 7, from its latest occurrence.
+  // 7 twice against 9 once (the most recent), then 8 against 7 (a tie: the most recent).
   EXPECT_THAT(Propose(index, {1, 2}, 3), ElementsAre(7, 8));
   index.Add({}, std::vector<int>{1, 2, 9, 5});
   EXPECT_THAT(Propose(index, {1, 2}, 3), ElementsAre(9, 5));  // 2 against 2
+}
+
+TEST(SuffixIndexTest, EveryTokenOfTheDraftIsTheOneSeenMostOften) {
+  SuffixIndex index(Options(64, 2, 2));
+  index.Add({}, std::vector<int>{1, 2, 3, 4, 6});
+  index.Add({}, std::vector<int>{1, 2, 3, 4, 7});
+  index.Add({}, std::vector<int>{1, 2, 3, 5});
+  // 3 three times, then 4 twice against 5 once (the most recent), then 7 against 6 (a tie).
+  EXPECT_THAT(Propose(index, {1, 2}, 8), ElementsAre(3, 4, 7));
 }
 
 TEST(SuffixIndexTest, ALoopInAnOutputIsProposedAsItRan) {
@@ -103,7 +112,7 @@ TEST(SuffixIndexTest, TheRingEvictsTheOldestAndNeverProposesOverwrittenTokens) {
   EXPECT_THAT(Propose(index, {1, 2}, 4), IsEmpty());
   EXPECT_THAT(Propose(index, {3}, 4), IsEmpty());
   EXPECT_THAT(Propose(index, {4}, 4), IsEmpty());                // held, but the last of its Add
-  EXPECT_THAT(Propose(index, {9, 9}, 4), ElementsAre(9, 9, 9));  // from 4-6, the most room
+  EXPECT_THAT(Propose(index, {9, 9}, 4), ElementsAre(9, 9, 9));  // 4-6 go on the longest
 }
 
 TEST(SuffixIndexTest, AnAddLongerThanTheRingKeepsItsEnd) {
@@ -196,22 +205,31 @@ class ReferenceIndex {
         }
       }
       if (ends.empty()) continue;
-      // The next token seen most often (ties: the most recent), then its occurrence with the
-      // most room (ties: the most recent).
-      int best_token = 0, best_count = 0;
-      for (int64_t e : ends) {
-        const int token = tokens_[e + 1];
-        const int count = static_cast<int>(std::count_if(
-            ends.begin(), ends.end(), [&](int64_t f) { return tokens_[f + 1] == token; }));
-        if (count > best_count) best_token = token, best_count = count;
+      // The most frequent path: at each offset the token most survivors have (ties: the first
+      // of them, the most recent), then only those survive.
+      std::vector<int> draft;
+      for (int j = 0; j < k; ++j) {
+        std::vector<int64_t> survivors;
+        for (int64_t e : ends) {
+          if (end_[e] - (e + 1) > j) survivors.push_back(e);
+        }
+        if (survivors.empty()) break;
+        int best_token = 0, best_count = 0;
+        for (int64_t e : survivors) {
+          const int token = tokens_[e + 1 + j];
+          const int count =
+              static_cast<int>(std::count_if(survivors.begin(), survivors.end(), [&](int64_t f) {
+                return tokens_[f + 1 + j] == token;
+              }));
+          if (count > best_count) best_token = token, best_count = count;
+        }
+        draft.push_back(best_token);
+        ends.clear();
+        for (int64_t e : survivors) {
+          if (tokens_[e + 1 + j] == best_token) ends.push_back(e);
+        }
       }
-      int64_t best = -1, best_room = -1;
-      for (int64_t e : ends) {
-        const int64_t room = std::min<int64_t>(end_[e] - (e + 1), k);
-        if (tokens_[e + 1] == best_token && room > best_room) best = e, best_room = room;
-      }
-      const int64_t to = best + 1 + best_room;
-      return std::vector<int>(tokens_.begin() + best + 1, tokens_.begin() + to);
+      return draft;
     }
     return {};
   }
