@@ -11,7 +11,8 @@
 //
 // Memory, allocated at construction: 4 + 4 * num_orders * (1 + num_buckets / max_tokens)
 // bytes a token held (num_orders = max_n - min_n + 1, num_buckets = max_tokens rounded up to a
-// power of two): 28-40 bytes a token at the defaults, plus 24 bytes an Add held.
+// power of two): 28 bytes a token at the defaults (up to 40 for a max_tokens just past a power
+// of two), plus 24 bytes an Add held.
 //
 // Thread-safe: the worker loops of one model share one index (Propose takes a reader lock).
 #ifndef PAGODA_ROUTER_SPEC_SUFFIX_INDEX_H_
