@@ -58,9 +58,22 @@ absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limi
   return absl::OkStatus();
 }
 
+namespace {
+
+// The engines of one model share the suffix index of their outputs (--speculative=suffix).
+ClusterOptions WithSharedSuffixIndex(ClusterOptions options) {
+  SpeculativeOptions& spec = options.engine.speculative;
+  if (spec.method == SpeculativeMethod::kSuffix && spec.suffix_index == nullptr) {
+    spec.suffix_index = MakeSuffixIndex();
+  }
+  return options;
+}
+
+}  // namespace
+
 Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
     : config_(config),
-      options_(options),
+      options_(WithSharedSuffixIndex(options)),
       placement_(
           PlacementOptions{.policy = options.placement, .prefix_weight = options.prefix_weight}) {}
 

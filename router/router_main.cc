@@ -77,7 +77,7 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
 ABSL_FLAG(std::string, speculative, "off",
           "speculative decoding: off | ngram (drafts from the sequence's own prompt and output) | "
-          "suffix (ngram, then recent outputs of all requests)");
+          "suffix (recent outputs of all requests when they match, else ngram)");
 ABSL_FLAG(int, num_speculative_tokens, 5, "draft tokens per sequence and step, at most");
 ABSL_FLAG(int, speculative_max_step_tokens, 16,
           "drafts are added while a step has fewer query tokens than this (above, a step is "

@@ -11,7 +11,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "common/process/metrics.h"
 
 namespace pagoda {

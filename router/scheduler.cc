@@ -65,6 +65,10 @@ void Scheduler::Add(std::unique_ptr<Sequence> seq, bool front) {
 }
 
 void Scheduler::Finish(Sequence* seq, FinishReason reason) {
+  // Its output may draft for other requests (the suffix index).
+  if (options_.proposer != nullptr && seq->num_output_tokens() > 0) {
+    options_.proposer->Finished(seq->tokens, seq->num_prompt_tokens);
+  }
   kv_.Free(seq->id);
   if (seq->on_worker) finished_on_worker_.push_back(seq->id);
   seq->on_worker = false;

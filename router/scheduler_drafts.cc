@@ -23,9 +23,14 @@ void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
     }
     // Every draft token may be kept, with one more after it: max_tokens and the model length
     // bound the draft as they bound the output.
-    const int k = std::min({options_.num_speculative_tokens, room, logit_budget,
-                            seq->max_tokens - seq->num_output_tokens() - 1,
-                            seq->max_total_tokens - seq->num_tokens() - 1});
+    const int wanted = seq->acceptance.ChooseK(options_.num_speculative_tokens);
+    if (wanted == 0) {
+      seq->acceptance.Record(0, 0);  // (counts toward its next probe)
+      continue;
+    }
+    const int k =
+        std::min({wanted, room, logit_budget, seq->max_tokens - seq->num_output_tokens() - 1,
+                  seq->max_total_tokens - seq->num_tokens() - 1});
     if (k <= 0) continue;
     draft_.clear();
     const int n = std::min(options_.proposer->Propose(seq->tokens, k, &draft_), k);
@@ -54,6 +59,7 @@ void Scheduler::SettleDraft(Sequence* seq, int num_draft, int num_kept) {
     spec_stats_.accepted_per_position.resize(num_draft, 0);
   }
   for (int i = 0; i < num_kept; ++i) ++spec_stats_.accepted_per_position[i];
+  seq->acceptance.Record(num_draft, num_kept);
   if (num_kept < num_draft) {
     kv_.Truncate(seq->id, seq->num_computed_tokens);
     seq->num_synced_blocks = std::min<int>(seq->num_synced_blocks, kv_.block_table(seq->id).size());

@@ -15,6 +15,7 @@
 #include "common/sampling_params.h"
 #include "common/step.h"
 #include "router/constraint.h"
+#include "router/spec/acceptance.h"
 
 namespace pagoda {
 
@@ -51,6 +52,7 @@ struct Sequence {
   std::optional<GrammarMatcher> matcher;
   bool constraint_failed = false;  // its mask failed (limits passed): ends without a token
   std::chrono::steady_clock::time_point added_at;  // Scheduler::Add
+  AcceptanceStats acceptance;                      // of its drafts: how long the next one should be
   double queue_seconds = -1;                       // Add to first admission, once known
 
   // Chained hashes of its leading full blocks (HashBlock), extended as the scheduler asks;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "router/spec/ngram_proposer.h"
 
 namespace pagoda {
 
@@ -46,31 +48,51 @@ absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
 
 namespace {
 
-// Prompt lookup (TEMPORARY until router/spec lands).
+// Prompt lookup: the sequence's own prompt and output.
 class NgramDraftProposer : public DraftProposer {
  public:
   int Propose(std::span<const int> tokens, int k, std::vector<int>* draft) override {
-    const int len = static_cast<int>(tokens.size());
-    for (int n = std::min(3, len - 1); n >= 1; --n) {
-      const std::span<const int> tail = tokens.last(n);
-      for (int start = len - n - 1; start >= 0; --start) {
-        if (!std::equal(tail.begin(), tail.end(), tokens.begin() + start)) continue;
-        const int from = start + n, got = std::min(k, len - from);
-        draft->insert(draft->end(), tokens.begin() + from, tokens.begin() + from + got);
-        return got;
-      }
-    }
-    return 0;
+    return ProposeNgram(tokens, k, draft);
   }
+};
+
+// Recent outputs of all requests first when they match the sequence's last 3 to 8 tokens (a
+// long match there is the best guess: repeated answers, templates), else prompt lookup.
+class SuffixDraftProposer : public DraftProposer {
+ public:
+  explicit SuffixDraftProposer(std::shared_ptr<SuffixIndex> index) : index_(std::move(index)) {}
+
+  int Propose(std::span<const int> tokens, int k, std::vector<int>* draft) override {
+    const int n = index_->Propose(tokens, k, draft);
+    return n > 0 ? n : ProposeNgram(tokens, k, draft);
+  }
+  void Finished(std::span<const int> tokens, int num_prompt_tokens) override {
+    index_->Add(tokens.first(num_prompt_tokens), tokens.subspan(num_prompt_tokens));
+  }
+
+ private:
+  const std::shared_ptr<SuffixIndex> index_;
 };
 
 }  // namespace
 
+std::shared_ptr<SuffixIndex> MakeSuffixIndex() {
+  // 256k tokens, suffixes of 3 to 8: ~15 MB.
+  return std::make_shared<SuffixIndex>(
+      SuffixIndexOptions{.max_tokens = 1 << 18, .min_n = 3, .max_n = 8});
+}
+
 std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeOptions& options) {
-  if (options.method == SpeculativeMethod::kOff || options.num_speculative_tokens <= 0) {
-    return nullptr;
+  switch (options.method) {
+    case SpeculativeMethod::kNgram:
+      return std::make_unique<NgramDraftProposer>();
+    case SpeculativeMethod::kSuffix:
+      return std::make_unique<SuffixDraftProposer>(
+          options.suffix_index != nullptr ? options.suffix_index : MakeSuffixIndex());
+    case SpeculativeMethod::kOff:
+      break;
   }
-  return std::make_unique<NgramDraftProposer>();
+  return nullptr;
 }
 
 }  // namespace pagoda

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "router/spec/suffix_index.h"
 
 namespace pagoda {
 
@@ -24,7 +25,7 @@ struct Sequence;
 enum class SpeculativeMethod {
   kOff,
   kNgram,   // prompt lookup: the sequence's own prompt and output
-  kSuffix,  // the same, then the recent outputs of all requests of the model
+  kSuffix,  // the recent outputs of all requests where they match, else as kNgram of the model
 };
 
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name);
@@ -40,10 +41,13 @@ struct SpeculativeOptions {
   // step costs about what one token costs (the weights' read dominates); above it the step
   // is compute-bound and a draft token costs as much as a token of another sequence.
   int max_step_tokens = 16;
+  // kSuffix: the index of recent outputs, shared by the engines of one model (the Cluster
+  // makes it). Null: each engine makes its own.
+  std::shared_ptr<SuffixIndex> suffix_index;
 };
 
-// Proposes drafts. Called by the scheduler's thread (one per worker); Finished may be called
-// from several workers' threads at once for a shared implementation.
+// Proposes drafts. Called by one scheduler's thread (one per worker); what proposers of several
+// workers share (the suffix index) is thread-safe.
 class DraftProposer {
  public:
   virtual ~DraftProposer() = default;
@@ -57,6 +61,9 @@ class DraftProposer {
 
 // INVALID_ARGUMENT naming the flag for values out of range.
 absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options);
+
+// The index of recent outputs --speculative=suffix drafts from.
+std::shared_ptr<SuffixIndex> MakeSuffixIndex();
 
 // Null for kOff.
 std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeOptions& options);

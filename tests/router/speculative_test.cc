@@ -15,8 +15,9 @@ using testing::Result;
 
 class SpeculativeTest : public testing::EngineFixture {
  protected:
-  void StartWithDrafts(bool drafts, int num_blocks, int max_model_len = 257) {
-    speculative_.method = drafts ? SpeculativeMethod::kNgram : SpeculativeMethod::kOff;
+  void StartWithDrafts(bool drafts, int num_blocks, int max_model_len = 257,
+                       SpeculativeMethod method = SpeculativeMethod::kNgram) {
+    speculative_.method = drafts ? method : SpeculativeMethod::kOff;
     speculative_.num_speculative_tokens = 5;
     speculative_.max_step_tokens = 64;
     Start(num_blocks, max_model_len);
@@ -129,6 +130,22 @@ TEST_F(SpeculativeTest, DraftsStopAtMaxTokensAndTheModelLength) {
   ASSERT_GE(c.greedy_ids.size(), 20u);
   EXPECT_EQ(r.outputs[0], std::vector<int>(c.greedy_ids.begin(), c.greedy_ids.begin() + 20));
   EXPECT_EQ(r.reasons[0], FinishReason::kLength);
+}
+
+// The suffix index drafts from earlier requests' outputs: a story told again is drafted whole,
+// with the same tokens.
+TEST_F(SpeculativeTest, SuffixDraftsComeFromEarlierRequestsOutputs) {
+  const auto& c = golden()[2];
+  StartWithDrafts(true, 512, 257, SpeculativeMethod::kSuffix);
+  const int64_t first = Add(c.prompt_ids);
+  EXPECT_EQ(RunAll()[first].outputs[0], c.greedy_ids);
+  const SpecDecodeStats once = stats();
+  const int64_t again = Add(c.prompt_ids);
+  EXPECT_EQ(RunAll()[again].outputs[0], c.greedy_ids);
+  const int64_t drafted = stats().num_draft_tokens - once.num_draft_tokens;
+  const int64_t kept = stats().num_accepted_tokens - once.num_accepted_tokens;
+  EXPECT_GT(kept, once.num_accepted_tokens);  // more than prompt lookup found the first time
+  EXPECT_GT(kept, drafted * 9 / 10) << kept << " of " << drafted;
 }
 
 }  // namespace
