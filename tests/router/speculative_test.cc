@@ -2,7 +2,10 @@
 // verifies, and what comes out is the tokens decoding without drafts gives, greedy or sampled,
 // alone or batched, through preemption, stop tokens and length limits; nothing leaks.
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -146,6 +149,66 @@ TEST_F(SpeculativeTest, SuffixDraftsComeFromEarlierRequestsOutputs) {
   const int64_t kept = stats().num_accepted_tokens - once.num_accepted_tokens;
   EXPECT_GT(kept, once.num_accepted_tokens);  // more than prompt lookup found the first time
   EXPECT_GT(kept, drafted * 9 / 10) << kept << " of " << drafted;
+}
+
+// A worker's reply to a draft is checked: the samples must be the kept draft tokens, then
+// exactly one that is not (or the one after a whole draft).
+class DraftSpoilingExecutor : public Executor {
+ public:
+  DraftSpoilingExecutor(Executor* real,
+                        std::function<void(const ScheduledSequence&, StepResult&)> spoil)
+      : real_(real), spoil_(std::move(spoil)) {}
+  const WorkerInfo& info() const override { return real_->info(); }
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    absl::StatusOr<StepResult> r = real_->Execute(command);
+    for (const ScheduledSequence& s : command.scheduled) {
+      if (r.ok() && s.num_draft_tokens > 0 && !spoiled_) {
+        spoil_(s, *r);
+        spoiled_ = true;
+      }
+    }
+    return r;
+  }
+  bool spoiled_ = false;
+
+ private:
+  Executor* real_;
+  std::function<void(const ScheduledSequence&, StepResult&)> spoil_;
+};
+
+TEST_F(SpeculativeTest, AWorkerThatMisreportsADraftIsBroken) {
+  const std::vector<std::function<void(const ScheduledSequence&, StepResult&)>> spoils = {
+      // One sample too many.
+      [](const ScheduledSequence&, StepResult& r) { r.sampled.push_back(r.sampled.back()); },
+      // The whole draft kept, and no token after it.
+      [](const ScheduledSequence& s, StepResult& r) {
+        const int64_t id = r.sampled.front().seq_id;
+        r.sampled.clear();
+        for (size_t i = s.token_ids.size() - s.num_draft_tokens; i < s.token_ids.size(); ++i) {
+          SampledToken t;
+          t.seq_id = id;
+          t.token_id = s.token_ids[i];
+          r.sampled.push_back(t);
+        }
+      },
+  };
+  for (const auto& spoil : spoils) {
+    StartWithDrafts(true, 512);
+    DraftSpoilingExecutor bad(executor_.get(), spoil);
+    EngineOptions eo;
+    eo.max_model_len = 257;
+    eo.speculative = speculative_;
+    Engine engine(config_, &bad, eo);
+    GenerationRequest r;
+    r.prompt_ids = golden()[0].prompt_ids;
+    r.sampling = Greedy();
+    ASSERT_TRUE(engine.AddRequest(/*request_id=*/0, r).ok());
+    absl::Status status;
+    while (status.ok() && !bad.spoiled_ && engine.has_unfinished()) status = engine.Step().status();
+    ASSERT_TRUE(bad.spoiled_);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+    EXPECT_NE(status.message().find("draft"), std::string::npos) << status;
+  }
 }
 
 }  // namespace
