@@ -48,7 +48,9 @@ class OpenAiTest : public ServingTest {
     std::vector<std::string> events;
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
       buffer.append(data, n);
-      for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+      // (A read may bring more events than stop_after: the rest are not taken.)
+      for (size_t end; (stop_after == 0 || static_cast<int>(events.size()) < stop_after) &&
+                       (end = buffer.find("\n\n")) != std::string::npos;) {
         const std::string event = buffer.substr(0, end);
         buffer.erase(0, end + 2);
         EXPECT_TRUE(event.starts_with("data: ")) << event;
