@@ -37,10 +37,16 @@ const char* ArgumentsKey(ToolCallFormat format) {
   return format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
 }
 
+// `marker` as GBNF: the token terminal when it is one special token, else a literal.
+std::string Marker(const char* marker, const IsSpecialToken& is_special) {
+  if (is_special && is_special(marker)) return marker;
+  return absl::StrCat("\"", marker, "\"");
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                         bool parallel) {
+                                         bool parallel, const IsSpecialToken& is_special) {
   if (format == ToolCallFormat::kNone) {
     return absl::InvalidArgumentError(
         "this server parses no tool calls (start the router with --tool-call-parser=NAME)");
@@ -79,12 +85,13 @@ absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vecto
     return absl::InternalError("the schema's grammar does not start with its root rule");
   }
   std::string out;
-  const char* call = nullptr;
+  std::string call;
   const char* separator = nullptr;
   switch (format) {
     case ToolCallFormat::kHermes:
       out = "root ::= one-call";
-      call = "one-call ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
+      call = absl::StrCat("one-call ::= ", Marker("<tool_call>", is_special),
+                          " \"\\n\" tool-call \"\\n\" ", Marker("</tool_call>", is_special), "\n");
       separator = "\"\\n\"";
       break;
     case ToolCallFormat::kLlama3Json:
@@ -93,7 +100,7 @@ absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vecto
       separator = "\"; \"";
       break;
     case ToolCallFormat::kMistral:
-      out = "root ::= \"[TOOL_CALLS][\" one-call";
+      out = absl::StrCat("root ::= ", Marker("[TOOL_CALLS]", is_special), " \"[\" one-call");
       call = "one-call ::= tool-call\n";
       separator = "\", \"";
       break;

@@ -6,7 +6,9 @@
 #ifndef PAGODA_ROUTER_API_TOOLS_TOOL_GRAMMAR_H_
 #define PAGODA_ROUTER_API_TOOLS_TOOL_GRAMMAR_H_
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,11 +22,17 @@ struct ToolSpec {
   nlohmann::ordered_json parameters;  // a JSON Schema object; null: any object
 };
 
+// Whether the model's tokenizer has `text` as one special token.
+using IsSpecialToken = std::function<bool(std::string_view text)>;
+
 // GBNF (start rule root) of one call (`parallel` false) or one or more, each to one of
-// `tools`. INVALID_ARGUMENT when a schema is one the compiler refuses (its message names the
+// `tools`. A marker of the format (<tool_call>, </tool_call>, [TOOL_CALLS]) that
+// `is_special` says is one token is written as a token terminal, so the model writes that
+// token, the one it was trained on, rather than spelling the marker out of pieces; else as
+// bytes. INVALID_ARGUMENT when a schema is one the compiler refuses (its message names the
 // keyword) or `format` is kNone. REQUIRES: `tools` is not empty.
 absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                         bool parallel);
+                                         bool parallel, const IsSpecialToken& is_special = {});
 
 }  // namespace pagoda
 
