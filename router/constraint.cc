@@ -45,7 +45,7 @@ GrammarEnd AdvanceGrammar(const Constraint& constraint, GrammarMatcher& matcher,
   const TokenVocabulary& vocab = constraint.masker->vocabulary();
   const std::vector<int>& eos = vocab.eos_ids();
   if (std::find(eos.begin(), eos.end(), token) != eos.end()) return GrammarEnd::kStopToken;
-  if (token < 0 || token >= vocab.size() || !matcher.Accept(vocab.bytes(token))) {
+  if (token < 0 || token >= vocab.size() || !matcher.AcceptToken(token, vocab.bytes(token))) {
     LOG(WARNING) << "sequence " << seq_id << ": token " << token << " is outside its grammar";
     return GrammarEnd::kStopToken;
   }

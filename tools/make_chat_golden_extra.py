@@ -54,6 +54,12 @@ STORED = {
         "vllm-project/vllm examples/tool_chat_template_hunyuan_a13b.jinja "
         "(commit 630fe7e7a7a4f13533d4c130804bff933130f1fd)",
         "<|startoftext|>", "<|eos|>"),
+    # Not a tool template: the one real template found that calls str.format (with a format
+    # spec and a keyword argument), which issue 25 named.
+    "TIGER-Lab-VLM2Vec-Full": (
+        "vllm-project/vllm examples/template_vlm2vec.jinja "
+        "(commit 28c4cf57170e3671c1906e1ab8b42616e9a4fcb4)",
+        "<s>", "</s>"),
 }
 FROM_SHARED = {
     "Qwen-Qwen2.5-7B-Instruct": (None, "<|im_end|>"),
@@ -174,6 +180,24 @@ def conversations(call_content):
     return out
 
 
+def image_text(*parts):
+    """One user message of content parts: "image" or a text."""
+    return {"role": "user", "content": [{"type": "image"} if p == "image" else
+                                        {"type": "text", "text": p} for p in parts]}
+
+
+# Templates whose messages are not chat turns get these instead of conversations().
+OWN_CONVERSATIONS = {
+    "TIGER-Lab-VLM2Vec-Full": [
+        ("text_only", [image_text("A photo of a cat.")], None, False),
+        ("image_then_text", [image_text("image", "Represent the given image.")], None, False),
+        ("three_images", [image_text("image", "Compare", "image", "and", "image")], None, False),
+        ("no_parts", [{"role": "user", "content": []}], None, False),
+        ("two_messages", [image_text("a"), image_text("b")], None, False),
+    ],
+}
+
+
 class GenerationTag(Extension):
     """transformers' {% generation %}: with no assistant mask asked for, the body renders as is."""
 
@@ -243,7 +267,8 @@ def main():
     for name, text in templates.items():
         bos, eos = tokens[name]
         variants = [("", {})] + [("_" + n, kw) for n, kw in EXTRA_KWARGS.get(name, [])]
-        for case_name, messages, tools, agp in conversations(CALL_CONTENT.get(name)):
+        convs = OWN_CONVERSATIONS.get(name) or conversations(CALL_CONTENT.get(name))
+        for case_name, messages, tools, agp in convs:
             for suffix, kwargs in variants:
                 if suffix and case_name not in ("tools_offered", "tool_result", "plain_chat"):
                     continue

@@ -1,6 +1,7 @@
 // ParseGbnf: a recursive-descent reader of llama.cpp's GBNF (see grammar.h for the syntax).
 // Newlines end a rule unless inside parentheses or after `::=` or `|`; a line that starts
 // with `|` continues the rule before it.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -31,7 +32,8 @@ int HexValue(char c) {
 
 class GbnfParser {
  public:
-  GbnfParser(std::string_view text, const GrammarLimits& limits) : text_(text), builder_(limits) {}
+  GbnfParser(std::string_view text, const GrammarLimits& limits, const GbnfTokens* tokens)
+      : text_(text), tokens_(tokens), builder_(limits) {}
 
   absl::StatusOr<std::shared_ptr<const Grammar>> Parse() {
     SkipSpace(true);
@@ -171,6 +173,9 @@ class GbnfParser {
       ++pos_;
       ASSIGN_OR_RETURN(const int id, builder_.AddHelper(rule_name_, std::move(group)));
       item.push_back({Kind::kRule, id});
+    } else if (c == '<' || (c == '!' && Peek(1) == '<')) {
+      ASSIGN_OR_RETURN(const Grammar::Element token, ParseToken());
+      item.push_back(token);
     } else if (IsNameChar(c)) {
       ASSIGN_OR_RETURN(const int id, builder_.RuleId(std::string(ParseName())));
       item.push_back({Kind::kRule, id});
@@ -178,6 +183,46 @@ class GbnfParser {
       return Error(absl::StrCat("unexpected character '", std::string(1, c), "'"));
     }
     return ParsePostfix(std::move(item));
+  }
+
+  // `<[id]>` or `<text>`, `!` before either negates: one whole token, by id or by its text.
+  absl::StatusOr<Grammar::Element> ParseToken() {
+    const size_t start = pos_;
+    const bool negated = Peek() == '!';
+    if (negated) ++pos_;
+    const size_t close = text_.find('>', pos_ + 1);
+    const size_t newline = text_.find('\n', pos_);
+    if (close == std::string_view::npos || close > newline) {
+      return Error("unterminated token: expected '>'");
+    }
+    const std::string_view spelled = text_.substr(pos_, close + 1 - pos_);  // "<...>"
+    const Kind kind = negated ? Kind::kNotToken : Kind::kToken;
+    if (tokens_ == nullptr) {
+      pos_ = start;
+      return Error(absl::StrCat("token ", std::string(spelled), " needs a model's vocabulary"));
+    }
+    int id = -1;
+    if (spelled.size() > 4 && spelled[1] == '[' && spelled[spelled.size() - 2] == ']') {
+      int64_t n = 0;
+      for (char d : spelled.substr(2, spelled.size() - 4)) {
+        if (d < '0' || d > '9')
+          return Error(absl::StrCat("bad token id in ", std::string(spelled)));
+        n = std::min<int64_t>(n * 10 + (d - '0'), int64_t{1} << 40);
+      }
+      if (n >= tokens_->vocab_size) {
+        return Error(absl::StrCat("token id ", n, " is outside the vocabulary (",
+                                  tokens_->vocab_size, " tokens)"));
+      }
+      id = static_cast<int>(n);
+    } else {
+      id = tokens_->find ? tokens_->find(spelled) : -1;
+      if (id < 0 || id >= tokens_->vocab_size) {
+        return Error(
+            absl::StrCat("token ", std::string(spelled), " is not one token of the vocabulary"));
+      }
+    }
+    pos_ = close + 1;
+    return Grammar::Element{kind, id};
   }
 
   absl::StatusOr<Sequence> ParsePostfix(Sequence item) {
@@ -298,6 +343,7 @@ class GbnfParser {
   }
 
   std::string_view text_;
+  const GbnfTokens* tokens_;
   size_t pos_ = 0;
   std::string rule_name_;
   GrammarBuilder builder_;
@@ -306,12 +352,13 @@ class GbnfParser {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Grammar>> ParseGbnf(std::string_view text,
-                                                         const GrammarLimits& limits) {
+                                                         const GrammarLimits& limits,
+                                                         const GbnfTokens* tokens) {
   if (text.size() > limits.max_source_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("grammar is ", text.size(), " bytes; the limit is ", limits.max_source_bytes));
   }
-  return GbnfParser(text, limits).Parse();
+  return GbnfParser(text, limits, tokens).Parse();
 }
 
 }  // namespace pagoda

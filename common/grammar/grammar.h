@@ -14,11 +14,16 @@
 //
 // Repetitions x{m,n} are expanded into helper rules (m copies, then n - m nested optionals),
 // so their bound is limited (GrammarLimits) rather than allocated whatever it says.
+//
+// Token terminals (kToken, kNotToken) match one whole token id, not bytes: a model's special
+// tokens (Qwen's <tool_call>, Mistral's [TOOL_CALLS]) have no bytes a byte terminal could
+// match, so this is the only way a grammar lets the model write the token it was trained on.
 #ifndef PAGODA_COMMON_GRAMMAR_GRAMMAR_H_
 #define PAGODA_COMMON_GRAMMAR_GRAMMAR_H_
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,10 +43,11 @@ struct GrammarLimits {
 
 class Grammar {
  public:
-  enum class Kind : uint8_t { kEnd, kBytes, kRule };
+  // kToken: the token `arg`; kNotToken: any one token but `arg` (and EOS).
+  enum class Kind : uint8_t { kEnd, kBytes, kRule, kToken, kNotToken };
   struct Element {
     Kind kind;
-    int32_t arg;  // kBytes: an index into byte_sets(); kRule: a rule index
+    int32_t arg;  // kBytes: an index into byte_sets(); kRule: a rule index; else a token id
   };
   struct Rule {
     std::string name;                   // helper rules: "<parent>_<n>"
@@ -67,13 +73,24 @@ class Grammar {
   int root_ = 0;
 };
 
+// What GBNF's token terminals resolve against: the vocabulary's size (bounds `<[id]>`) and
+// the id of the one token a text is (`<text>`; -1 when the text is not exactly one token).
+struct GbnfTokens {
+  int vocab_size = 0;
+  std::function<int(std::string_view)> find;
+};
+
 // Parses llama.cpp's GBNF: `name ::= alternatives` rules, "literals" with escapes (\n \r \t
 // \" \\ \xXX \uXXXX \UXXXXXXXX), [classes] and [^negated] ones, `.` (any character), (groups),
-// `*` `+` `?` `{m}` `{m,}` `{m,n}` `{,n}`, `#` comments; `root` is the start. INVALID_ARGUMENT
-// naming the line and column, an undefined or twice-defined rule, left recursion, a rule that
-// derives no finite string, or a bound in `limits` that is passed.
+// `*` `+` `?` `{m}` `{m,}` `{m,n}` `{,n}`, `#` comments; `root` is the start. Token terminals
+// `<[id]>` and `<text>` (the token whose text that is), `!<[id]>` and `!<text>` (any other
+// token), resolved against `tokens`. INVALID_ARGUMENT naming the line and column, an
+// undefined or twice-defined rule, left recursion, a rule that derives no finite string, a
+// bound in `limits` that is passed, or a token terminal that names no token (or without
+// `tokens`).
 absl::StatusOr<std::shared_ptr<const Grammar>> ParseGbnf(std::string_view text,
-                                                         const GrammarLimits& limits = {});
+                                                         const GrammarLimits& limits = {},
+                                                         const GbnfTokens* tokens = nullptr);
 
 }  // namespace pagoda
 

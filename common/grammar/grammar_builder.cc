@@ -230,7 +230,7 @@ absl::Status GrammarBuilder::CheckRules(const Grammar& g) const {
       for (int32_t p : g.rules()[r].alternatives) {
         bool all_null = true, all_prod = true;
         for (; el[p].kind != Kind::kEnd; ++p) {
-          if (el[p].kind == Kind::kBytes) {
+          if (el[p].kind != Kind::kRule) {  // a terminal
             all_null = false;
           } else {
             all_null = all_null && nullable[el[p].arg];

@@ -53,7 +53,7 @@ void GrammarMatcher::Expand(int32_t pos, int32_t parent, std::vector<int32_t>* t
         parent = frames_[parent].parent;
         continue;
       }
-      if (e.kind == Kind::kBytes) {
+      if (e.kind != Kind::kRule) {  // a terminal
         add(Intern(pos, parent));
         break;
       }
@@ -74,14 +74,19 @@ bool GrammarMatcher::Advance(const std::vector<int32_t>& from, uint8_t byte,
   for (int32_t top : from) {
     if (top <= kContext) continue;
     const Frame f = frames_[top];
-    if (grammar_->Accepts(elements_[f.pos].arg, byte)) Expand(f.pos + 1, f.parent, to);
+    const Grammar::Element& e = elements_[f.pos];
+    if (e.kind == Kind::kBytes && grammar_->Accepts(e.arg, byte)) Expand(f.pos + 1, f.parent, to);
   }
-  if (to->size() > static_cast<size_t>(limits_.max_stacks) ||
+  return WithinLimits(to);
+}
+
+bool GrammarMatcher::WithinLimits(std::vector<int32_t>* tops) {
+  if (tops->size() > static_cast<size_t>(limits_.max_stacks) ||
       frames_.size() > static_cast<size_t>(limits_.max_frames)) {
     status_ = absl::ResourceExhaustedError(
-        absl::StrCat("grammar state too large: ", to->size(), " stacks, ", frames_.size(),
+        absl::StrCat("grammar state too large: ", tops->size(), " stacks, ", frames_.size(),
                      " frames (limits ", limits_.max_stacks, ", ", limits_.max_frames, ")"));
-    to->clear();
+    tops->clear();
     return false;
   }
   return true;
@@ -104,6 +109,41 @@ bool GrammarMatcher::Accept(std::string_view bytes) {
       return false;
     }
     std::swap(cur, scratch_);
+  }
+  tops_ = std::move(cur);
+  if (frames_.size() > 4096 && frames_.size() > 4 * mark) Compact();
+  return true;
+}
+
+bool GrammarMatcher::AcceptToken(int token, std::string_view bytes) {
+  if (!status_.ok()) return false;
+  const size_t mark = frames_.size();
+  // By its bytes (none for a special token: it must not pass as the empty string).
+  std::vector<int32_t> cur;
+  if (!bytes.empty()) {
+    cur = tops_;
+    for (char c : bytes) {
+      if (!Advance(cur, static_cast<uint8_t>(c), &scratch_)) {
+        Truncate(mark);
+        return false;
+      }
+      std::swap(cur, scratch_);
+      if (cur.empty()) break;
+    }
+  }
+  // By its id.
+  for (int32_t top : tops_) {
+    if (top <= kContext) continue;
+    const Frame f = frames_[top];
+    const Grammar::Element& e = elements_[f.pos];
+    if ((e.kind == Kind::kToken && e.arg == token) ||
+        (e.kind == Kind::kNotToken && e.arg != token)) {
+      Expand(f.pos + 1, f.parent, &cur);
+    }
+  }
+  if (!WithinLimits(&cur) || cur.empty()) {
+    Truncate(mark);
+    return false;
   }
   tops_ = std::move(cur);
   if (frames_.size() > 4096 && frames_.size() > 4 * mark) Compact();

@@ -3,10 +3,10 @@
 // stacks. Not thread-safe: one per sequence; the Grammar it reads is shared.
 //
 // A frame is (position, parent): the element the frame reads next and the frame to return
-// to. A stack is named by its top frame; the top always sits on a kBytes element, or is
-// kComplete (the whole grammar has been read) or kContext (token_masker.h's stand-in for
-// frames it does not look at). A frame whose rule ends after a call is not kept (a tail call),
-// so `x*` runs in constant stack depth.
+// to. A stack is named by its top frame; the top always sits on a terminal (kBytes, kToken,
+// kNotToken), or is kComplete (the whole grammar has been read) or kContext (token_masker.h's
+// stand-in for frames it does not look at). A frame whose rule ends after a call is not kept (a
+// tail call), so `x*` runs in constant stack depth.
 //
 //   top -> (pos of [0-9], parent) -> (pos after `digits` in `number`, parent) -> kComplete
 #ifndef PAGODA_COMMON_GRAMMAR_GRAMMAR_MATCHER_H_
@@ -35,8 +35,12 @@ class GrammarMatcher {
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar, MatcherLimits limits = {});
 
   // Consumes `bytes` if the grammar allows them all next; otherwise leaves the state as it was
-  // and returns false. Also false once status() is not OK.
+  // and returns false. Also false once status() is not OK. Token terminals take no bytes.
   bool Accept(std::string_view bytes);
+  // Consumes token `token`, whose text is `bytes` ("" for a special token, which only a token
+  // terminal takes): the stacks its bytes lead to and those a token terminal naming it (or
+  // negating another) leads to. As Accept otherwise.
+  bool AcceptToken(int token, std::string_view bytes);
   // Whether the bytes so far are a whole sentence of the grammar (EOS may come now).
   bool IsComplete() const;
   // Whether any byte may come next.
@@ -65,6 +69,8 @@ class GrammarMatcher {
   // The stacks after `byte` from `from` (kContext stays out: it reads nothing itself).
   // False when a limit was passed.
   bool Advance(const std::vector<int32_t>& from, uint8_t byte, std::vector<int32_t>* to);
+  // False (status_ set, `tops` cleared) when `tops` or the frames pass the limits.
+  bool WithinLimits(std::vector<int32_t>* tops);
   // Frames beyond `size` were made for a look-ahead and are dropped.
   void Truncate(size_t size);
   // Keeps only the frames the current stacks use.

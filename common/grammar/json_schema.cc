@@ -76,11 +76,13 @@ absl::Status Unsupported(const std::string& what) {
 
 class SchemaConverter {
  public:
-  explicit SchemaConverter(const json& root) : root_(root) {}
+  SchemaConverter(const json& root, std::string_view prefix) : root_(root), prefix_(prefix) {}
 
+  // With a prefix, the rules only (JsonSchemaRulesGbnf).
   absl::StatusOr<std::string> Convert() {
     ASSIGN_OR_RETURN(std::string top, Visit(root_, "root-value", 0));
-    std::string out = absl::StrCat("root ::= ", top, "\n", kBaseRules);
+    std::string out =
+        absl::StrCat(prefix_, "root ::= ", top, "\n", prefix_.empty() ? kBaseRules : "");
     for (const std::string& rule : rules_) absl::StrAppend(&out, rule, "\n");
     return out;
   }
@@ -93,7 +95,7 @@ class SchemaConverter {
       const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
       name += ok ? c : '-';
     }
-    name = absl::StrCat("s-", name.substr(0, 40), "-", rules_.size());
+    name = absl::StrCat(prefix_, "s-", name.substr(0, 40), "-", rules_.size());
     rules_.push_back(absl::StrCat(name, " ::= ", body));
     return name;
   }
@@ -333,6 +335,7 @@ class SchemaConverter {
   }
 
   const json& root_;
+  const std::string prefix_;
   std::vector<std::string> rules_;
   std::map<std::string, std::string> refs_;
 };
@@ -340,8 +343,15 @@ class SchemaConverter {
 }  // namespace
 
 absl::StatusOr<std::string> JsonSchemaValueToGbnf(const json& schema) {
-  return SchemaConverter(schema).Convert();
+  return SchemaConverter(schema, "").Convert();
 }
+
+absl::StatusOr<std::string> JsonSchemaRulesGbnf(const json& schema, std::string_view prefix) {
+  if (prefix.empty()) return absl::InvalidArgumentError("JsonSchemaRulesGbnf needs a prefix");
+  return SchemaConverter(schema, prefix).Convert();
+}
+
+std::string JsonBaseGbnf() { return kBaseRules; }
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema) {
   json parsed = json::parse(schema, nullptr, /*allow_exceptions=*/false);

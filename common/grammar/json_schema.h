@@ -31,6 +31,13 @@ namespace pagoda {
 absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema);
 absl::StatusOr<std::string> JsonSchemaValueToGbnf(const nlohmann::ordered_json& schema);
 
+// Several schemas in one grammar: `schema`'s rules, each named `prefix` + its name (the start
+// rule `prefix` + "root"), without the base rules they share (JsonBaseGbnf(), added once).
+// REQUIRES: `prefix` is not empty and starts none of the base rules' names ("t0-" is fine).
+absl::StatusOr<std::string> JsonSchemaRulesGbnf(const nlohmann::ordered_json& schema,
+                                                std::string_view prefix);
+std::string JsonBaseGbnf();
+
 // response_format {"type": "json_object"}: any JSON object.
 std::string JsonObjectGbnf();
 

@@ -22,6 +22,22 @@ void AddSubtree(const TokenVocabulary& v, uint32_t node, std::vector<int32_t>* u
   }
 }
 
+}  // namespace
+
+// Adds every token but `token` and EOS (which the grammar's completeness decides): a negated
+// token terminal. ORed in, as other stacks may allow `token`.
+void TokenMasker::AllBut(int token, std::span<uint64_t> mask) const {
+  const int size = vocabulary_->size();
+  std::vector<uint64_t> all(mask.size(), ~uint64_t{0});
+  if (size % 64 != 0) all.back() = (uint64_t{1} << (size % 64)) - 1;
+  auto clear = [&](int id) { all[id >> 6] &= ~(uint64_t{1} << (id & 63)); };
+  for (int id : vocabulary_->eos_ids()) clear(id);
+  clear(token);
+  for (size_t w = 0; w < mask.size(); ++w) mask[w] |= all[w];
+}
+
+namespace {
+
 bool HasContext(const std::vector<int32_t>& tops) {
   return std::find(tops.begin(), tops.end(), GrammarMatcher::kContext) != tops.end();
 }
@@ -190,6 +206,15 @@ absl::Status TokenMasker::FillMask(GrammarMatcher& matcher, std::span<uint64_t> 
   Key key;
   for (int32_t top : tops) {
     if (top <= GrammarMatcher::kContext) continue;
+    const Grammar::Element& e = grammar_->elements()[matcher.frames_[top].pos];
+    if (e.kind == Grammar::Kind::kToken) {
+      SetBit(mask, e.arg);
+      continue;
+    }
+    if (e.kind == Grammar::Kind::kNotToken) {
+      AllBut(e.arg, mask);
+      continue;
+    }
     key.clear();
     int32_t id = top;
     for (int j = 0; j < options_.context_frames && id > GrammarMatcher::kContext; ++j) {

@@ -11,7 +11,8 @@
 //              with that top;
 //   uncertain: tokens that run past the bottom of those frames: checked against the real
 //              stack, one by one, when a mask is asked for.
-// A mask is then: OR the cached bitmasks of each live stack, check its uncertain tokens.
+// A mask is then: OR the cached bitmasks of each live stack, check its uncertain tokens. A
+// stack whose top is a token terminal adds its token (or every other one) without a walk.
 #ifndef PAGODA_COMMON_GRAMMAR_TOKEN_MASKER_H_
 #define PAGODA_COMMON_GRAMMAR_TOKEN_MASKER_H_
 
@@ -63,6 +64,7 @@ class TokenMasker {
   using Key = std::vector<int32_t>;
 
   absl::StatusOr<std::shared_ptr<const Entry>> Lookup(const Key& key);
+  void AllBut(int token, std::span<uint64_t> mask) const;
   absl::StatusOr<std::shared_ptr<const Entry>> Walk(const Key& key) const;
   absl::StatusOr<std::shared_ptr<const Entry>> MemoWalk(const Key& key) const;
   absl::StatusOr<std::shared_ptr<const Entry>> TruncatingWalk(const Key& key) const;

@@ -45,6 +45,9 @@ class HfTokenizer final : public Tokenizer {
   using Tokenizer::Encode;
   std::vector<int> Encode(std::string_view text) const override;
   std::string TokenBytes(int prev_id, int id) const override;
+  bool IsAddedToken(int id) const override {
+    return id >= 0 && id < static_cast<int>(is_added_.size()) && is_added_[id];
+  }
   int vocab_size() const override { return static_cast<int>(pieces_.size()); }
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }

@@ -25,6 +25,10 @@ class Tokenizer {
   // May be part of a UTF-8 character (byte-fallback tokens). Unknown ids give "".
   virtual std::string TokenBytes(int prev_id, int id) const = 0;
 
+  // Whether `id` is an added token (tokenizer.json's added_tokens; GGUF's control and
+  // user-defined tokens): text that always encodes to that one token, never to pieces.
+  virtual bool IsAddedToken(int /*id*/) const { return false; }
+
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;

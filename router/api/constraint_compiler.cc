@@ -32,11 +32,16 @@ std::vector<std::string> ConstraintCompiler::TokenBytes(const Tokenizer& tokeniz
       continue;
     std::string b = tokenizer.TokenBytes(prev, id);
     // Control tokens decode to their names; a grammar must never spell one out of them.
-    const bool special = b == "<unk>" || b == "<s>" || b == "</s>" || b == "<pad>" ||
-                         (b.size() > 4 && b.starts_with("<|") && b.ends_with("|>"));
+    const bool special = tokenizer.IsAddedToken(id) || b == "<unk>" || b == "<s>" || b == "</s>" ||
+                         b == "<pad>" || (b.size() > 4 && b.starts_with("<|") && b.ends_with("|>"));
     if (!special) bytes[id] = std::move(b);
   }
   return bytes;
+}
+
+int ConstraintCompiler::SpecialTokenId(std::string_view text) const {
+  const std::vector<int> ids = tokenizer_->Encode(text);
+  return ids.size() == 1 && ids[0] < vocab_size_ && tokenizer_->IsAddedToken(ids[0]) ? ids[0] : -1;
 }
 
 absl::StatusOr<std::shared_ptr<const TokenVocabulary>> ConstraintCompiler::Vocabulary() {
@@ -63,7 +68,12 @@ absl::StatusOr<std::shared_ptr<const Constraint>> ConstraintCompiler::Compile(
       return hit.second;
     }
   }
-  absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(gbnf);
+  // llama.cpp's rule: `<text>` is the token that text encodes to, when it is exactly one.
+  const GbnfTokens tokens{.vocab_size = vocab_size_, .find = [this](std::string_view text) {
+                            const std::vector<int> ids = tokenizer_->Encode(text);
+                            return ids.size() == 1 ? ids[0] : -1;
+                          }};
+  absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(gbnf, {}, &tokens);
   if (!grammar.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", grammar.status().message()));
   }

@@ -41,8 +41,13 @@ class ConstraintCompiler {
   absl::StatusOr<std::shared_ptr<const Constraint>> Compile(std::string_view gbnf,
                                                             absl::string_view field);
 
-  // Each token's bytes mid-text, special tokens (BOS, EOS, <unk>, <|...|> and the like) as ""
-  // so no grammar allows them. Exposed for tests and benchmarks.
+  // The id of the added token (Tokenizer::IsAddedToken) whose text is `text`, else -1: what a
+  // tool-call grammar writes as a token terminal instead of bytes.
+  int SpecialTokenId(std::string_view text) const;
+
+  // Each token's bytes mid-text, special tokens (BOS, EOS, <unk>, <|...|>, added tokens) as ""
+  // so no byte of a grammar matches them (a token terminal does). Exposed for tests and
+  // benchmarks.
   static std::vector<std::string> TokenBytes(const Tokenizer& tokenizer, int vocab_size,
                                              const std::vector<int>& eos_ids);
   // The model's vocabulary, built on the first call.

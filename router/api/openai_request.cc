@@ -262,7 +262,11 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
 // tool_choice demands.
 absl::Status ReadToolOutput(const Json& body, const OpenAiContext& context, std::string_view prompt,
                             OpenAiCall* call, GenerationRequest* base) {
-  ASSIGN_OR_RETURN(ToolRequest tools, ReadToolRequest(body, context.tool_format));
+  const SpecialTokenIds special = [&context](std::string_view text) {
+    return context.constraints != nullptr ? context.constraints->SpecialTokenId(text) : -1;
+  };
+  ASSIGN_OR_RETURN(ToolRequest tools,
+                   ReadToolRequest(body, context.tool_format, /*build_grammar=*/true, special));
   call->output.tool_format = tools.parse;
   call->output.max_tool_calls = tools.max_calls;
   call->output.reasoning = context.reasoning_format;

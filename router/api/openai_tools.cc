@@ -97,7 +97,7 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
 }  // namespace
 
 absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFormat format,
-                                            bool build_grammar) {
+                                            bool build_grammar, const SpecialTokenIds& special) {
   ToolRequest out;
   std::vector<ToolSpec> specs;
   if (const OrderedJson* tools = Field(body, "tools")) {
@@ -150,7 +150,7 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
   if (choice == "none") return out;
   out.parse = format;
   if (enforced.empty() || !build_grammar) return out;
-  absl::StatusOr<std::string> gbnf = ToolCallGbnf(format, enforced, parallel);
+  absl::StatusOr<std::string> gbnf = ToolCallGbnf(format, enforced, parallel, special);
   if (!gbnf.ok()) {
     // No parser is the server's setup; a schema the grammar cannot serve is the tool's.
     return BadField(format == ToolCallFormat::kNone ? "tool_choice" : "tools",

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "router/api/tools/tool_call_parser.h"
+#include "router/api/tools/tool_grammar.h"
 
 namespace pagoda {
 
@@ -35,8 +36,10 @@ struct ToolRequest {
 // the field (tools, tool_choice, parallel_tool_calls) when one is malformed, names a function
 // not in tools, or (with `build_grammar`; rendering alone, as /tokenize does, needs none) asks
 // for a call that cannot be enforced.
+// `special` finds the format's markers the grammar writes as tokens (ToolCallGbnf).
 absl::StatusOr<ToolRequest> ReadToolRequest(const nlohmann::ordered_json& body,
-                                            ToolCallFormat format, bool build_grammar = true);
+                                            ToolCallFormat format, bool build_grammar = true,
+                                            const SpecialTokenIds& special = {});
 
 // `message` (an object with a role) as a template expects it: an assistant's tool_calls with
 // their arguments as objects (clients send OpenAI's JSON text; Qwen's, Hermes' and Llama's

@@ -1,7 +1,11 @@
 #include "worker/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -30,6 +34,46 @@ TEST(SamplerTest, GreedyTakesTheFirstMaximum) {
   SamplingParams p;
   p.temperature = 0;
   EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0).token_id, 1);
+}
+
+// The vectorized scan keeps the scalar one's answer: the first maximum whatever lane or tail
+// it falls in, NaN never winning, all -inf giving 0.
+TEST(SamplerTest, GreedyTakesTheFirstMaximumAtAnyVocabularySize) {
+  SamplingParams p;
+  p.temperature = 0;
+  for (int n : {5, 16, 100, 32000}) {
+    Sampler sampler(n);
+    for (auto [a, b] : {std::pair{3, 40}, {17, 1}, {0, 33}, {n - 1, n - 2}, {n / 2, n / 2 + 16}}) {
+      if (a >= n || b >= n || a == b) continue;
+      std::vector<float> logits(n, -1.0f);
+      logits[a] = logits[b] = 5.0f;
+      if (n > 2) logits[2] = std::nanf("");
+      EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0).token_id, std::min(a, b))
+          << n << " " << a << " " << b;
+    }
+    std::vector<float> none(n, -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(sampler.Sample(none.data(), p, {}, {}, 0).token_id, 0);
+  }
+}
+
+// The allowed set, word by word: all, none and mixed words, and a last word cut short.
+TEST(SamplerTest, OnlyAllowedTokensAreSampled) {
+  constexpr int n = 200;
+  Sampler sampler(n);
+  SamplingParams p;
+  p.temperature = 0;
+  std::vector<uint64_t> allowed((n + 63) / 64, 0);
+  auto allow = [&](int id) { allowed[id / 64] |= uint64_t{1} << (id % 64); };
+  allowed[0] = ~uint64_t{0};  // 0..63
+  allow(100);
+  allow(199);
+  std::vector<float> logits(n);
+  for (int i = 0; i < n; ++i) logits[i] = static_cast<float>(i);
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0, {}, allowed).token_id, 199);
+  for (int i = 0; i < n; ++i) logits[i] = static_cast<float>(i % 150);
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0, {}, allowed).token_id, 100);
+  for (int i = 0; i < n; ++i) logits[i] = static_cast<float>(i % 90);
+  EXPECT_EQ(sampler.Sample(logits.data(), p, {}, {}, 0, {}, allowed).token_id, 63);
 }
 
 TEST(SamplerTest, SameCounterSameToken) {

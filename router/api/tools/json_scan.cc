@@ -175,3 +175,212 @@ ScanResult ScanJsonValue(std::string_view text, size_t* pos) {
 }
 
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// JsonScanner's number states: JSON's -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? as the
+// recursive ScanNumber reads it.
+enum Number : uint8_t {
+  kNumStart,     // '-' or a digit
+  kNumMinus,     // a digit must follow
+  kNumZero,      // after a leading 0: '.', 'e' or the end
+  kNumInt,       // in the integer's digits
+  kNumDot,       // a digit must follow
+  kNumFraction,  // in the fraction's digits
+  kNumE,         // '+', '-' or a digit
+  kNumSign,      // a digit must follow
+  kNumExponent,  // in the exponent's digits
+};
+
+}  // namespace
+
+void JsonScanner::ValueDone(size_t i) {
+  if (depth_ == 0) {
+    state_ = State::kDone;
+    result_ = ScanResult::kComplete;
+    end_ = i;
+  } else {
+    state_ = State::kAfterItem;
+  }
+}
+
+ScanResult JsonScanner::Scan(std::string_view text, size_t* end) {
+  auto invalid = [&] {
+    state_ = State::kDone;
+    result_ = ScanResult::kInvalid;
+    return result_;
+  };
+  size_t i = i_;
+  while (state_ != State::kDone && i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const bool object = depth_ > 0 && ((objects_ >> (depth_ - 1)) & 1);
+    switch (state_) {
+      case State::kValue:
+        if (IsSpace(c)) {
+          ++i;
+        } else if (c == '{' || c == '[') {
+          if (depth_ >= kMaxScanDepth) return invalid();
+          objects_ = (objects_ & ~(uint64_t{1} << depth_)) | (uint64_t{c == '{'} << depth_);
+          ++depth_;
+          state_ = State::kFirst;
+          ++i;
+        } else if (c == '"') {
+          state_ = State::kString;
+          key_ = false;
+          ++i;
+        } else if (c == '-' || IsDigit(c)) {
+          state_ = State::kNumber;
+          number_ = kNumStart;
+        } else if (c == 't' || c == 'f' || c == 'n') {
+          state_ = State::kLiteral;
+          word_ = c == 't' ? "true" : c == 'f' ? "false" : "null";
+          word_at_ = 0;
+        } else {
+          return invalid();
+        }
+        break;
+      case State::kFirst:
+      case State::kAfterItem:
+        if (IsSpace(c)) {
+          ++i;
+        } else if (c == (object ? '}' : ']')) {
+          --depth_;
+          ValueDone(++i);
+        } else if (state_ == State::kFirst) {
+          state_ = object ? State::kKey : State::kValue;
+        } else if (c == ',') {
+          state_ = object ? State::kKey : State::kValue;
+          ++i;
+        } else {
+          return invalid();
+        }
+        break;
+      case State::kKey:
+        if (IsSpace(c)) {
+          ++i;
+        } else if (c == '"') {
+          state_ = State::kString;
+          key_ = true;
+          ++i;
+        } else {
+          return invalid();
+        }
+        break;
+      case State::kColon:
+        if (IsSpace(c)) {
+          ++i;
+        } else if (c == ':') {
+          state_ = State::kValue;
+          ++i;
+        } else {
+          return invalid();
+        }
+        break;
+      case State::kString:
+        if (utf8_ > 0) {
+          if (c < lo_ || c > hi_) return invalid();
+          lo_ = 0x80;
+          hi_ = 0xbf;
+          --utf8_;
+        } else if (escape_ == 1) {
+          if (c == 'u') {
+            escape_ = 5;
+          } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                     c == 'r' || c == 't') {
+            escape_ = 0;
+          } else {
+            return invalid();
+          }
+        } else if (escape_ > 1) {
+          if (!IsHex(c)) return invalid();
+          escape_ = escape_ == 2 ? 0 : escape_ - 1;
+        } else if (c == '"') {
+          if (key_) {
+            state_ = State::kColon;
+            ++i;
+            break;
+          }
+          ValueDone(i + 1);
+        } else if (c < 0x20) {
+          return invalid();
+        } else if (c >= 0x80) {
+          const int tail = Utf8Tail(c, &lo_, &hi_);
+          if (tail < 0) return invalid();
+          utf8_ = tail;
+        } else if (c == '\\') {
+          escape_ = 1;
+        }
+        ++i;
+        break;
+      case State::kNumber: {
+        const bool digit = IsDigit(c);
+        const bool e = c == 'e' || c == 'E';
+        bool ends = false;
+        switch (number_) {
+          case kNumStart:
+            number_ = c == '-' ? kNumMinus : c == '0' ? kNumZero : kNumInt;
+            break;
+          case kNumMinus:
+            if (!digit) return invalid();
+            number_ = c == '0' ? kNumZero : kNumInt;
+            break;
+          case kNumZero:
+          case kNumInt:
+            if (digit && number_ == kNumInt) break;
+            if (c == '.') {
+              number_ = kNumDot;
+            } else if (e) {
+              number_ = kNumE;
+            } else {
+              ends = true;
+            }
+            break;
+          case kNumDot:
+            if (!digit) return invalid();
+            number_ = kNumFraction;
+            break;
+          case kNumFraction:
+            if (digit) break;
+            if (e) {
+              number_ = kNumE;
+            } else {
+              ends = true;
+            }
+            break;
+          case kNumE:
+            if (c == '+' || c == '-') {
+              number_ = kNumSign;
+              break;
+            }
+            [[fallthrough]];
+          case kNumSign:
+            if (!digit) return invalid();
+            number_ = kNumExponent;
+            break;
+          case kNumExponent:
+            ends = !digit;
+            break;
+        }
+        if (ends) {
+          ValueDone(i);  // the byte after the number is its container's
+        } else {
+          ++i;
+        }
+        break;
+      }
+      case State::kLiteral:
+        if (c != static_cast<unsigned char>(word_[word_at_])) return invalid();
+        ++i;
+        if (word_[++word_at_] == '\0') ValueDone(i);
+        break;
+      case State::kDone:
+        break;
+    }
+  }
+  i_ = i;
+  if (result_ == ScanResult::kComplete) *end = end_;
+  return result_;
+}
+
+}  // namespace pagoda

@@ -1,6 +1,11 @@
 #include "router/api/tools/tool_call_parser.h"
 
+#include <algorithm>
+#include <memory>
+#include <utility>
+
 #include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "nlohmann/json.hpp"
 #include "router/api/tools/json_scan.h"
@@ -33,6 +38,47 @@ size_t MarkerStartAtEnd(std::string_view text, std::string_view marker) {
   return 0;
 }
 
+}  // namespace
+
+// What a stream's scans keep between its tokens, so that each reads only the new text (the
+// stream's text only grows, so what a scan found in it stays true): each JSON value's scanner,
+// by where the value starts, and how far each marker search got, by marker and start.
+struct ToolCallStream::ScanMemo {
+  struct Search {
+    size_t from;                            // no match starts before this
+    size_t found = std::string_view::npos;  // the first match, once there is one
+  };
+  absl::flat_hash_map<size_t, JsonScanner> values;
+  absl::flat_hash_map<std::pair<const char*, size_t>, Search> searches;
+};
+
+namespace {
+
+using ScanMemo = ToolCallStream::ScanMemo;
+
+// ScanJsonValue, resumed where the memo's last scan of the same value stopped.
+ScanResult ScanValue(ScanMemo* memo, std::string_view text, size_t* pos) {
+  if (memo == nullptr) return ScanJsonValue(text, pos);
+  JsonScanner& scanner = memo->values.try_emplace(*pos, *pos).first->second;
+  return scanner.Scan(text, pos);
+}
+
+// text.find(marker, pos), reading only what the memo's last search of it did not.
+size_t Find(ScanMemo* memo, std::string_view text, std::string_view marker, size_t pos) {
+  if (memo == nullptr) return text.find(marker, pos);
+  ScanMemo::Search& s =
+      memo->searches.try_emplace(std::make_pair(marker.data(), pos), ScanMemo::Search{pos})
+          .first->second;
+  if (s.found != std::string_view::npos) return s.found;
+  const size_t at = text.find(marker, s.from);
+  if (at != std::string_view::npos) {
+    s.found = at;
+  } else if (text.size() >= marker.size()) {
+    s.from = std::max(pos, text.size() - marker.size() + 1);
+  }
+  return at;
+}
+
 // A JSON string's value; nullopt when it is not one (the scanner checked its syntax only).
 std::optional<std::string> DecodeString(std::string_view quoted) {
   nlohmann::json j = nlohmann::json::parse(quoted, nullptr, /*allow_exceptions=*/false);
@@ -44,7 +90,7 @@ std::optional<std::string> DecodeString(std::string_view quoted) {
 // `name_first`, "name" must come first, so that other JSON is told apart at its first key).
 // Returns the scan's state; `item` gets what is in so far, `*end` the position past a whole
 // object. Whole but without a name or an arguments object is invalid.
-ScanResult ScanCall(std::string_view text, size_t pos, bool name_first,
+ScanResult ScanCall(ScanMemo* memo, std::string_view text, size_t pos, bool name_first,
                     std::string_view arguments_key, Item* item, size_t* end) {
   item->call = true;
   size_t i = pos;
@@ -56,7 +102,7 @@ ScanResult ScanCall(std::string_view text, size_t pos, bool name_first,
     if (i >= text.size()) return ScanResult::kIncomplete;
     if (text[i] != '"') return ScanResult::kInvalid;
     const size_t key_begin = i;
-    if (ScanResult r = ScanJsonValue(text, &i); r != ScanResult::kComplete) return r;
+    if (ScanResult r = ScanValue(memo, text, &i); r != ScanResult::kComplete) return r;
     const std::string_view key = text.substr(key_begin + 1, i - key_begin - 2);
     if (name_first && first && key != "name") return ScanResult::kInvalid;
     SkipJsonSpace(text, &i);
@@ -71,7 +117,7 @@ ScanResult ScanCall(std::string_view text, size_t pos, bool name_first,
     if ((is_name && text[i] != '"') || (is_arguments && text[i] != '{')) {
       return ScanResult::kInvalid;
     }
-    const ScanResult r = ScanJsonValue(text, &i);
+    const ScanResult r = ScanValue(memo, text, &i);
     if (r == ScanResult::kInvalid) return r;
     const size_t value_end = r == ScanResult::kComplete ? i : text.size();
     if (is_arguments) {
@@ -104,9 +150,9 @@ void AddContent(std::string_view text, std::vector<Item>* items) {
 
 // Text up to the next `marker` is content; held back at its end, unless `final`, what may
 // still become the marker. Returns the marker's position, or npos.
-size_t ContentUntil(std::string_view text, size_t pos, std::string_view marker, bool final,
-                    std::vector<Item>* items) {
-  const size_t at = text.find(marker, pos);
+size_t ContentUntil(ScanMemo* memo, std::string_view text, size_t pos, std::string_view marker,
+                    bool final, std::vector<Item>* items) {
+  const size_t at = Find(memo, text, marker, pos);
   std::string_view content = text.substr(pos, at == std::string_view::npos ? at : at - pos);
   if (at == std::string_view::npos && !final) {
     content.remove_suffix(MarkerStartAtEnd(content, marker));
@@ -115,21 +161,21 @@ size_t ContentUntil(std::string_view text, size_t pos, std::string_view marker, 
   return at;
 }
 
-void ScanHermes(std::string_view text, bool final, std::vector<Item>* items) {
+void ScanHermes(ScanMemo* memo, std::string_view text, bool final, std::vector<Item>* items) {
   for (size_t pos = 0;;) {
-    const size_t at = ContentUntil(text, pos, kHermesOpen, final, items);
+    const size_t at = ContentUntil(memo, text, pos, kHermesOpen, final, items);
     if (at == std::string_view::npos) return;
     size_t i = at + kHermesOpen.size(), end = 0;
     SkipJsonSpace(text, &i);
     Item call;
-    const ScanResult r = ScanCall(text, i, /*name_first=*/false, "arguments", &call, &end);
+    const ScanResult r = ScanCall(memo, text, i, /*name_first=*/false, "arguments", &call, &end);
     if (r == ScanResult::kIncomplete && !final) {
       items->push_back(std::move(call));
       return;
     }
     if (r != ScanResult::kComplete) {
       // Not a call: the text through its closing tag (or to the end) stays content.
-      const size_t close = text.find(kHermesClose, at);
+      const size_t close = Find(memo, text, kHermesClose, at);
       if (close == std::string_view::npos) return AddContent(text.substr(at), items);
       pos = close + kHermesClose.size();
       AddContent(text.substr(at, pos - at), items);
@@ -148,7 +194,7 @@ void ScanHermes(std::string_view text, bool final, std::vector<Item>* items) {
   }
 }
 
-void ScanLlama3(std::string_view text, bool final, std::vector<Item>* items) {
+void ScanLlama3(ScanMemo* memo, std::string_view text, bool final, std::vector<Item>* items) {
   size_t i = 0;
   SkipJsonSpace(text, &i);
   if (!final && kPythonTag.starts_with(text.substr(i))) return;  // may be the tag
@@ -164,7 +210,7 @@ void ScanLlama3(std::string_view text, bool final, std::vector<Item>* items) {
   for (;;) {
     Item call;
     size_t end = 0;
-    const ScanResult r = ScanCall(text, i, /*name_first=*/true, "parameters", &call, &end);
+    const ScanResult r = ScanCall(memo, text, i, /*name_first=*/true, "parameters", &call, &end);
     if (r == ScanResult::kIncomplete && !final) {
       calls.push_back(std::move(call));
       break;
@@ -190,9 +236,9 @@ void ScanLlama3(std::string_view text, bool final, std::vector<Item>* items) {
 
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.'; }
 
-void ScanMistral(std::string_view text, bool final, std::vector<Item>* items) {
+void ScanMistral(ScanMemo* memo, std::string_view text, bool final, std::vector<Item>* items) {
   for (size_t pos = 0;;) {
-    const size_t at = ContentUntil(text, pos, kMistralCalls, final, items);
+    const size_t at = ContentUntil(memo, text, pos, kMistralCalls, final, items);
     if (at == std::string_view::npos) return;
     size_t i = at + kMistralCalls.size();
     SkipJsonSpace(text, &i);
@@ -206,7 +252,8 @@ void ScanMistral(std::string_view text, bool final, std::vector<Item>* items) {
         SkipJsonSpace(text, &i);
         Item call;
         size_t end = 0;
-        const ScanResult r = ScanCall(text, i, /*name_first=*/false, "arguments", &call, &end);
+        const ScanResult r =
+            ScanCall(memo, text, i, /*name_first=*/false, "arguments", &call, &end);
         if (r == ScanResult::kIncomplete && !final) return items->push_back(std::move(call));
         if (r != ScanResult::kComplete) {
           return AddContent(text.substr(first ? at : i), items);
@@ -243,7 +290,7 @@ void ScanMistral(std::string_view text, bool final, std::vector<Item>* items) {
     SkipJsonSpace(text, &j);
     const size_t args_begin = j;
     const ScanResult r =
-        j < text.size() && text[j] != '{' ? ScanResult::kInvalid : ScanJsonValue(text, &j);
+        j < text.size() && text[j] != '{' ? ScanResult::kInvalid : ScanValue(memo, text, &j);
     if (r == ScanResult::kInvalid || (r == ScanResult::kIncomplete && final)) {
       return AddContent(text.substr(at), items);
     }
@@ -257,20 +304,21 @@ void ScanMistral(std::string_view text, bool final, std::vector<Item>* items) {
   }
 }
 
-std::vector<Item> Scan(ToolCallFormat format, std::string_view text, bool final) {
+std::vector<Item> Scan(ToolCallFormat format, std::string_view text, bool final,
+                       ScanMemo* memo = nullptr) {
   std::vector<Item> items;
   switch (format) {
     case ToolCallFormat::kNone:
       AddContent(text, &items);
       break;
     case ToolCallFormat::kHermes:
-      ScanHermes(text, final, &items);
+      ScanHermes(memo, text, final, &items);
       break;
     case ToolCallFormat::kLlama3Json:
-      ScanLlama3(text, final, &items);
+      ScanLlama3(memo, text, final, &items);
       break;
     case ToolCallFormat::kMistral:
-      ScanMistral(text, final, &items);
+      ScanMistral(memo, text, final, &items);
       break;
   }
   return items;
@@ -296,6 +344,11 @@ ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text, int
   return out;
 }
 
+ToolCallStream::ToolCallStream(ToolCallFormat format, int max_calls)
+    : format_(format), max_calls_(max_calls), memo_(std::make_unique<ScanMemo>()) {}
+
+ToolCallStream::~ToolCallStream() = default;
+
 ToolCallStreamDelta ToolCallStream::Add(std::string_view text) {
   text_.append(text);
   return Emit(/*final=*/false);
@@ -305,13 +358,33 @@ ToolCallStreamDelta ToolCallStream::Finish() { return Emit(/*final=*/true); }
 
 ToolCallStreamDelta ToolCallStream::Emit(bool final) {
   ToolCallStreamDelta out;
-  std::string content;
-  int num_calls = 0;
-  for (const Item& item : Scan(format_, text_, final)) {
-    if (!item.call) {
-      content.append(item.content);
-      continue;
+  const std::vector<Item> items = Scan(format_, text_, final, memo_.get());
+  // The content is the items' pieces in order, and grows only at its end (what may change is
+  // held back), so only its bytes past the last Emit's are read.
+  size_t length = 0;
+  for (const Item& item : items) {
+    if (!item.call) length += item.content.size();
+  }
+  auto for_each_byte_from = [&](size_t from, auto&& f) {
+    size_t at = 0;
+    for (const Item& item : items) {
+      if (item.call) continue;
+      const size_t n = item.content.size();
+      if (at + n > from) {
+        for (size_t k = from > at ? from - at : 0; k < n; ++k) f(at + k, item.content[k]);
+      }
+      at += n;
     }
+  };
+  if (length > content_seen_) {
+    for_each_byte_from(content_seen_, [&](size_t at, char c) {
+      if (!absl::ascii_isspace(c)) content_solid_ = at + 1;
+    });
+    content_seen_ = length;
+  }
+  int num_calls = 0;
+  for (const Item& item : items) {
+    if (!item.call) continue;
     // A call is announced once its name and its arguments' start are in: calls come in order.
     if (num_calls >= max_calls_ || !item.name.has_value() || !item.has_arguments) continue;
     const int index = num_calls++;
@@ -331,15 +404,14 @@ ToolCallStreamDelta ToolCallStream::Emit(bool final) {
     if (!delta.name.empty() || !delta.arguments.empty()) out.calls.push_back(std::move(delta));
   }
   // Trailing whitespace waits: it is dropped when only calls follow.
-  std::string_view ready = content;
-  if (!final) {
-    while (!ready.empty() && absl::ascii_isspace(ready.back())) ready.remove_suffix(1);
-  } else if (!calls_.empty() && IsBlank(content)) {
-    ready = {};
-  }
-  if (ready.size() > content_sent_) {
-    out.content = std::string(ready.substr(content_sent_));
-    content_sent_ = ready.size();
+  size_t ready = content_solid_;
+  if (final) ready = !calls_.empty() && content_solid_ == 0 ? 0 : length;
+  if (ready > content_sent_) {
+    out.content.reserve(ready - content_sent_);
+    for_each_byte_from(content_sent_, [&](size_t at, char c) {
+      if (at < ready) out.content.push_back(c);
+    });
+    content_sent_ = ready;
   }
   return out;
 }

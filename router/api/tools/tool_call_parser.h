@@ -14,6 +14,7 @@
 #define PAGODA_ROUTER_API_TOOLS_TOOL_CALL_PARSER_H_
 
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,8 +63,8 @@ struct ToolCallStreamDelta {
 // Not thread-safe: one per streamed output.
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolCallFormat format, int max_calls = kUnlimitedToolCalls)
-      : format_(format), max_calls_(max_calls) {}
+  explicit ToolCallStream(ToolCallFormat format, int max_calls = kUnlimitedToolCalls);
+  ~ToolCallStream();
 
   // The output's next text; returns what may be sent now.
   ToolCallStreamDelta Add(std::string_view text);
@@ -71,6 +72,8 @@ class ToolCallStream {
   ToolCallStreamDelta Finish();
   // Calls announced so far.
   int num_calls() const { return static_cast<int>(calls_.size()); }
+
+  struct ScanMemo;  // tool_call_parser.cc
 
  private:
   struct Sent {
@@ -82,9 +85,12 @@ class ToolCallStream {
 
   const ToolCallFormat format_;
   const int max_calls_;
-  std::string text_;         // the output so far
-  size_t content_sent_ = 0;  // bytes of the content sent
+  std::string text_;          // the output so far
+  size_t content_sent_ = 0;   // bytes of the content sent
+  size_t content_seen_ = 0;   // bytes of the content read
+  size_t content_solid_ = 0;  // the content's length without its trailing whitespace
   std::vector<Sent> calls_;
+  std::unique_ptr<ScanMemo> memo_;
 };
 
 }  // namespace pagoda

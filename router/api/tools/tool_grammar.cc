@@ -37,13 +37,51 @@ const char* ArgumentsKey(ToolCallFormat format) {
   return format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
 }
 
+// The id of `marker`'s special token, else -1.
+int SpecialId(const char* marker, const SpecialTokenIds& special) {
+  return special ? special(marker) : -1;
+}
+
+// `marker` as GBNF: its token's terminal when it is one special token, else a literal.
+std::string Marker(const char* marker, const SpecialTokenIds& special) {
+  const int id = SpecialId(marker, special);
+  if (id >= 0) return absl::StrCat("<[", id, "]>");
+  return absl::StrCat("\"", marker, "\"");
+}
+
+// Mistral Small 3.2's form, for a tokenizer that has [ARGS] (the one that model was trained on):
+// [TOOL_CALLS]name[ARGS]{...} per call, each tool's arguments its own schema's rules.
+absl::StatusOr<std::string> MistralArgsGbnf(const std::vector<ToolSpec>& tools, bool parallel,
+                                            int calls_id, int args_id) {
+  std::string calls, rules;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string prefix = absl::StrCat("t", i, "-");
+    const Json parameters = tools[i].parameters.is_null()
+                                ? Json{{"type", "object"}, {"additionalProperties", true}}
+                                : tools[i].parameters;
+    absl::StatusOr<std::string> gbnf = JsonSchemaRulesGbnf(parameters, prefix);
+    if (!gbnf.ok()) return gbnf.status();
+    // Tool names are [a-zA-Z0-9_-]: a literal as they are.
+    absl::StrAppend(&calls, i == 0 ? "" : " | ", "\"", tools[i].name, "\" <[", args_id, "]> ",
+                    prefix, "root");
+    rules += *gbnf;
+  }
+  return absl::StrCat("root ::= one-call", parallel ? "+" : "", "\none-call ::= <[", calls_id,
+                      "]> (", calls, ")\n", rules, JsonBaseGbnf());
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                         bool parallel) {
+                                         bool parallel, const SpecialTokenIds& special) {
   if (format == ToolCallFormat::kNone) {
     return absl::InvalidArgumentError(
         "this server parses no tool calls (start the router with --tool-call-parser=NAME)");
+  }
+  if (format == ToolCallFormat::kMistral) {
+    const int calls_id = SpecialId("[TOOL_CALLS]", special);
+    const int args_id = SpecialId("[ARGS]", special);
+    if (calls_id >= 0 && args_id >= 0) return MistralArgsGbnf(tools, parallel, calls_id, args_id);
   }
   Json defs = Json::object();
   Json calls = Json::array();
@@ -79,12 +117,13 @@ absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vecto
     return absl::InternalError("the schema's grammar does not start with its root rule");
   }
   std::string out;
-  const char* call = nullptr;
+  std::string call;
   const char* separator = nullptr;
   switch (format) {
     case ToolCallFormat::kHermes:
       out = "root ::= one-call";
-      call = "one-call ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n";
+      call = absl::StrCat("one-call ::= ", Marker("<tool_call>", special),
+                          " \"\\n\" tool-call \"\\n\" ", Marker("</tool_call>", special), "\n");
       separator = "\"\\n\"";
       break;
     case ToolCallFormat::kLlama3Json:
@@ -93,7 +132,7 @@ absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vecto
       separator = "\"; \"";
       break;
     case ToolCallFormat::kMistral:
-      out = "root ::= \"[TOOL_CALLS][\" one-call";
+      out = absl::StrCat("root ::= ", Marker("[TOOL_CALLS]", special), " \"[\" one-call");
       call = "one-call ::= tool-call\n";
       separator = "\", \"";
       break;

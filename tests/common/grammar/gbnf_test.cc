@@ -146,6 +146,59 @@ TEST(GbnfTest, RefusesWhatPassesTheLimits) {
               HasSubstr("nested too deep"));
 }
 
+// A ten-token vocabulary whose token 7 is "<t>" and 8 "</t>" (special: no bytes).
+GbnfTokens TenTokens() {
+  return {.vocab_size = 10, .find = [](std::string_view text) {
+            return text == "<t>" ? 7 : text == "</t>" ? 8 : -1;
+          }};
+}
+
+TEST(GbnfTest, TokenTerminalsMatchOneWholeTokenId) {
+  const GbnfTokens tokens = TenTokens();
+  auto g = ParseGbnf("root ::= <t> \"a\" !<[8]>* </t> | <[3]>", {}, &tokens);
+  ASSERT_TRUE(g.ok()) << g.status();
+  GrammarMatcher m(*g);
+  EXPECT_FALSE(m.Accept("<t>")) << "a token terminal takes no bytes";
+  EXPECT_FALSE(m.AcceptToken(8, "")) << "not the token named";
+  EXPECT_FALSE(m.AcceptToken(5, "")) << "a special token is not the empty string";
+  ASSERT_TRUE(m.AcceptToken(7, ""));
+  ASSERT_TRUE(m.AcceptToken(2, "a")) << "bytes as ever";
+  EXPECT_FALSE(m.IsComplete());
+  ASSERT_TRUE(m.AcceptToken(5, "xyz")) << "!<[8]> takes any other token, whatever its bytes";
+  ASSERT_TRUE(m.AcceptToken(7, ""));
+  ASSERT_TRUE(m.AcceptToken(8, ""));
+  EXPECT_TRUE(m.IsComplete());
+  EXPECT_FALSE(m.CanContinue());
+  GrammarMatcher by_id(*g);
+  ASSERT_TRUE(by_id.AcceptToken(3, "c")) << "<[3]> by id, whatever its bytes";
+  EXPECT_TRUE(by_id.IsComplete());
+  // A token whose bytes the grammar takes and whose id a terminal names: both ways live.
+  auto both = ParseGbnf("root ::= \"ab\" \"x\" | <[4]> \"y\"", {}, &tokens);
+  ASSERT_TRUE(both.ok()) << both.status();
+  GrammarMatcher m2(*both);
+  ASSERT_TRUE(m2.AcceptToken(4, "ab"));
+  GrammarMatcher x = m2, y = m2;
+  EXPECT_TRUE(x.Accept("x") && x.IsComplete());
+  EXPECT_TRUE(y.Accept("y") && y.IsComplete());
+}
+
+TEST(GbnfTest, TokenTerminalErrorsNameTheToken) {
+  const GbnfTokens tokens = TenTokens();
+  auto error = [&](std::string_view gbnf, const GbnfTokens* t) {
+    auto g = ParseGbnf(gbnf, {}, t);
+    return g.ok() ? "ok" : std::string(g.status().message());
+  };
+  EXPECT_EQ(error("root ::= <[10]>", &tokens),
+            "GBNF line 1 column 10: token id 10 is outside the vocabulary (10 tokens)");
+  EXPECT_THAT(error("root ::= <[99999999999999999999]>", &tokens), HasSubstr("outside"));
+  EXPECT_THAT(error("root ::= <[1x]>", &tokens), HasSubstr("bad token id in <[1x]>"));
+  EXPECT_THAT(error("root ::= !<think>", &tokens),
+              HasSubstr("token <think> is not one token of the vocabulary"));
+  EXPECT_THAT(error("root ::= <t", &tokens), HasSubstr("unterminated token"));
+  EXPECT_THAT(error("root ::= <t>", nullptr), HasSubstr("token <t> needs a model's vocabulary"));
+  EXPECT_EQ(error("root ::= <t>+ !</t>", &tokens), "ok");
+}
+
 TEST(GbnfTest, StateExplosionFailsTheSequenceCleanly) {
   // Every prefix of a's splits into more ways to finish; the limit stops it.
   auto g = Parse(R"(root ::= x{0,200} "b"

@@ -159,6 +159,39 @@ INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenMaskerTest,
                                                                                  : "Llama3";
                          });
 
+// Token terminals: a stack on one allows that token alone (a special one, which no byte
+// walk allows), or every token but it and EOS; other stacks add theirs.
+TEST(TokenMaskerTokensTest, TokenTerminalsAllowTheirTokenOnly) {
+  auto v = TokenVocabulary::Create({"a", "b", "ab", "", "", "<x>"}, {4});  // 3: special; 4: EOS
+  ASSERT_TRUE(v.ok());
+  const GbnfTokens tokens{.vocab_size = 6,
+                          .find = [](std::string_view t) { return t == "<s3>" ? 3 : -1; }};
+  auto g = ParseGbnf(R"(root ::= <s3> "ab" | "<x" "y" | !<[3]> "b")", {}, &tokens);
+  ASSERT_TRUE(g.ok()) << g.status();
+  TokenMasker masker(*g, *v);
+  GrammarMatcher m(*g);
+  std::vector<uint64_t> mask(1);
+  ASSERT_TRUE(masker.FillMask(m, mask).ok());
+  // 3 by the first alternative, every token but 3 and EOS by the third.
+  EXPECT_EQ(Allowed(mask, 6), (std::vector<int>{0, 1, 2, 3, 5}));
+  GrammarMatcher special(*g);
+  ASSERT_TRUE(special.AcceptToken(3, ""));
+  ASSERT_TRUE(masker.FillMask(special, mask).ok());
+  EXPECT_EQ(Allowed(mask, 6), (std::vector<int>{0, 2}));
+  auto only = ParseGbnf("root ::= <[3]> \"a\" | \"b\" <s3>", {}, &tokens);
+  ASSERT_TRUE(only.ok()) << only.status();
+  TokenMasker only_masker(*only, *v);
+  GrammarMatcher m2(*only);
+  ASSERT_TRUE(only_masker.FillMask(m2, mask).ok());
+  EXPECT_EQ(Allowed(mask, 6), (std::vector<int>{1, 3}));
+  ASSERT_TRUE(m2.AcceptToken(1, "b"));
+  ASSERT_TRUE(only_masker.FillMask(m2, mask).ok());
+  EXPECT_EQ(Allowed(mask, 6), (std::vector<int>{3}));
+  ASSERT_TRUE(m2.AcceptToken(3, ""));
+  ASSERT_TRUE(only_masker.FillMask(m2, mask).ok());
+  EXPECT_EQ(Allowed(mask, 6), (std::vector<int>{4})) << "complete: EOS only";
+}
+
 TEST(TokenVocabularyTest, TrieSkipsSubtreesAndKeepsDuplicates) {
   auto v = TokenVocabulary::Create({"", "ab", "a", "abc", "b", "a", ""}, {6});
   ASSERT_TRUE(v.ok());
