@@ -1,5 +1,6 @@
 // Worker-to-worker KV block transfer (issue 28) between WorkerEngines whose transfer servers
 // listen on loopback ports: real gRPC, the real stories260K model.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ struct Node {
   }
 };
 
-std::unique_ptr<Node> StartNode(KvDtype dtype, const std::string& puller_token = kToken) {
+std::unique_ptr<Node> StartNode(KvDtype dtype,
+                                GrpcKvPullerOptions puller = {.worker_token = kToken},
+                                const TlsPem& server_pem = {}) {
   absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
   CHECK(w.ok()) << w.status();
   WorkerOptions options;
@@ -48,12 +51,11 @@ std::unique_ptr<Node> StartNode(KvDtype dtype, const std::string& puller_token =
   node->engine = *std::move(engine);
   node->service = std::make_unique<KvTransferService>(&node->engine->kv_pool(), kToken);
   int port = 0;
-  node->server = StartKvTransferServer("127.0.0.1:0", node->service.get(), {}, &port);
+  node->server = StartKvTransferServer("127.0.0.1:0", node->service.get(), server_pem, &port);
   CHECK(node->server != nullptr && port > 0);
-  node->address = absl::StrCat("127.0.0.1:", port);
-  node->engine->EnableTransfers(
-      std::make_unique<GrpcKvPuller>(GrpcKvPullerOptions{.worker_token = puller_token}),
-      node->address);
+  // By name with TLS: the test certificates name localhost.
+  node->address = absl::StrCat(server_pem.cert.empty() ? "127.0.0.1:" : "localhost:", port);
+  node->engine->EnableTransfers(std::make_unique<GrpcKvPuller>(std::move(puller)), node->address);
   return node;
 }
 
@@ -293,13 +295,60 @@ TEST(KvTransferTest, APullWithoutTheTokenIsUnauthenticatedAndReadsNothing) {
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED) << header;
   }
   // A worker with the wrong token fails its pull the same way.
-  std::unique_ptr<Node> intruder = StartNode(KvDtype::kF32, "guess");
+  std::unique_ptr<Node> intruder = StartNode(KvDtype::kF32, {.worker_token = "guess"});
   const std::vector<TransferResult> results = PullAndWait(
       *intruder->engine,
       {{.transfer_id = 1, .peer_address = a->address, .src_block_ids = {0}, .dst_block_ids = {0}}});
   EXPECT_FALSE(results[0].ok);
   EXPECT_EQ(results[0].bytes, 0);
   EXPECT_NE(results[0].error.find("worker token"), std::string::npos) << results[0].error;
+}
+
+// The transfer port with the worker link's certificates (made here): a peer with a client
+// certificate the CA signed pulls; a TLS peer without one, or a plaintext one, does not.
+TEST(KvTransferTest, WithTlsOnlyPeersTheCaSignedPull) {
+  const std::string d = testing::TempDir() + "/kv_transfer_tls";
+  std::filesystem::create_directories(d);
+  testing::WriteFile(d + "/san.cnf", "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  auto run = [](std::vector<std::string> argv) {
+    for (const char* a : {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"}) {
+      if (argv[1] == "req") argv.push_back(a);
+    }
+    const testing::CommandResult r = testing::RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  run({"/usr/bin/openssl", "req", "-x509", "-days", "1", "-subj", "/CN=pagoda-test-ca", "-keyout",
+       d + "/ca.key", "-out", d + "/ca.pem"});
+  for (const std::string name : {"a", "b"}) {
+    run({"/usr/bin/openssl", "req", "-subj", "/CN=localhost", "-keyout", d + "/" + name + ".key",
+         "-out", d + "/" + name + ".csr"});
+    run({"/usr/bin/openssl", "x509", "-req", "-days", "1", "-in", d + "/" + name + ".csr", "-CA",
+         d + "/ca.pem", "-CAkey", d + "/ca.key", "-CAcreateserial", "-extfile", d + "/san.cnf",
+         "-out", d + "/" + name + ".pem"});
+  }
+  auto pem = [&](const std::string& name) {
+    return TlsPem{testing::ReadFile(d + "/" + name + ".pem"),
+                  testing::ReadFile(d + "/" + name + ".key"), testing::ReadFile(d + "/ca.pem")};
+  };
+  std::unique_ptr<Node> a = StartNode(KvDtype::kF32, {.worker_token = kToken}, pem("a"));
+  Prefill(*a->engine, 1, {0, 1, 2});
+  std::unique_ptr<Node> b = StartNode(
+      KvDtype::kF32, {.worker_token = kToken, .tls = true, .tls_pem = pem("b")}, pem("b"));
+  TlsPem no_client_cert;
+  no_client_cert.ca = pem("b").ca;
+  std::unique_ptr<Node> anonymous =
+      StartNode(KvDtype::kF32, {.worker_token = kToken, .tls = true, .tls_pem = no_client_cert});
+  std::unique_ptr<Node> plaintext = StartNode(KvDtype::kF32);
+  const BlockPull pull = {
+      .transfer_id = 1, .peer_address = a->address, .src_block_ids = {0}, .dst_block_ids = {0}};
+  std::vector<TransferResult> results = PullAndWait(*b->engine, {pull});
+  EXPECT_TRUE(results[0].ok) << results[0].error;
+  for (Node* stranger : {anonymous.get(), plaintext.get()}) {
+    results = PullAndWait(*stranger->engine, {pull});
+    EXPECT_FALSE(results[0].ok);
+    EXPECT_EQ(results[0].bytes, 0);
+  }
+  std::filesystem::remove_all(d);
 }
 
 TEST(KvTransferTest, BadRequestsGetClearErrors) {
