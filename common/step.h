@@ -133,8 +133,9 @@ struct StepResult {
   // Both in scheduling order.
   std::vector<PromptLogprobs> prompt_logprobs;
   std::vector<Embedding> embeddings;
-  double forward_seconds = 0.0;           // time in the worker's forward pass + sampling
-  std::vector<TransferResult> transfers;  // pulls that ended since the last result
+  double forward_seconds = 0.0;  // time in the worker's forward pass + sampling
+  // Pulls (StepCommand::pulls) that ended since the last result, each reported once.
+  std::vector<TransferResult> transfers;
 };
 
 }  // namespace pagoda
