@@ -15,6 +15,8 @@ struct WorkerInfo {
   int max_num_batched_tokens = 0;  // the largest step (in tokens) its buffers hold
   int max_num_seqs = 0;            // the most sequences one step may schedule
   std::string kv_cache_dtype;      // "f32", "bf16", "f16"; informational ("" when unknown)
+  // host:port where peers pull its KV blocks; "" = it neither serves nor pulls (issue 28).
+  std::string kv_transfer_address = {};
 };
 
 class Executor {

@@ -5,6 +5,7 @@
 #define PAGODA_COMMON_STEP_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/sampling_params.h"
@@ -74,12 +75,37 @@ struct BlockCopy {
   int dst = 0;
 };
 
+// Pull blocks of a peer worker's pool into this one's (issue 28; proto BlockPull says the
+// contract): src_block_ids there, dst_block_ids here, the same number, at most
+// kMaxBlocksPerPull.
+struct BlockPull {
+  int64_t transfer_id = 0;
+  std::string peer_address = {};  // host:port of the peer's KV transfer port
+  std::vector<int> src_block_ids = {};
+  std::vector<int> dst_block_ids = {};
+};
+
+inline constexpr int kMaxBlocksPerPull = 4096;
+inline constexpr int kMaxPeerAddressBytes = 255;
+
+// How a pull ended; reported once, in a step's result after it ends.
+struct TransferResult {
+  int64_t transfer_id = 0;
+  bool ok = false;
+  std::string error = {};  // when !ok
+  int64_t bytes = 0;       // K/V bytes received
+  double seconds = 0.0;
+};
+
 struct StepCommand {
   int64_t step_id = 0;
   std::vector<int64_t> finished_ids;  // drop these sequences' state first
   std::vector<NewSequence> new_sequences;
   std::vector<BlockCopy> block_copies;  // copy-on-write, applied before the forward pass
   std::vector<ScheduledSequence> scheduled;
+  std::vector<BlockPull> pulls;  // started after the copies, run while later steps compute
+  // With nothing scheduled, answer once a pull in flight has ended (bounded), not at once.
+  bool await_transfers = false;
 };
 
 struct TokenLogprob {
@@ -122,6 +148,8 @@ struct StepResult {
   std::vector<PromptLogprobs> prompt_logprobs;
   std::vector<Embedding> embeddings;
   double forward_seconds = 0.0;  // time in the worker's forward pass + sampling
+  // Pulls (StepCommand::pulls) that ended since the last result, each reported once.
+  std::vector<TransferResult> transfers;
 };
 
 }  // namespace pagoda

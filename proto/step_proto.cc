@@ -46,6 +46,45 @@ SamplingParams FromProto(const v1::SamplingState& in) {
   return p;
 }
 
+// KV block transfers (issue 28), kept apart from the fields above.
+void PullsToProto(const StepCommand& in, v1::StepCommand* out) {
+  for (const BlockPull& pull : in.pulls) {
+    v1::BlockPull* p = out->add_pulls();
+    p->set_transfer_id(pull.transfer_id);
+    p->set_peer_address(pull.peer_address);
+    p->mutable_src_block_ids()->Add(pull.src_block_ids.begin(), pull.src_block_ids.end());
+    p->mutable_dst_block_ids()->Add(pull.dst_block_ids.begin(), pull.dst_block_ids.end());
+  }
+  out->set_await_transfers(in.await_transfers);
+}
+
+// Sizes (equal lengths, at most kMaxBlocksPerPull, the address's length) are the worker's to
+// check (WorkerEngine's Validate), which refuses the step with a status naming the field.
+void PullsFromProto(const v1::StepCommand& in, StepCommand* out) {
+  for (const v1::BlockPull& p : in.pulls()) {
+    out->pulls.push_back({p.transfer_id(), p.peer_address(), ToVector<int>(p.src_block_ids()),
+                          ToVector<int>(p.dst_block_ids())});
+  }
+  out->await_transfers = in.await_transfers();
+}
+
+void TransfersToProto(const StepResult& in, v1::StepResult* out) {
+  for (const TransferResult& t : in.transfers) {
+    v1::TransferResult* p = out->add_transfers();
+    p->set_transfer_id(t.transfer_id);
+    p->set_ok(t.ok);
+    p->set_error(t.error);
+    p->set_bytes(t.bytes);
+    p->set_seconds(t.seconds);
+  }
+}
+
+void TransfersFromProto(const v1::StepResult& in, StepResult* out) {
+  for (const v1::TransferResult& p : in.transfers()) {
+    out->transfers.push_back({p.transfer_id(), p.ok(), p.error(), p.bytes(), p.seconds()});
+  }
+}
+
 }  // namespace
 
 void ToProto(const StepCommand& in, v1::StepCommand* out) {
@@ -84,6 +123,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
                           s.allowed_mask.size() * sizeof(uint64_t));
     }
   }
+  PullsToProto(in, out);
 }
 
 StepCommand FromProto(const v1::StepCommand& in) {
@@ -120,6 +160,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     s.allowed_mask.resize((mask.size() + 7) / 8 + (mask.size() % 8 != 0 ? 1 : 0));
     if (!mask.empty()) std::memcpy(s.allowed_mask.data(), mask.data(), mask.size());
   }
+  PullsFromProto(in, &out);
   return out;
 }
 
@@ -152,6 +193,7 @@ void ToProto(const StepResult& in, v1::StepResult* out) {
     p->set_seq_id(e.seq_id);
     p->mutable_values()->Add(e.values.begin(), e.values.end());
   }
+  TransfersToProto(in, out);
 }
 
 StepResult FromProto(const v1::StepResult& in) {
@@ -179,6 +221,7 @@ StepResult FromProto(const v1::StepResult& in) {
   for (const v1::Embedding& p : in.embeddings()) {
     out.embeddings.push_back({p.seq_id(), ToVector<float>(p.values())});
   }
+  TransfersFromProto(in, &out);
   return out;
 }
 
@@ -189,6 +232,7 @@ void ToProto(const WorkerInfo& in, v1::Hello* out) {
   out->set_max_num_batched_tokens(in.max_num_batched_tokens);
   out->set_max_num_seqs(in.max_num_seqs);
   out->set_kv_cache_dtype(in.kv_cache_dtype);
+  out->set_kv_transfer_address(in.kv_transfer_address);
 }
 
 WorkerInfo FromProto(const v1::Hello& in) {
@@ -199,6 +243,7 @@ WorkerInfo FromProto(const v1::Hello& in) {
   out.max_num_batched_tokens = in.max_num_batched_tokens();
   out.max_num_seqs = in.max_num_seqs();
   out.kv_cache_dtype = in.kv_cache_dtype();
+  out.kv_transfer_address = in.kv_transfer_address();
   return out;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "glog/logging.h"
+
 namespace pagoda {
 
 KvPool::KvPool(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype)
@@ -42,6 +44,18 @@ void KvPool::Write(int layer, int64_t slot, const float* k_row, const float* v_r
     ConvertFromFloat(k_row + h * head_dim_, head_dim_, dtype_, k_bytes(layer) + at);
     ConvertFromFloat(v_row + h * head_dim_, head_dim_, dtype_, v_bytes(layer) + at);
   }
+}
+
+std::span<std::byte> KvPool::MutableBlockBytes(int block, int layer, Part part) {
+  CHECK(block >= 0 && block < num_blocks_ && layer >= 0 && layer < num_layers())
+      << "block " << block << " layer " << layer;
+  const size_t bytes = block_bytes();
+  std::byte* base = part == Part::kK ? k_bytes(layer) : v_bytes(layer);
+  return {base + static_cast<size_t>(block) * bytes, bytes};
+}
+
+std::span<const std::byte> KvPool::BlockBytes(int block, int layer, Part part) const {
+  return const_cast<KvPool*>(this)->MutableBlockBytes(block, layer, part);
 }
 
 void KvPool::CopyBlock(int src, int dst) {

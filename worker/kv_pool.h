@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/model/model_config.h"
@@ -39,13 +40,23 @@ class KvPool {
   // Copies every layer's K and V of block `src` into block `dst` (copy-on-write).
   void CopyBlock(int src, int dst);
 
+  // One block of one layer's K or V as bytes, [num_kv_heads, block_size, head_dim] of dtype():
+  // what a KV transfer sends and receives as it is, with no conversion. The mutable view is for
+  // a transfer writing a block no step reads meanwhile. REQUIRES: block and layer in range.
+  enum class Part { kK, kV };
+  std::span<const std::byte> BlockBytes(int block, int layer, Part part) const;
+  std::span<std::byte> MutableBlockBytes(int block, int layer, Part part);
+
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
+  int num_layers() const { return static_cast<int>(k_.size()); }
+  int num_kv_heads() const { return num_kv_heads_; }
+  int head_dim() const { return head_dim_; }
   KvDtype dtype() const { return dtype_; }
-
- private:
   // Bytes of one block of one layer's K (or V).
   size_t block_bytes() const;
+
+ private:
   std::byte* k_bytes(int layer) { return reinterpret_cast<std::byte*>(k_[layer].data()); }
   std::byte* v_bytes(int layer) { return reinterpret_cast<std::byte*>(v_[layer].data()); }
 

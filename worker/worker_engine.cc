@@ -238,7 +238,7 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
   if (num_logit_rows > model_->max_logit_rows())
     return bad(num_logit_rows, " rows of logits or hidden states exceed ",
                model_->max_logit_rows());
-  return absl::OkStatus();
+  return ValidateTransfers(cmd);
 }
 
 absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
@@ -257,6 +257,7 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
     if (n.pooling == Pooling::kMean) s.pooled.assign(model_->config().dim, 0.0);
   }
   for (const BlockCopy& copy : cmd.block_copies) kv_.CopyBlock(copy.src, copy.dst);
+  transfers_.Start(cmd.pulls);
 
   token_ids_.clear();
   positions_.clear();
@@ -361,6 +362,9 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   }
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A router with nothing else for this worker waits here for its pulls (bounded).
+  transfers_.TakeEnded(cmd.await_transfers && cmd.scheduled.empty(), absl::Seconds(10),
+                       &result.transfers);
   return result;
 }
 

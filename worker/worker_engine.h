@@ -18,6 +18,8 @@
 #include "common/model/weight_source.h"
 #include "common/step.h"
 #include "worker/kv_pool.h"
+#include "worker/kv_puller.h"
+#include "worker/kv_transfers.h"
 #include "worker/llama_model.h"
 #include "worker/sampler.h"
 #include "worker/worker_options.h"
@@ -40,8 +42,20 @@ class WorkerEngine {
   // INVALID_ARGUMENT for a command that does not fit this worker's state (nothing changes).
   absl::StatusOr<StepResult> Execute(const StepCommand& command);
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
-  // Forgets every sequence (a new router connection starts from an empty pool).
-  void Reset() { seqs_.clear(); }
+  // Forgets every sequence (a new router connection starts from an empty pool) and cancels the
+  // pulls in flight.
+  void Reset() {
+    seqs_.clear();
+    transfers_.CancelAll();
+  }
+
+  // KV block transfers (issue 28; worker_engine_transfers.cc). Pulls (StepCommand.pulls) are
+  // refused until this is called; `advertise_address` goes in info().kv_transfer_address.
+  // REQUIRES: before the first step.
+  void EnableTransfers(std::unique_ptr<KvPuller> puller, const std::string& advertise_address);
+  // The pool a KV transfer server reads (kv_transfer_service.h). Not thread-safe to read while a
+  // step writes the same blocks: the router's contract keeps them apart.
+  const KvPool& kv_pool() const { return kv_; }
 
  private:
   struct SequenceState {
@@ -66,6 +80,8 @@ class WorkerEngine {
 
   WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks);
   absl::Status Validate(const StepCommand& command) const;
+  // The part of Validate about pulls and the blocks they hold in flight.
+  absl::Status ValidateTransfers(const StepCommand& command) const;
 
   // Constant after construction.
   WorkerInfo info_;
@@ -79,6 +95,8 @@ class WorkerEngine {
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
   std::vector<uint64_t> allowed_;  // a constrained sequence's mask, from its allowed ids
+  // Last: destroyed first, its threads joined before the pool they write goes.
+  KvTransfers transfers_{&kv_};
 };
 
 }  // namespace pagoda

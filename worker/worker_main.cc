@@ -24,6 +24,8 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "worker/kv_puller_service.h"
+#include "worker/kv_transfer_service.h"
 #include "worker/worker_options.h"
 #include "worker/worker_service.h"
 
@@ -57,6 +59,12 @@ ABSL_FLAG(std::string, worker_token, "",
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA that signed the router's certificate: dial with TLS");
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for a router that asks (mTLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(int, kv_transfer_port, 0,
+          "serve this worker's KV blocks to peers on this port, and pull theirs when the router "
+          "says (issue 28); 0 = off: it neither serves nor pulls");
+ABSL_FLAG(std::string, advertise_address, "",
+          "host:port peers dial for KV transfers (in Kubernetes the pod IP); default: this "
+          "host's name and --kv-transfer-port");
 ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
@@ -72,6 +80,7 @@ pagoda::ProgramUsage Usage() {
                {"kv_cache_mb", "kv_cache_dtype", "kv_cache_memory_fraction", "num_kv_blocks",
                 "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"}},
               {"Health and shutdown", {"health_port", "drain_timeout_s"}},
+              {"KV transfer", {"kv_transfer_port", "advertise_address"}},
               {"Security", {"worker_token", "tls_ca", "tls_cert", "tls_key"}},
           }};
 }
@@ -234,6 +243,36 @@ int main(int argc, char** argv) {
                                                            : absl::GetFlag(FLAGS_name);
   service_options.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_drain_timeout_s) * 1000));
+  // KV transfers: the same token and certificates as the router link (issue 28).
+  std::unique_ptr<pagoda::KvTransferService> kv_service;
+  std::unique_ptr<grpc::Server> kv_server;
+  if (const int port = absl::GetFlag(FLAGS_kv_transfer_port); port > 0) {
+    if (service_options.tls && tls->cert.empty()) {
+      std::cerr << "error: --kv-transfer-port with TLS needs --tls-cert and --tls-key: the "
+                   "transfer port serves TLS with them\n";
+      return 2;
+    }
+    kv_service = std::make_unique<pagoda::KvTransferService>(&(*engine)->kv_pool(),
+                                                             service_options.worker_token);
+    int bound = 0;
+    kv_server = pagoda::StartKvTransferServer(absl::StrCat("0.0.0.0:", port), kv_service.get(),
+                                              *tls, &bound);
+    if (!kv_server || bound == 0) {
+      std::cerr << "error: cannot listen on KV transfer port " << port << "\n";
+      return 1;
+    }
+    std::string advertise = absl::GetFlag(FLAGS_advertise_address);
+    if (advertise.empty()) advertise = absl::StrCat(host, ":", bound);
+    (*engine)->EnableTransfers(std::make_unique<pagoda::GrpcKvPuller>(pagoda::GrpcKvPullerOptions{
+                                   .worker_token = service_options.worker_token,
+                                   .tls = service_options.tls,
+                                   .tls_pem = *tls,
+                               }),
+                               advertise);
+    LOG(INFO) << "KV transfer port " << bound << (service_options.tls ? " (TLS)" : "")
+              << ", advertised as " << advertise
+              << (service_options.worker_token.empty() ? "; no worker token: open to anyone" : "");
+  }
   if (health) {
     service_options.on_ready = [health](bool ready) { health->SetServingStatus("", ready); };
   }
@@ -242,5 +281,7 @@ int main(int argc, char** argv) {
   const int code = service.Run();
   stop_signals.Serving(nullptr);
   if (health_server) health_server->Shutdown(std::chrono::system_clock::now());
+  // Before the engine (in `service`) and its pool go.
+  if (kv_server) kv_server->Shutdown(std::chrono::system_clock::now());
   return code;
 }

@@ -114,5 +114,44 @@ TEST(StepProtoTest, ResultAndHelloSurviveTheWire) {
   EXPECT_EQ(info_back.kv_cache_dtype, "bf16");
 }
 
+TEST(StepProtoTest, PullsTransfersAndTheTransferAddressSurviveTheWire) {
+  StepCommand c;
+  c.pulls.push_back({.transfer_id = 77,
+                     .peer_address = "10.0.0.7:50061",
+                     .src_block_ids = {4, 5, 9},
+                     .dst_block_ids = {0, 1, 2}});
+  c.await_transfers = true;
+  v1::StepCommand wire;
+  ToProto(c, &wire);
+  v1::StepCommand parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  const StepCommand back = FromProto(parsed);
+  ASSERT_EQ(back.pulls.size(), 1u);
+  EXPECT_EQ(back.pulls[0].transfer_id, 77);
+  EXPECT_EQ(back.pulls[0].peer_address, "10.0.0.7:50061");
+  EXPECT_EQ(back.pulls[0].src_block_ids, c.pulls[0].src_block_ids);
+  EXPECT_EQ(back.pulls[0].dst_block_ids, c.pulls[0].dst_block_ids);
+  EXPECT_TRUE(back.await_transfers);
+
+  StepResult r;
+  r.transfers.push_back(
+      {.transfer_id = 77, .ok = false, .error = "cut", .bytes = 12, .seconds = 0.5});
+  v1::StepResult result_wire;
+  ToProto(r, &result_wire);
+  const StepResult result_back = FromProto(result_wire);
+  ASSERT_EQ(result_back.transfers.size(), 1u);
+  EXPECT_EQ(result_back.transfers[0].transfer_id, 77);
+  EXPECT_FALSE(result_back.transfers[0].ok);
+  EXPECT_EQ(result_back.transfers[0].error, "cut");
+  EXPECT_EQ(result_back.transfers[0].bytes, 12);
+  EXPECT_EQ(result_back.transfers[0].seconds, 0.5);
+
+  WorkerInfo info;
+  info.kv_transfer_address = "10.0.0.8:50061";
+  v1::Hello hello;
+  ToProto(info, &hello);
+  EXPECT_EQ(FromProto(hello).kv_transfer_address, "10.0.0.8:50061");
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -25,6 +25,11 @@ const cases = [
    (o) => { delete kind(o, "Service", "pagoda-router-workers").spec.publishNotReadyAddresses; }],
   ["the worker port open to all", /only worker pods/,
    (o) => { delete kind(o, "NetworkPolicy", "pagoda-router").spec.ingress[1].from; }],
+  ["the KV transfer port open to all", /only worker pods to the KV transfer port/,
+   (o) => { delete kind(o, "NetworkPolicy", "pagoda-worker").spec.ingress[1].from; }],
+  ["a KV transfer address peers cannot reach", /--advertise-address/,
+   (o) => { const c = worker(o).containers[0];
+            c.args = c.args.filter((a) => !a.startsWith("--advertise-address")); }],
   ["no PodDisruptionBudget", /PodDisruptionBudget/,
    (o) => { o.splice(o.indexOf(kind(o, "PodDisruptionBudget", "pagoda-worker")), 1); }],
   ["a short startup probe", /startup probe/,

@@ -191,6 +191,31 @@ function check(objects, path) {
                               !matches(f.podSelector.matchLabels, podLabels(router)))) {
     problem(path, "a NetworkPolicy must admit only worker pods to the router's port 50052");
   }
+  // 6b. KV transfers (issue 28): a worker serving them advertises its pod IP, publishes the
+  // port, and a NetworkPolicy admits only worker pods to it.
+  const workerArgs = container(worker).args ?? [];
+  const kvFlag = workerArgs.find((a) => a.startsWith("--kv-transfer-port="));
+  const kvPort = Number(kvFlag?.split("=")[1] ?? 0);
+  if (kvPort > 0) {
+    const where = `${path}: ${worker.metadata.name}`;
+    const podIp = (container(worker).env ?? []).find(
+        (e) => e.valueFrom?.fieldRef?.fieldPath === "status.podIP");
+    if (!podIp || !workerArgs.includes(`--advertise-address=$(${podIp.name}):${kvPort}`)) {
+      problem(where, `--kv-transfer-port needs --advertise-address=$(POD_IP):${kvPort} from status.podIP`);
+    }
+    if (!(container(worker).ports ?? []).some((p) => p.containerPort === kvPort)) {
+      problem(where, `no container port ${kvPort} (KV transfer)`);
+    }
+    const workerPolicies = find("NetworkPolicy", (p) => matches(p.spec.podSelector.matchLabels,
+                                                                   podLabels(worker)));
+    const kvRules = workerPolicies.flatMap((p) => p.spec.ingress ?? [])
+                        .filter((r) => !r.ports || r.ports.some((p) => p.port === kvPort));
+    if (kvRules.length === 0 ||
+        !kvRules.every((r) => r.from && r.from.every(
+            (f) => f.podSelector && matches(f.podSelector.matchLabels, podLabels(worker))))) {
+      problem(path, `a NetworkPolicy must admit only worker pods to the KV transfer port ${kvPort}`);
+    }
+  }
   if (!find("PodDisruptionBudget", (p) => matches(p.spec.selector.matchLabels,
                                                   podLabels(worker))).length) {
     problem(path, "no PodDisruptionBudget selects the workers");
