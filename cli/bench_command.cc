@@ -89,8 +89,8 @@ class Run {
 }  // namespace
 
 int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.dataset != "random" && o.dataset != "chat") {
-    err << "error: --dataset must be random or chat\n";
+  if (o.dataset != "random" && o.dataset != "chat" && o.dataset != "repeat") {
+    err << "error: --dataset must be random, chat or repeat\n";
     return 2;
   }
   if (o.backend != "grpc" && o.backend != "openai") {
@@ -114,10 +114,11 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   }
   if (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1 || o.max_concurrency < 0 ||
       o.range_ratio < 0 || o.range_ratio >= 1 || !(o.request_rate > 0) || o.turns < 1 ||
-      o.system_prompt_len < 0 || !(o.max_tokens_ratio >= 1) || o.vocab_size < 0) {
+      o.system_prompt_len < 0 || !(o.max_tokens_ratio >= 1) || o.vocab_size < 0 ||
+      !(o.temperature >= 0) || !std::isfinite(o.temperature)) {
     err << "error: need --num-prompts, --input-len, --output-len, --turns >= 1, "
            "--max-concurrency >= 0, --range-ratio in [0, 1), --request-rate > 0, "
-           "--max-tokens-ratio >= 1, --vocab-size >= 0\n";
+           "--max-tokens-ratio >= 1, --vocab-size >= 0, --temperature >= 0\n";
     return 2;
   }
   const std::unique_ptr<BenchBackend> backend =
@@ -131,10 +132,10 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   auto asked = [&](int output_len) {  // the max_tokens sent for an output of output_len
     return static_cast<int>(std::ceil(output_len * o.max_tokens_ratio));
   };
-  const int longest = o.dataset == "random"
-                          ? max_len(o.input_len) + asked(max_len(o.output_len))
-                          : 1 + o.system_prompt_len +
-                                o.turns * (max_len(o.input_len) + asked(max_len(o.output_len)));
+  const bool single = o.dataset != "chat";  // one request per job
+  const int longest = single ? max_len(o.input_len) + asked(max_len(o.output_len))
+                             : 1 + o.system_prompt_len +
+                                   o.turns * (max_len(o.input_len) + asked(max_len(o.output_len)));
   // 0: the server did not say (some OpenAI-compatible ones); it refuses what does not fit.
   if (model->context_length > 0 && longest > model->context_length) {
     err << "error: a request may need " << longest << " tokens but the model length is "
@@ -163,11 +164,20 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
   if (o.dataset == "chat") tokens(o.system_prompt_len, &system);
   for (int left = o.num_prompts; left > 0;) {
     Job& job = jobs.emplace_back();
-    const int requests = o.dataset == "chat" ? std::min(o.turns, left) : 1;
+    const int requests = single ? 1 : std::min(o.turns, left);
     for (int t = 0; t < requests; ++t) {
       std::vector<int>& m = job.messages.emplace_back();
-      if (o.dataset == "random") m.push_back(1);
-      tokens(length(o.input_len) - (o.dataset == "random" ? 1 : 0), &m);
+      if (single) m.push_back(1);
+      const int len = length(o.input_len) - (single ? 1 : 0);
+      if (o.dataset == "repeat") {
+        // A passage of two thirds of the prompt, then its first third again: the text the
+        // model goes on with is one it has just seen (quoting, rewriting, editing).
+        const int passage = len - len / 3;
+        tokens(passage, &m);
+        m.insert(m.end(), m.begin() + 1, m.begin() + 1 + len / 3);
+      } else {
+        tokens(len, &m);
+      }
       job.output_len.push_back(length(o.output_len));
     }
     left -= requests;
@@ -188,7 +198,7 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
                                               std::chrono::duration<double>(arrivals[j])));
     threads.emplace_back([&, j] {
       const Job& job = jobs[j];
-      if (o.dataset == "random") {
+      if (single) {
         run.Send(job.messages[0], asked(job.output_len[0]), job.output_len[0], nullptr);
         return;
       }

@@ -8,6 +8,9 @@
 //   chat    conversations of --turns requests that share one long system prompt; each turn's
 //           prompt is the whole history so far (system, earlier turns and their replies) plus a
 //           new user message, so most of it is a cached prefix.
+//   repeat  prompts of random tokens whose last third repeats the start of the passage before
+//           it, as a "repeat / rewrite this" request: where the model copies, prompt lookup
+//           (speculative decoding) drafts what follows.
 // Load: --request-rate arrivals per second (Poisson; inf = all at once), optionally capped at
 // --max-concurrency requests in flight. With --metrics=HOST:PORT it also samples the router's
 // /metrics during the run (peak running sequences, KV usage and utilization).
@@ -34,11 +37,11 @@ struct BenchOptions {
   // openai: a JSON object sent as every request's "response_format" (structured output's
   // cost under load); "" = none.
   std::string response_format;
-  std::string dataset = "random";  // random | chat
+  std::string dataset = "random";  // random | chat | repeat
   int num_prompts = 100;           // requests in all (chat: turns included)
   double request_rate = std::numeric_limits<double>::infinity();
   int max_concurrency = 0;  // 0 = no cap
-  int input_len = 128;      // random: prompt tokens; chat: tokens per user message
+  int input_len = 128;      // random, repeat: prompt tokens; chat: tokens per user message
   int output_len = 128;     // output tokens of each request
   // > 1: requests ask for max_tokens = ratio x their output length, and the client ends each
   // stream once it has its output length, as if the model had stopped there. Models a workload
@@ -46,6 +49,8 @@ struct BenchOptions {
   double max_tokens_ratio = 1;
   double range_ratio = 0;  // lengths uniform in [len·(1−r), len·(1+r)]
   bool ignore_eos = false;
+  // Every request's temperature: 0 is greedy; > 0 samples (a draft's hit rate with sampling).
+  double temperature = 0;
   int system_prompt_len = 1024;  // chat
   int turns = 4;                 // chat: requests per conversation
   uint64_t seed = 0;

@@ -43,7 +43,7 @@ class GrpcBackend final : public BenchBackend {
     v1::GenerateRequest request;
     request.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());
     request.set_max_tokens(max_tokens);
-    request.mutable_sampling()->set_temperature(0);
+    request.mutable_sampling()->set_temperature(static_cast<float>(o_.temperature));
     request.set_ignore_eos(o_.ignore_eos);
     grpc::ClientContext context;
     Prepare(&context, o_.timeout_s);

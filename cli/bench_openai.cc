@@ -148,7 +148,7 @@ class OpenAiBackend final : public BenchBackend {
   BenchRecord Send(const std::vector<int>& prompt, int max_tokens, int stop_after,
                    std::vector<int>* output) override {
     OrderedJson body = {{"model", model_},          {"prompt", prompt},
-                        {"max_tokens", max_tokens}, {"temperature", 0},
+                        {"max_tokens", max_tokens}, {"temperature", o_.temperature},
                         {"stream", true},           {"stream_options", {{"include_usage", true}}}};
     if (o_.ignore_eos) body["ignore_eos"] = true;
     if (!o_.response_format.empty())

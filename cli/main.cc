@@ -79,7 +79,8 @@ ABSL_FLAG(std::vector<std::string>, stop_token_ids, {},
 ABSL_FLAG(int, logprobs, 0,
           "with --json: the top N alternatives of every generated token, in [0, 20]");
 ABSL_FLAG(double, timeout, 600, "deadline of each call, seconds");
-ABSL_FLAG(std::string, dataset, "random", "random | chat");
+ABSL_FLAG(std::string, dataset, "random",
+          "random | chat | repeat (a passage, then its start again)");
 ABSL_FLAG(int, num_prompts, 100, "requests in all");
 ABSL_FLAG(std::string, request_rate, "inf", "arrivals per second (Poisson), or inf");
 ABSL_FLAG(int, max_concurrency, 0, "requests in flight at most; 0 = no cap");
@@ -121,9 +122,9 @@ constexpr char kUsage[] =
     "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts-file=F) [sampling]\n"
     "            [--stop=S ...] [--stop-token-ids=1,2] [--logprobs=N] [--json]: a router's client\n"
     "  bench     (--server=HOST:PORT | --backend=openai --base-url=URL [--model-name=M])\n"
-    "            [--dataset=random|chat] [--num-prompts=N]\n"
+    "            [--dataset=random|chat|repeat] [--num-prompts=N]\n"
     "            [--request-rate=R|inf] [--max-concurrency=C] [--input-len=N] [--output-len=N]\n"
-    "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos]\n"
+    "            [--range-ratio=R] [--max-tokens-ratio=R] [--ignore-eos] [--temperature=0]\n"
     "            [--system-prompt-len=N --turns=T]\n"
     "            [--metrics=HOST:PORT] [--seed=S] [--response-format=JSON] [--json]:\n"
     "            load generator\n"
@@ -150,10 +151,11 @@ pagoda::ProgramUsage Usage() {
                {"generate", "bench"}},
               {"Generate", {"stop", "stop_token_ids", "logprobs"}, {"generate"}},
               {"Bench",
-               {"backend", "base_url", "model_name", "vocab_size", "dataset", "num_prompts",
-                "request_rate", "max_concurrency", "input_len", "output_len", "range_ratio",
-                "max_tokens_ratio", "ignore_eos", "system_prompt_len", "turns", "metrics", "seed",
-                "response_format", "json"},
+               {"backend",    "base_url",          "model_name",   "vocab_size",
+                "dataset",    "num_prompts",       "request_rate", "max_concurrency",
+                "input_len",  "output_len",        "range_ratio",  "max_tokens_ratio",
+                "ignore_eos", "system_prompt_len", "turns",        "metrics",
+                "seed",       "response_format",   "temperature",  "json"},
                {"bench"}},
               {"Tokenize", {"tokenizer", "text", "texts_file"}, {"tokenize"}},
               {"Render template",
@@ -307,6 +309,7 @@ int Bench() {
     return 2;
   }
   o.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  o.temperature = absl::GetFlag(FLAGS_temperature).value_or(0);
   o.input_len = absl::GetFlag(FLAGS_input_len);
   o.output_len = absl::GetFlag(FLAGS_output_len);
   o.max_tokens_ratio = absl::GetFlag(FLAGS_max_tokens_ratio);

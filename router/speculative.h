@@ -36,7 +36,7 @@ inline constexpr int kMaxDraftTokens = 32;
 
 struct SpeculativeOptions {
   SpeculativeMethod method = SpeculativeMethod::kOff;
-  int num_speculative_tokens = 5;  // draft tokens per sequence per step, at most
+  int num_speculative_tokens = 8;  // draft tokens per sequence per step, at most
   // Drafts are added to a step only while it has fewer query tokens than this: below it a
   // step costs about what one token costs (the weights' read dominates); above it the step
   // is compute-bound and a draft token costs as much as a token of another sequence.

@@ -4,6 +4,11 @@
 //                     time is how long a step with a P-token prefill chunk holds every decode
 //                     (P up to the model's context)
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
+//   BM_Verify/Q       one sequence's step of Q query tokens after a 256-token prompt: its last
+//                     token and a draft of Q - 1 (speculative decoding's verification, logits
+//                     at all Q rows; items = steps). Q = 1 is a plain decode step. Where its
+//                     time leaves BM_Verify/1's is where a wider draft stops being nearly free
+//                     (router/speculative.h, --speculative-max-step-tokens).
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
 // model in $PAGODA_BENCH_MODEL: a GGUF file, a llama2.c checkpoint or an HF directory, loaded
 // as the worker loads it. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.
@@ -27,8 +32,10 @@
 
 #include "benchmark/benchmark.h"
 #include "common/dtype_flags.h"
+#include "common/executor.h"
 #include "common/model/model_loader.h"
 #include "common/model/random_weights.h"
+#include "common/step.h"
 #include "glog/logging.h"
 #include "router/engine.h"
 #include "tools/roofline.h"
@@ -259,6 +266,63 @@ void BM_Decode(benchmark::State& state) {
   b.RunToCompletion();  // after the timed loop: not measured
 }
 
+// Drives the executor directly (the Engine schedules a draft only where its proposer finds one):
+// one sequence, prefilled once, then the same Q positions after the prompt verified every step.
+// It uses the pool's last blocks, which the benchmarks above may have left in the Engine's
+// prefix cache: their contents change, their speed does not (run it alone for exact outputs).
+void BM_Verify(benchmark::State& state) {
+  Bench& b = GetBench();
+  const int q = static_cast<int>(state.range(0));
+  const int prompt_len = std::min(256, b.config.max_seq_len - q);
+  const WorkerInfo& info = b.executor->info();
+  const int num_blocks = (prompt_len + q + info.block_size - 1) / info.block_size;
+  CHECK_LE(num_blocks, info.num_blocks);
+  std::vector<int> blocks;
+  for (int i = 0; i < num_blocks; ++i) blocks.push_back(info.num_blocks - num_blocks + i);
+  const int64_t seq_id = (int64_t{1} << 40) + b.next_request_id++;
+  static int64_t step_id = int64_t{1} << 40;
+  StepCommand prefill;
+  prefill.step_id = step_id++;
+  NewSequence& fresh = prefill.new_sequences.emplace_back();
+  fresh.seq_id = seq_id;
+  fresh.sampling.temperature = 0;
+  fresh.prompt_ids = b.RandomPrompt(prompt_len);
+  prefill.scheduled.push_back({.seq_id = seq_id,
+                               .token_ids = fresh.prompt_ids,
+                               .num_computed_tokens = 0,
+                               .num_kept_blocks = 0,
+                               .new_block_ids = blocks,
+                               .sample = true});
+  CHECK(b.executor->Execute(prefill).ok());
+  // The draft is random tokens: greedy verification keeps none, so each step samples once, as
+  // a draft that misses does; the forward pass (logits at all q rows) is the same either way.
+  StepCommand verify;
+  verify.scheduled.push_back({.seq_id = seq_id,
+                              .token_ids = b.RandomPrompt(q),
+                              .num_computed_tokens = prompt_len,
+                              .num_kept_blocks = num_blocks,
+                              .new_block_ids = {},
+                              .sample = true,
+                              .num_draft_tokens = q - 1});
+  StartSamples(b);
+  int64_t iteration = 0;
+  for (auto _ : state) {
+    MaybeSample(state, b, iteration++, 4);
+    verify.step_id = step_id++;
+    const absl::StatusOr<StepResult> result = b.executor->Execute(verify);
+    CHECK(result.ok()) << result.status();
+  }
+  state.SetItemsProcessed(state.iterations());
+  Bench::Work w = b.StepWork(q, prompt_len + 1, 1, q);
+  w.flops *= state.iterations();
+  w.bytes *= state.iterations();
+  ReportWork(state, b, w);
+  StepCommand finish;
+  finish.step_id = step_id++;
+  finish.finished_ids.push_back(seq_id);
+  CHECK(b.executor->Execute(finish).ok());
+}
+
 BENCHMARK(BM_Prefill)
     ->Arg(128)
     ->Arg(256)
@@ -272,6 +336,16 @@ BENCHMARK(BM_Decode)
     ->Arg(32)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(200)
+    ->UseRealTime();
+BENCHMARK(BM_Verify)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
     ->UseRealTime();
 
 }  // namespace

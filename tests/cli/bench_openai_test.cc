@@ -174,6 +174,26 @@ TEST(BenchOpenAiTest, EndsStreamsEarlyAndGrowsChatHistories) {
   EXPECT_THAT(chat.out, HasSubstr("Successful requests:                    2\n"));
 }
 
+TEST(BenchOpenAiTest, RepeatPromptsEndWithTheirPassagesStartAndSampleAtTheTemperature) {
+  FakeOpenAiServer server(Behavior::kGood, kModel);
+  // 31 tokens: BOS, a passage of 20, then the passage's first 10 again.
+  const testing::CommandResult r =
+      Bench(server.url(), {"--dataset=repeat", "--num-prompts=3", "--input-len=31",
+                           "--output-len=2", "--temperature=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Json> requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  for (const Json& q : requests) {
+    const std::vector<int> prompt = q["prompt"].get<std::vector<int>>();
+    EXPECT_EQ(q.value("temperature", -1.0), 1.0);
+    ASSERT_EQ(prompt.size(), 31u);
+    EXPECT_EQ(prompt[0], 1) << "BOS";
+    EXPECT_EQ(std::vector<int>(prompt.begin() + 21, prompt.end()),
+              std::vector<int>(prompt.begin() + 1, prompt.begin() + 11));
+  }
+  EXPECT_NE(requests[0]["prompt"], requests[1]["prompt"]) << "a passage per prompt";
+}
+
 TEST(BenchOpenAiTest, AMisbehavingServerFailsRequestsWithAReason) {
   const std::vector<std::pair<Behavior, std::string>> cases = {
       {Behavior::kBadChunk, "a stream chunk: not valid JSON"},
