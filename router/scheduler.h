@@ -100,7 +100,7 @@ class Scheduler {
   void Abort(int64_t seq_id);
 
   StepCommand Schedule();
-  // REQUIRES: `result` answers the last Schedule().
+  // REQUIRES: `result` answers the last Schedule(). (scheduler_postprocess.cc)
   std::vector<SequenceUpdate> Postprocess(const StepResult& result);
 
   // Whether a step would do anything: some sequence runs or waits and is not paused.
