@@ -1,4 +1,5 @@
 // `pagoda bench --backend=grpc`: the router's public API, Generate streamed over one channel.
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -62,9 +63,15 @@ class GrpcBackend final : public BenchBackend {
           r.itl.push_back(Seconds(now - last));
         }
         last = now;
-        r.output_tokens += response.token_ids_size();
+        // A stream the client ends at stop_after keeps that many, also when a message brings
+        // several tokens (a speculative step's).
+        const int keep = stop_after < max_tokens
+                             ? std::min(response.token_ids_size(), stop_after - r.output_tokens)
+                             : response.token_ids_size();
+        r.output_tokens += keep;
         if (output) {
-          output->insert(output->end(), response.token_ids().begin(), response.token_ids().end());
+          output->insert(output->end(), response.token_ids().begin(),
+                         response.token_ids().begin() + keep);
         }
       }
       if (response.has_usage()) r.cached_tokens = response.usage().cached_tokens();

@@ -206,6 +206,9 @@ class OpenAiBackend final : public BenchBackend {
           }
           last = now;
           arrivals += has_ids ? static_cast<int>(token_ids->size()) : 1;
+          // A stream the client ends at stop_after keeps that many, also when a chunk brings
+          // several tokens (a speculative step's).
+          if (stop_after < max_tokens) arrivals = std::min(arrivals, stop_after);
         }
       }
       if (const Json* usage = JsonMember(*chunk, "usage"); usage != nullptr) {
@@ -249,6 +252,8 @@ class OpenAiBackend final : public BenchBackend {
     }
     if (r.error.empty() && r.output_tokens <= 0) r.error = "no tokens";
     r.ok = r.error.empty();
+    if (ended_by_us && ids.size() > static_cast<size_t>(r.output_tokens))
+      ids.resize(r.output_tokens);
     if (output != nullptr) {
       for (int i = 0; ids.empty() && i < r.output_tokens && !prompt.empty(); ++i) {
         // Stand-ins of the reply's length (see bench_backend.h): the prompt's last ids.
