@@ -75,7 +75,7 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
           "on-demand: KV blocks as tokens arrive (paged); max-len: prompt + max_tokens reserved "
           "at admission (the contiguous baseline)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
-ABSL_FLAG(std::string, speculative, "suffix",
+ABSL_FLAG(std::string, speculative, "off",
           "speculative decoding: off | ngram (drafts from the sequence's own prompt and output) | "
           "suffix (recent outputs of all requests when they match, else ngram)");
 ABSL_FLAG(int, num_speculative_tokens, 8, "draft tokens per sequence and step, at most");

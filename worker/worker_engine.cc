@@ -35,6 +35,14 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
                        source, options.max_num_batched_tokens, options.max_num_seqs,
                        [all](GgmlType stored) { return all.value_or(AutoWeightDtype(stored)); },
                        options.compute_dtype));
+  // A model this small computes an op in less time than handing it between threads costs
+  // (each op is a parallel region): served stories260K decodes a token in 0.33 ms on one thread
+  // and 2.56 ms on two (docs/BENCHMARKS.md §24). It runs on one.
+  if (model->weight_bytes() < kSingleThreadWeightBytes && omp_get_max_threads() > 1) {
+    LOG(INFO) << "weights of " << model->weight_bytes() / 1024
+              << " KiB: one compute thread (handing each op between threads costs more)";
+    omp_set_num_threads(1);
+  }
   LOG(INFO) << "weights: " << model->DescribeWeightDtypes()
             << (options.weight_dtype ? "" : " (--weight-dtype=auto, by each tensor's type)") << ", "
             << model->weight_bytes() / (1 << 20) << " MiB from " << source.num_bytes() / (1 << 20)

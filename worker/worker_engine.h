@@ -26,6 +26,9 @@
 
 namespace pagoda {
 
+// Models whose packed weights are smaller than this run on one compute thread.
+inline constexpr size_t kSingleThreadWeightBytes = size_t{16} << 20;
+
 class WorkerEngine {
  public:
   // Packs the weights from `source` (whose file pages it releases as it goes).
