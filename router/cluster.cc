@@ -10,29 +10,6 @@
 
 namespace pagoda {
 
-// A member of the cluster. The loop object stays after the worker dies (its cumulative step
-// counters still count); ReapLocked joins its thread. Guarded by Cluster::mu_ (reached only
-// through workers_, which the analysis checks).
-struct Cluster::Worker {
-  std::unique_ptr<WorkerLoop> loop;
-  bool alive = true;
-  bool draining = false;  // shutting down: gets no new request
-  bool joined = false;
-};
-
-// Guarded by Cluster::mu_ (reached only through requests_, which the analysis checks).
-struct Cluster::Request {
-  GenerationRequest request;
-  RequestSink sink;
-  std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
-  std::vector<bool> finished;             // (n)
-  std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
-  int num_unfinished = 0;
-  absl::Time give_up_at;  // while parked, UNAVAILABLE after this
-  // Since when each Tick has seen request.paused set (InfiniteFuture: not paused at the last).
-  absl::Time paused_since = absl::InfiniteFuture();
-};
-
 absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits) {
   auto check = [](const char* field, int64_t value, int64_t max) -> absl::Status {
     if (value >= 1 && value <= max) return absl::OkStatus();
@@ -47,6 +24,13 @@ absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limi
   // Slots (block * block_size + offset) are 32-bit on both sides.
   if (static_cast<int64_t>(info.num_blocks) * info.block_size > INT32_MAX) {
     return absl::InvalidArgumentError("Hello: num_blocks x block_size exceeds 2^31 slots");
+  }
+  // A host:port peers dial (issue 28): printable, no spaces.
+  if (info.kv_transfer_address.size() > kMaxPeerAddressBytes ||
+      !std::all_of(info.kv_transfer_address.begin(), info.kv_transfer_address.end(),
+                   [](char c) { return c > ' ' && c < 127; })) {
+    return absl::InvalidArgumentError(absl::StrCat("Hello.kv_transfer_address: at most ",
+                                                   kMaxPeerAddressBytes, " printable characters"));
   }
   // Only logged, but it comes off the wire: short and plain.
   if (info.kv_cache_dtype.size() > 16 ||
@@ -176,11 +160,17 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
   if (others) {
     for (QueuedRequest& work : w->loop->TakeQueued()) PlaceLocked(std::move(work));
   }
+  // Its running sequences move with their K/V where a worker can take it (OnDetached).
+  bool movable = false;
+  for (const auto& o : workers_)
+    movable |= !o->draining && CanTransferLocked(worker_id, o->loop->id());
+  if (options_.kv_transfer && movable) w->loop->Detach();
   w->loop->Drain(std::move(on_drained));
 }
 
 int Cluster::NumWaitingLocked() const {
   int waiting = static_cast<int>(parked_.size());
+  for (const auto& [id, t] : transfers_) waiting += t.work.has_value();
   for (const auto& w : workers_) {
     if (w->alive) waiting += w->loop->load().num_waiting;
   }
@@ -207,7 +197,7 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   r->num_unfinished = request.n;
   r->give_up_at = give_up_at;
   requests_[id] = r;
-  PlaceLocked({id, request});
+  PlaceLocked({.request_id = id, .request = request, .pull = std::nullopt});
   return id;
 }
 
@@ -223,6 +213,10 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
     if (worker >= 0) workers_[worker]->loop->Abort(request_id);
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
+  // Waiting for a holder's answer: it is released when the answer comes.
+  absl::erase_if(transfers_, [&](const auto& t) {
+    return t.second.work.has_value() && t.second.work->request_id == request_id;
+  });
   if (!error.ok()) {
     RequestUpdate out;
     out.error = error;
@@ -334,7 +328,11 @@ void Cluster::PlaceLocked(QueuedRequest work) {
     request.prompt_block_hashes = BlockHashes(request.prompt_ids, block_size);
     request.prompt_block_size = block_size;
   }
+  const std::vector<int> owners = options_.kv_transfer && !work.pull.has_value()
+                                      ? placement_.Owners(request.prompt_block_hashes)
+                                      : std::vector<int>();
   const int chosen = placement_.Choose(candidates, request.prompt_block_hashes);
+  if (StartPullLocked(chosen, owners, &work)) return;
   auto it = requests_.find(work.request_id);
   if (it != requests_.end()) {
     for (int i = 0; i < request.n; ++i) it->second->worker[request.first_seq_index + i] = chosen;
@@ -347,6 +345,7 @@ void Cluster::RemoveLocked(Worker* w) {
   w->alive = false;
   w->loop->Stop();
   placement_.ForgetWorker(worker_id);
+  EndTransfersOfLocked(worker_id);
   std::deque<QueuedRequest> queued = w->loop->TakeQueued();
   int moved = 0;
   for (auto& [request_id, r] : requests_) {
@@ -358,7 +357,7 @@ void Cluster::RemoveLocked(Worker* w) {
                       [id](const QueuedRequest& work) { return work.request_id == id; });
       if (in_inbox) continue;  // never started there: placed again below as it was
       if (moved++ == 0) LOG(WARNING) << "moving the sequences of worker " << worker_id;
-      QueuedRequest work{id, r->request};
+      QueuedRequest work{.request_id = id, .request = r->request, .pull = std::nullopt};
       work.request.n = 1;
       work.request.first_seq_index = i;
       work.request.output_ids = r->outputs[i];

@@ -15,6 +15,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -27,6 +29,7 @@
 #include "router/paused_caps.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
+#include "router/transfer_cost.h"
 #include "router/worker_loop.h"
 
 namespace pagoda {
@@ -66,6 +69,13 @@ struct ClusterOptions {
   // Tick ends the oldest paused requests there with RESOURCE_EXHAUSTED (OverPausedCaps).
   PausedCaps paused_caps{.max_per_connection = 64, .max_per_client = 256};
   RouterMetrics* metrics = nullptr;  // fed when set; not owned
+  // KV transfers between workers (issue 28), between workers that advertise a transfer
+  // address and hold K/V alike (block size, dtype). A request placed away from the worker that
+  // has its prompt's prefix pulls the prefix when that beats computing it (TransferCost) and it
+  // is at least kv_transfer_min_tokens; a draining worker's running sequences move with their
+  // K/V. Off: every worker computes what it lacks.
+  bool kv_transfer = true;
+  int kv_transfer_min_tokens = 32;
 };
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
@@ -163,14 +173,61 @@ class Cluster final : private WorkerLoopListener {
   int max_model_len() const;
 
  private:
-  struct Worker;
-  struct Request;
+  // A member of the cluster. The loop object stays after the worker dies (its cumulative step
+  // counters still count); ReapLocked joins its thread. Guarded by Cluster::mu_ (reached only
+  // through workers_, which the analysis checks).
+  struct Worker {
+    std::unique_ptr<WorkerLoop> loop;
+    bool alive = true;
+    bool draining = false;  // shutting down: gets no new request
+    bool joined = false;
+  };
+
+  // Guarded by Cluster::mu_ (reached only through requests_, which the analysis checks).
+  struct Request {
+    GenerationRequest request;
+    RequestSink sink;
+    std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
+    std::vector<bool> finished;             // (n)
+    std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
+    int num_unfinished = 0;
+    absl::Time give_up_at;  // while parked, UNAVAILABLE after this
+    // Since when each Tick has seen request.paused set (InfiniteFuture: not paused at the last).
+    absl::Time paused_since = absl::InfiniteFuture();
+  };
 
   // WorkerLoopListener, on a worker's loop thread.
   void OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnRefused(int worker_id, int64_t request_id) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnFailed(int worker_id) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnTransfers(int worker_id, const TransferEvents& events) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // KV transfers (issue 28; cluster_transfers.cc).
+  struct Transfer {
+    int src = -1, dst = -1;
+    // While the source holds the blocks (Hold): the request, placed when it answers.
+    std::optional<QueuedRequest> work;
+    std::vector<int> src_blocks;  // held on the source until the pull ends
+  };
+  // Whether `src` and `dst` can move K/V between them: both alive, with transfer addresses,
+  // the same block size and KV dtype.
+  bool CanTransferLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When another worker has more of work's prompt than `chosen` (by `owners`, the placement
+  // hints before the choice) and pulling it pays: asks that worker to hold the blocks, and
+  // takes the work (queued on `chosen` when the holder answers). False: queue it as usual.
+  bool StartPullLocked(int chosen, const std::vector<int>& owners, QueuedRequest* work)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `work` on `dst` with a pull of `src_blocks` (held on `src`), which hold the first
+  // `num_tokens` of `tokens` (the last block partly, for a moved sequence).
+  void QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
+                       std::span<const int> tokens, int num_tokens)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker left: the transfers it was part of end (their blocks released, their requests
+  // placed again).
+  void EndTransfersOfLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Joins the threads of dead workers whose loops have exited.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -197,6 +254,9 @@ class Cluster final : private WorkerLoopListener {
   Placement placement_ ABSL_GUARDED_BY(mu_);
   int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   int num_paused_ ABSL_GUARDED_BY(mu_) = 0;  // sequences, at the last Tick
+  absl::flat_hash_map<int64_t, Transfer> transfers_ ABSL_GUARDED_BY(mu_);
+  int64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  TransferCost transfer_cost_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pagoda

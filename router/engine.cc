@@ -266,7 +266,7 @@ absl::Status Engine::AddRequest(int64_t request_id, const GenerationRequest& r) 
   return AddValidatedRequest(request_id, r);
 }
 
-absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationRequest& r) {
+absl::Status Engine::CheckAddable(int64_t request_id, const GenerationRequest& r) const {
   const int num_prompt = static_cast<int>(r.prompt_ids.size());
   const int max_tokens =
       r.pooling != Pooling::kNone ? 0 : r.max_tokens.value_or(max_model_len() - num_prompt);
@@ -279,6 +279,19 @@ absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationReq
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationRequest& r) {
+  return AddSequence(request_id, r, PulledTail());
+}
+
+absl::Status Engine::AddSequence(int64_t request_id, const GenerationRequest& r,
+                                 const PulledTail& tail) {
+  RETURN_IF_ERROR(CheckAddable(request_id, r));
+  const int num_prompt = static_cast<int>(r.prompt_ids.size());
+  const int max_tokens =
+      r.pooling != Pooling::kNone ? 0 : r.max_tokens.value_or(max_model_len() - num_prompt);
 
   auto seq = std::make_unique<Sequence>();
   seq->id = next_seq_id_;
@@ -297,6 +310,11 @@ absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationReq
   }
   seq->tokens = r.prompt_ids;
   seq->tokens.insert(seq->tokens.end(), r.output_ids.begin(), r.output_ids.end());
+  // Resumed: everything before its last token was computed on another worker.
+  if (!r.output_ids.empty()) seq->computed_high_water = seq->num_tokens() - 1;
+  seq->pulled_tail_block = tail.block;
+  seq->pulled_tail_index = tail.index;
+  seq->pulled_tail_tokens = tail.num_tokens;
   if (r.constraint != nullptr) {
     seq->constraint = r.constraint;
     seq->matcher.emplace(r.constraint->grammar);
@@ -323,6 +341,7 @@ absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationReq
 }
 
 void Engine::AbortRequest(int64_t request_id) {
+  for (auto& [id, pull] : pulls_) pull.aborted |= pull.request_id == request_id;
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   for (const auto& [seq_index, seq_id] : it->second) scheduler_.Abort(seq_id);
@@ -330,6 +349,10 @@ void Engine::AbortRequest(int64_t request_id) {
 }
 
 bool Engine::AbortSequence(int64_t request_id, int seq_index) {
+  for (auto& [id, pull] : pulls_) {
+    pull.aborted |= pull.request_id == request_id && seq_index >= pull.request.first_seq_index &&
+                    seq_index < pull.request.first_seq_index + pull.request.n;
+  }
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
   auto seq = it->second.find(seq_index);
@@ -342,16 +365,28 @@ bool Engine::AbortSequence(int64_t request_id, int seq_index) {
 
 absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   last_forward_seconds_ = 0;
-  if (!scheduler_.has_work() && !scheduler_.has_pending_finishes()) {
+  ServeHolds();
+  std::vector<BlockPull> pulls = StartPulls();
+  if (!scheduler_.has_work() && !scheduler_.has_pending_finishes() && pulls.empty() &&
+      !has_pulls_in_flight()) {
     return std::vector<SequenceUpdate>();
   }
-  const StepCommand command = scheduler_.Schedule();
+  StepCommand command = scheduler_.Schedule();
+  command.pulls = std::move(pulls);
+  // Nothing else to do here: the worker answers when a pull ends, not at once.
+  command.await_transfers = command.scheduled.empty() && !pulls_.empty();
   if (after_schedule_) after_schedule_();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
   RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size, config_.dim,
                               [this](int64_t seq_id) { return scheduler_.sequence(seq_id); }));
+  RETURN_IF_ERROR(CheckTransfers(result));
   last_forward_seconds_ = result.forward_seconds;
+  last_step_tokens_ = 0;
+  for (const ScheduledSequence& s : command.scheduled) {
+    last_step_tokens_ += static_cast<int>(s.token_ids.size());
+  }
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
+  FinishPulls(result.transfers);
   // Forget finished sequences, and requests once none of theirs is left here.
   for (const SequenceUpdate& u : updates) {
     if (!u.finished) continue;

@@ -108,6 +108,64 @@ void KVCacheManager::CacheFullBlocks(int64_t seq, std::span<const int> tokens,
   table.num_cached_blocks = std::max(table.num_cached_blocks, full);
 }
 
+std::vector<int> KVCacheManager::HoldCachedPrefix(std::span<const int> tokens,
+                                                  std::span<const uint64_t> block_hashes) {
+  std::vector<int> held;
+  const int n = std::min<int>(static_cast<int>(tokens.size()) / block_size_, block_hashes.size());
+  for (int i = 0; i < n; ++i) {
+    const int b = pool_.Lookup(block_hashes[i], tokens.subspan(i * block_size_, block_size_));
+    if (b < 0) break;
+    pool_.Touch(b);
+    held.push_back(b);
+  }
+  return held;
+}
+
+int KVCacheManager::NumCachedBlocks(std::span<const int> tokens,
+                                    std::span<const uint64_t> block_hashes) const {
+  const int n = std::min<int>(static_cast<int>(tokens.size()) / block_size_, block_hashes.size());
+  int i = 0;
+  while (i < n && pool_.Lookup(block_hashes[i], tokens.subspan(i * block_size_, block_size_)) >= 0)
+    ++i;
+  return i;
+}
+
+std::vector<int> KVCacheManager::HoldTable(int64_t seq, int num_tokens) {
+  const std::vector<int>& table = tables_.at(seq).blocks;
+  std::vector<int> held(table.begin(),
+                        table.begin() + std::min<int>(BlocksFor(num_tokens), table.size()));
+  for (int b : held) pool_.Touch(b);
+  return held;
+}
+
+std::vector<int> KVCacheManager::HoldFreeBlocks(int n) {
+  std::vector<int> held;
+  if (n > pool_.num_free_blocks()) return held;
+  for (int i = 0; i < n; ++i) held.push_back(pool_.Allocate());
+  return held;
+}
+
+void KVCacheManager::CacheHeldBlocks(std::span<const int> blocks, std::span<const int> tokens,
+                                     std::span<const uint64_t> block_hashes) {
+  CHECK_GE(block_hashes.size(), blocks.size());
+  CHECK_GE(tokens.size(), blocks.size() * block_size_);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    pool_.Cache(blocks[i], block_hashes[i], tokens.subspan(i * block_size_, block_size_));
+  }
+}
+
+void KVCacheManager::Release(std::span<const int> blocks) {
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.Release(*b);
+}
+
+void KVCacheManager::AllocateWithTail(int64_t seq, PrefixHit hit, int tail_block, int num_tokens) {
+  const int num_cached = static_cast<int>(hit.blocks.size());
+  hit.blocks.push_back(tail_block);
+  Allocate(seq, hit, num_tokens);                  // the table's reference to the tail block ...
+  pool_.Release(tail_block);                       // ... replaces the pull's
+  tables_.at(seq).num_cached_blocks = num_cached;  // the tail is not full: not cached
+}
+
 void KVCacheManager::RecordPrefixQuery(int num_tokens, int num_hit) {
   num_query_tokens_ += num_tokens;
   num_hit_tokens_ += num_hit;

@@ -75,6 +75,28 @@ class KVCacheManager {
 
   const std::vector<int>& block_table(int64_t seq) const { return tables_.at(seq).blocks; }
 
+  // KV transfers between workers (issue 28). A held block has a reference outside every
+  // table: it is neither reused nor written until released.
+  // The leading cached full blocks of `tokens` (hashes given for each), held. Unlike
+  // FindCachedPrefix it may cover the last token (a peer asks for blocks, not a sequence).
+  std::vector<int> HoldCachedPrefix(std::span<const int> tokens,
+                                    std::span<const uint64_t> block_hashes);
+  // How many leading full blocks of `tokens` are cached here.
+  int NumCachedBlocks(std::span<const int> tokens, std::span<const uint64_t> block_hashes) const;
+  // The blocks of seq's table that hold its first `num_tokens` tokens, held.
+  std::vector<int> HoldTable(int64_t seq, int num_tokens);
+  // `n` fresh blocks, held (to receive a pull); empty when fewer are free.
+  std::vector<int> HoldFreeBlocks(int n);
+  // Registers held full blocks as cached: blocks[i] holds block i of `tokens`.
+  void CacheHeldBlocks(std::span<const int> blocks, std::span<const int> tokens,
+                       std::span<const uint64_t> block_hashes);
+  void Release(std::span<const int> blocks);
+  // A waiting sequence's first blocks come from a pull: `hit` (its cached full blocks) plus a
+  // held partial block with `tail_tokens` computed tokens, which the table takes over.
+  // REQUIRES: CanAllocate(hit + tail, num_tokens).
+
+  void AllocateWithTail(int64_t seq, PrefixHit hit, int tail_block, int num_tokens);
+
   // Stats: prefix-cache queries and hits, in tokens.
   int64_t num_prefix_query_tokens() const { return num_query_tokens_; }
   int64_t num_prefix_hit_tokens() const { return num_hit_tokens_; }

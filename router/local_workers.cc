@@ -58,17 +58,21 @@ std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
       options.threads > 0
           ? options.threads
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / num_workers);
-  return {absl::StrCat("--router=127.0.0.1:", router.worker_port),
-          "--model=" + router.model,
-          "--kv_cache_mb=" + options.kv_cache_mb,
-          absl::StrCat("--kv_cache_memory_fraction=", 0.5 / num_workers),
-          "--kv_cache_dtype=" + options.kv_cache_dtype,
-          absl::StrCat("--threads=", threads),
-          "--weight_dtype=" + options.weight_dtype,
-          "--compute_dtype=" + options.compute_dtype,
-          absl::StrCat("--max_num_batched_tokens=", router.max_num_batched_tokens),
-          absl::StrCat("--max_num_seqs=", router.max_num_seqs),
-          absl::StrCat("--name=local-", index)};
+  std::vector<std::string> args = {
+      absl::StrCat("--router=127.0.0.1:", router.worker_port),
+      "--model=" + router.model,
+      "--kv_cache_mb=" + options.kv_cache_mb,
+      absl::StrCat("--kv_cache_memory_fraction=", 0.5 / num_workers),
+      "--kv_cache_dtype=" + options.kv_cache_dtype,
+      absl::StrCat("--threads=", threads),
+      "--weight_dtype=" + options.weight_dtype,
+      "--compute_dtype=" + options.compute_dtype,
+      absl::StrCat("--max_num_batched_tokens=", router.max_num_batched_tokens),
+      absl::StrCat("--max_num_seqs=", router.max_num_seqs),
+      absl::StrCat("--name=local-", index)};
+  // Workers of one machine move K/V over loopback (issue 28), behind the worker token.
+  if (num_workers > 1) args.push_back("--kv_transfer_port=-1");
+  return args;
 }
 
 absl::StatusOr<std::unique_ptr<LocalWorkers>> LocalWorkers::Start(

@@ -41,6 +41,20 @@ int Placement::Choose(std::span<const WorkerLoad> workers,
   return best->worker_id;
 }
 
+std::vector<int> Placement::Owners(std::span<const uint64_t> prompt_hashes) const {
+  std::vector<int> owners;
+  owners.reserve(prompt_hashes.size());
+  for (uint64_t h : prompt_hashes) {
+    auto owner = block_owner_.find(h);
+    owners.push_back(owner == block_owner_.end() ? -1 : owner->second);
+  }
+  return owners;
+}
+
+void Placement::Remember(std::span<const uint64_t> block_hashes, int worker_id) {
+  for (uint64_t h : block_hashes) block_owner_[h] = worker_id;
+}
+
 void Placement::ForgetWorker(int worker_id) {
   absl::erase_if(block_owner_, [worker_id](const auto& hint) { return hint.second == worker_id; });
 }

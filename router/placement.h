@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -42,6 +43,12 @@ class Placement {
   // chained hashes `prompt_hashes`, and remembers those blocks as the chosen worker's. Ties go
   // to the earliest in `workers`. Returns the chosen worker_id.
   int Choose(std::span<const WorkerLoad> workers, std::span<const uint64_t> prompt_hashes);
+  // For each block of `prompt_hashes`, the worker it was last sent to (-1: none). Chained
+  // hashes make it a claim on the whole prefix up to that block. For KV transfers (issue 28):
+  // ask before Choose, which records the chosen worker as every block's.
+  std::vector<int> Owners(std::span<const uint64_t> prompt_hashes) const;
+  // Remembers these blocks as `worker_id`'s (a pull's source: the worker that has them now).
+  void Remember(std::span<const uint64_t> block_hashes, int worker_id);
   // Forgets every block remembered as `worker_id`'s (it left).
   void ForgetWorker(int worker_id);
 

@@ -64,6 +64,10 @@ ABSL_FLAG(std::string, worker_kv_cache_dtype, "auto",
           absl::StrCat("--kv-cache-dtype of spawned workers: ", pagoda::KvDtypeChoices()));
 ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
+ABSL_FLAG(bool, kv_transfer, true,
+          "pull a prompt's cached prefix from the worker that has it instead of computing it, and "
+          "move a draining worker's sequences with their KV (workers with --kv-transfer-port)");
+ABSL_FLAG(int, kv_transfer_min_tokens, 32, "pull a prefix only when it spares this many tokens");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
           "tokens per step and worker: a longer prompt is prefilled in chunks, and a chunk holds "
@@ -132,8 +136,8 @@ pagoda::ProgramUsage Usage() {
            {"spawn_workers", "worker_kv_cache_mb", "worker_kv_cache_dtype", "worker_threads",
             "worker_weight_dtype", "worker_compute_dtype"}},
           {"Scheduling",
-           {"placement", "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
-            "enable_prefix_caching"}},
+           {"placement", "kv_transfer", "kv_transfer_min_tokens", "max_num_batched_tokens",
+            "max_num_seqs", "max_waiting", "kv_reservation", "enable_prefix_caching"}},
           {"Failure and shutdown", {"heartbeat_timeout_s", "step_timeout_s", "shutdown_grace_s"}},
           {"Security",
            {"worker_token", "insecure_worker_port", "tls_cert", "tls_key", "tls_ca", "api_key",
@@ -211,6 +215,11 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
     engine.kv_reservation = pagoda::KvReservation::kMaxLen;
   } else if (reservation != "on-demand") {
     return absl::InvalidArgumentError("--kv-reservation must be on-demand or max-len");
+  }
+  o.cluster.kv_transfer = absl::GetFlag(FLAGS_kv_transfer);
+  o.cluster.kv_transfer_min_tokens = absl::GetFlag(FLAGS_kv_transfer_min_tokens);
+  if (o.cluster.kv_transfer_min_tokens < 0) {
+    return absl::InvalidArgumentError("--kv-transfer-min-tokens must be >= 0");
   }
   const std::string placement = absl::GetFlag(FLAGS_placement);
   if (placement == "round_robin") {

@@ -54,7 +54,26 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
       spec_draft_tokens(r->AddCounter("pagoda_spec_decode_num_draft_tokens_total",
                                       "Speculative decoding: draft tokens verified.")),
       spec_accepted_tokens(r->AddCounter("pagoda_spec_decode_num_accepted_tokens_total",
-                                         "Speculative decoding: draft tokens kept.")) {}
+                                         "Speculative decoding: draft tokens kept.")),
+      kv_transfer_blocks(r->AddCounter("pagoda_kv_transfer_blocks_total",
+                                       "KV blocks pulled from one worker into another.")),
+      kv_transfer_bytes(
+          r->AddCounter("pagoda_kv_transfer_bytes_total", "K/V bytes pulled between workers.")),
+      kv_transfer_seconds(r->AddHistogram("pagoda_kv_transfer_seconds",
+                                          "One pull between workers, start to end.",
+                                          LatencyBuckets())),
+      kv_transfer_saved_tokens(
+          r->AddCounter("pagoda_kv_transfer_saved_tokens_total",
+                        "Tokens whose K/V came from another worker instead of being computed.")),
+      kv_transfer_failures(r->AddCounter("pagoda_kv_transfer_failures_total",
+                                         "Pulls that failed; their tokens were computed instead.")),
+      kv_migrated_sequences(
+          r->AddCounter("pagoda_kv_migrated_sequences_total",
+                        "Running sequences moved to another worker with their K/V (drain).")),
+      recomputed_tokens(r->AddCounter(
+          "pagoda_recomputed_tokens_total",
+          "Tokens computed again that a sequence had computed before (after a preemption, a "
+          "failover, or a move without K/V).")) {}
 
 Counter* RouterMetrics::SpecAcceptedAtPosition(int position) {
   absl::MutexLock lock(&mu_);

@@ -52,6 +52,15 @@ struct RouterMetrics {
   Counter* const spec_accepted_tokens;
   Counter* SpecAcceptedAtPosition(int position);  // thread-safe; made on first use
 
+  // KV transfers between workers (issue 28).
+  Counter* const kv_transfer_blocks;
+  Counter* const kv_transfer_bytes;
+  Histogram* const kv_transfer_seconds;
+  Counter* const kv_transfer_saved_tokens;
+  Counter* const kv_transfer_failures;
+  Counter* const kv_migrated_sequences;
+  Counter* const recomputed_tokens;
+
   void CountFinished(std::string_view finished_reason);
 
  private:

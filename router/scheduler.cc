@@ -69,6 +69,7 @@ void Scheduler::Finish(Sequence* seq, FinishReason reason) {
     options_.proposer->Finished(seq->tokens, seq->num_prompt_tokens);
   }
   kv_.Free(seq->id);
+  TakePulledTail(seq, PrefixHit(), /*use=*/false);
   if (seq->on_worker) finished_on_worker_.push_back(seq->id);
   seq->on_worker = false;
   seq->finish_reason = reason;
@@ -91,6 +92,7 @@ void Scheduler::Preempt(Sequence* seq) {
   if (seq->on_worker) finished_on_worker_.push_back(seq->id);
   seq->on_worker = false;
   seq->num_synced_blocks = 0;
+  seq->computed_high_water = std::max(seq->computed_high_water, seq->num_computed_tokens);
   seq->num_computed_tokens = 0;
   std::erase(running_, seq);
   waiting_.push_front(seq);
@@ -116,13 +118,19 @@ bool Scheduler::NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks) {
   const int i = num_cached_blocks, end = (i + 1) * options_.block_size;
   // FindCachedPrefix never covers a sequence's last token, so neither does waiting.
   if (end > seq->target_tokens() - 1) return false;
+  return IsComputingBlock(i, BlockHashes(seq, i + 1)[i], /*waiting_too=*/false);
+}
+
+bool Scheduler::IsComputingBlock(int index, uint64_t hash, bool waiting_too) {
+  const int end = (index + 1) * options_.block_size;
+  auto computes = [&](Sequence* r) {
+    return !r->is_paused() && r->num_computed_tokens < end && r->target_tokens() >= end &&
+           BlockHashes(r, index + 1)[index] == hash;
+  };
   for (Sequence* r : running_) {
-    if (r->paused_this_step || r->num_computed_tokens >= end || r->target_tokens() < end) {
-      continue;
-    }
-    if (BlockHashes(r, i + 1)[i] == BlockHashes(seq, i + 1)[i]) return true;
+    if (!r->paused_this_step && computes(r)) return true;
   }
-  return false;
+  return waiting_too && std::any_of(waiting_.begin(), waiting_.end(), computes);
 }
 
 void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
@@ -192,6 +200,8 @@ void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block,
   s.num_kept_blocks = kept;
   s.new_block_ids.assign(table.begin() + kept, table.end());
   const int end = seq->num_computed_tokens + num_new_tokens;
+  num_recomputed_tokens_ +=
+      std::max(0, std::min(end, seq->computed_high_water) - seq->num_computed_tokens);
   s.sample = end == seq->num_tokens() && seq->pooling == Pooling::kNone;
   s.prompt_logprobs =
       seq->wants_prompt_logprobs() && seq->num_computed_tokens < seq->num_prompt_tokens - 1;
@@ -282,11 +292,16 @@ StepCommand Scheduler::Schedule() {
         use_cache ? kv_.FindCachedPrefix(std::span<const int>(seq->tokens).first(target),
                                          BlockHashes(seq, kv_.MaxPrefixBlocks(target)))
                   : PrefixHit();
-    if (use_cache && NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
+    const int tail = TakePulledTail(seq, hit, use_cache);
+    if (use_cache && tail < 0 &&
+        NextBlockIsBeingComputed(seq, static_cast<int>(hit.blocks.size()))) {
       ++w;
       continue;
     }
-    const int cached = std::min(hit.num_tokens(options_.block_size), target);
+    PrefixHit with_tail = hit;
+    if (tail >= 0) with_tail.blocks.push_back(tail);
+    const int cached = std::min(
+        hit.num_tokens(options_.block_size) + (tail >= 0 ? seq->pulled_tail_tokens : 0), target);
     const int n = FitLogitRows(seq, cached, std::min(target - cached, budget), logit_budget);
     if (n <= 0 && target > cached) break;  // no logit row left this step
     // max-len reservation: blocks for every token it may ever hold (the last sampled one is
@@ -297,13 +312,18 @@ StepCommand Scheduler::Schedule() {
                   cached + n,
                   std::min(seq->num_prompt_tokens + seq->max_tokens, seq->max_total_tokens) - 1)
             : cached + n;
-    if (!kv_.CanAllocate(hit, reserve)) {
+    if (!kv_.CanAllocate(with_tail, reserve)) {
       // Looked up again after the preemption: the victim's freed blocks stay cached.
       if (!PreemptPaused()) break;
       ++w;
       continue;
     }
-    kv_.Allocate(seq->id, hit, reserve);
+    if (tail >= 0) {
+      kv_.AllocateWithTail(seq->id, hit, tail, reserve);
+      seq->pulled_tail_block = -1;
+    } else {
+      kv_.Allocate(seq->id, hit, reserve);
+    }
     kv_.RecordPrefixQuery(seq->num_tokens(), cached);
     if (!seq->admitted_once) {
       seq->num_cached_tokens = cached;

@@ -114,6 +114,9 @@ class Scheduler {
                                           [](const Sequence* s) { return s->is_paused(); }));
   }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Tokens computed again that a sequence had computed before (after a preemption, a failover
+  // or a move without its K/V).
+  int64_t num_recomputed_tokens() const { return num_recomputed_tokens_; }
   const SpecDecodeStats& spec_stats() const { return spec_stats_; }
   // Of those, the paused sequences preempted to admit a waiting one.
   int64_t num_paused_preemptions() const { return num_paused_preemptions_; }
@@ -125,6 +128,24 @@ class Scheduler {
   };
   KvSlots kv_slots() const;
   const KVCacheManager& kv() const { return kv_; }
+  KVCacheManager& mutable_kv() { return kv_; }  // blocks held for transfers (issue 28)
+
+  // KV transfers between workers (issue 28; scheduler_transfers.cc).
+  // Whether a running (or, with `waiting_too`, waiting) sequence that is not paused is about
+  // to compute block `index` of a prefix whose chained hash there is `hash` (so a sequence or
+  // a peer that wants it waits for it).
+  bool IsComputingBlock(int index, uint64_t hash, bool waiting_too);
+  // A running sequence leaving with its K/V: the blocks that hold its computed tokens, held.
+  struct Detached {
+    int64_t request_id = 0;
+    int seq_index = 0;
+    std::vector<int> tokens;
+    int num_computed = 0;
+    std::vector<int> blocks;
+  };
+  // Takes every running sequence that computed a token and forks nothing more out of the
+  // scheduler (no update: it goes on elsewhere), holding its blocks for a pull.
+  std::vector<Detached> DetachRunning();
   // The sequence of `seq_id`, or null for an unknown (finished, aborted) id.
   const Sequence* sequence(int64_t seq_id) const;
   const SchedulerOptions& options() const { return options_; }
@@ -142,6 +163,10 @@ class Scheduler {
   // cached `num_cached_blocks`, so waiting for it turns that block into a cache hit.
   bool NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks);
   void Finish(Sequence* seq, FinishReason reason);
+  // Its pulled tail block (Sequence::pulled_tail_block) goes with `hit` when the hit covers
+  // exactly the full blocks before it; otherwise (or with `use` false) it is released.
+  // Returns the block to take, or -1.
+  int TakePulledTail(Sequence* seq, const PrefixHit& hit, bool use);
   // Logit (or hidden) rows the worker computes for seq's tokens [begin, end).
   int LogitRows(const Sequence* seq, int begin, int end) const;
   // The chunk of `n` tokens from `begin` shortened to the logit rows left; 0 when none fits.
@@ -176,6 +201,7 @@ class Scheduler {
   int64_t next_step_id_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_paused_preemptions_ = 0;
+  int64_t num_recomputed_tokens_ = 0;
   std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
   std::vector<int> draft_;      // scratch for AddDrafts
   SpecDecodeStats spec_stats_;

@@ -63,6 +63,16 @@ struct Sequence {
   // position 1 on; handed to the first update that samples.
   PromptLogprobs prompt_logprobs;
 
+  // KV transfers (issue 28). Moved here with its K/V: its tokens [pulled_tail_index · block
+  // size, + pulled_tail_tokens) are in held block pulled_tail_block (-1: none), after
+  // pulled_tail_index full blocks the pull cached; admission takes it into the table.
+  int pulled_tail_block = -1;
+  int pulled_tail_index = 0;
+  int pulled_tail_tokens = 0;
+  // The most tokens it ever had computed (here, before a preemption, or on another worker):
+  // computing below that again is recompute (Scheduler::num_recomputed_tokens).
+  int computed_high_water = 0;
+
   // What the worker knows about it.
   bool on_worker = false;     // the worker holds its state (NewSequence sent)
   int num_synced_blocks = 0;  // leading block-table entries the worker has

@@ -62,6 +62,24 @@ void WorkerLoop::Drain(std::function<void()> on_drained) {
   wake_.Signal();
 }
 
+void WorkerLoop::Hold(HoldOrder order) {
+  absl::MutexLock lock(&mu_);
+  holds_.push_back(std::move(order));
+  wake_.Signal();
+}
+
+void WorkerLoop::Release(std::vector<int> blocks) {
+  absl::MutexLock lock(&mu_);
+  releases_.push_back(std::move(blocks));
+  wake_.Signal();
+}
+
+void WorkerLoop::Detach() {
+  absl::MutexLock lock(&mu_);
+  detach_ = true;
+  wake_.Signal();
+}
+
 std::deque<QueuedRequest> WorkerLoop::TakeQueued() {
   absl::MutexLock lock(&mu_);
   std::deque<QueuedRequest> queued;
@@ -94,6 +112,9 @@ WorkerLoop::Load WorkerLoop::load() const {
   l.num_steps = num_steps_.load();
   l.step_seconds = step_micros_.load() * 1e-6;
   l.forward_seconds = forward_micros_.load() * 1e-6;
+  l.num_step_tokens = num_step_tokens_.load();
+  l.prefill_forward_seconds = prefill_forward_micros_.load() * 1e-6;
+  l.num_prefill_tokens = num_prefill_tokens_.load();
   absl::MutexLock lock(&mu_);  // the loop moves the inbox into the scheduler under it
   l.num_waiting = num_waiting_.load() + static_cast<int>(inbox_.size());
   return l;
@@ -104,20 +125,28 @@ void WorkerLoop::Run() {
     std::deque<QueuedRequest> adds;
     std::vector<AbortOrder> aborts;
     std::function<void()> drained;
+    std::vector<HoldOrder> holds;
+    std::vector<std::vector<int>> releases;
+    bool detach = false;
     const bool busy = engine_->has_unfinished() || engine_->scheduler().has_pending_finishes();
+    const bool holding = engine_->num_held_blocks() > 0;
     {
       absl::MutexLock lock(&mu_);
-      while (!busy && !stopped_ && inbox_.empty() && aborts_.empty() && !on_drained_ && !resumed_) {
+      while (!busy && !stopped_ && inbox_.empty() && aborts_.empty() && holds_.empty() &&
+             releases_.empty() && !detach_ && !(on_drained_ && !holding) && !resumed_) {
         wake_.Wait(&mu_);
       }
       resumed_ = false;
       if (stopped_) break;
-      if (!busy && inbox_.empty() && on_drained_) {
+      if (!busy && !holding && inbox_.empty() && on_drained_) {
         drained = std::move(on_drained_);
         on_drained_ = nullptr;
       }
       adds.swap(inbox_);
       aborts.swap(aborts_);
+      holds.swap(holds_);
+      releases.swap(releases_);
+      std::swap(detach, detach_);
       // Still waiting, now in the scheduler: counted until the step publishes the exact number,
       // so --max-waiting never misses a request between the inbox and the scheduler.
       num_waiting_ += static_cast<int>(adds.size());
@@ -133,12 +162,27 @@ void WorkerLoop::Run() {
         engine_->AbortSequence(abort.request_id, abort.seq_index);
       }
     }
+    for (const std::vector<int>& blocks : releases) engine_->Release(blocks);
+    if (detach) {
+      std::vector<Scheduler::Detached> detached = engine_->DetachRunning();
+      listener_->OnDetached(id_, std::move(detached));
+    }
     for (QueuedRequest& add : adds) {
-      const absl::Status added = engine_->AddValidatedRequest(add.request_id, add.request);
+      const absl::Status added =
+          add.pull.has_value()
+              ? engine_->AddPulledRequest(add.request_id, add.request, std::move(*add.pull))
+              : engine_->AddValidatedRequest(add.request_id, add.request);
       if (!added.ok()) {
         LOG(WARNING) << "worker " << id_ << " refused request " << add.request_id << ": " << added;
         listener_->OnRefused(id_, add.request_id);
       }
+    }
+    // After the adds: a hold waits for a prefix a request just queued here will compute.
+    for (HoldOrder& hold : holds) engine_->Hold(std::move(hold));
+    // Answered before the step: the peer that waits for them need not wait for it too.
+    if (!holds.empty()) engine_->ServeHolds();
+    if (TransferEvents events = engine_->TakeTransferEvents(); !events.empty()) {
+      listener_->OnTransfers(id_, events);
     }
     const absl::Time step_start = absl::Now();
     absl::StatusOr<std::vector<SequenceUpdate>> updates = engine_->Step();
@@ -152,6 +196,9 @@ void WorkerLoop::Run() {
     // finish sees this worker's blocks already freed.
     Publish(*updates, step_start);
     listener_->OnUpdates(id_, *updates);
+    if (TransferEvents events = engine_->TakeTransferEvents(); !events.empty()) {
+      listener_->OnTransfers(id_, events);
+    }
   }
   ClearLoad();
   // A dead worker leaves nothing: its pool and block tables and its metric series go now.
@@ -167,6 +214,12 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
     ++num_steps_;
     step_micros_ += absl::ToInt64Microseconds(absl::Now() - step_start);
     forward_micros_ += static_cast<int64_t>(forward_seconds * 1e6);
+    const int tokens = engine_->last_step_tokens();
+    num_step_tokens_ += tokens;
+    if (tokens >= Load::kPrefillStepTokens) {
+      prefill_forward_micros_ += static_cast<int64_t>(forward_seconds * 1e6);
+      num_prefill_tokens_ += tokens;
+    }
   }
   const Scheduler& s = engine_->scheduler();
   if (metrics_ != nullptr) {
@@ -192,6 +245,9 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
       }
       reported_spec_ = spec;
     }
+    metrics_->recomputed_tokens->Add(
+        static_cast<double>(s.num_recomputed_tokens() - reported_recomputed_));
+    reported_recomputed_ = s.num_recomputed_tokens();
     reported_preemptions_ = s.num_preemptions();
     reported_queries_ = s.kv().num_prefix_query_tokens();
     reported_hits_ = s.kv().num_prefix_hit_tokens();

@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -32,6 +33,7 @@ namespace pagoda {
 struct QueuedRequest {
   int64_t request_id = 0;
   GenerationRequest request;
+  std::optional<PullPlan> pull;  // pull these blocks from a peer first (issue 28)
 };
 
 // How a loop reports to its owner. Called on the loop's thread; must not block on the loop.
@@ -46,6 +48,10 @@ class WorkerLoopListener {
   // A step failed: the worker is broken. The loop exits right after this returns, with no
   // further report; what it had not started is still there for TakeQueued.
   virtual void OnFailed(int worker_id) = 0;
+  // KV transfers (issue 28): blocks held for a peer, pulls that ended.
+  virtual void OnTransfers(int /*worker_id*/, const TransferEvents& /*events*/) {}
+  // The running sequences Detach() took out, their blocks held here until released.
+  virtual void OnDetached(int /*worker_id*/, std::vector<Scheduler::Detached> /*detached*/) {}
 };
 
 class WorkerLoop {
@@ -65,8 +71,13 @@ class WorkerLoop {
   void Abort(int64_t request_id, int seq_index = -1);
   // A paused request it holds may run again (GenerationRequest::paused): wakes an idle loop.
   void Resume();
-  // Runs `on_drained` once, on the loop's thread, when it holds nothing and nothing is queued.
+  // Runs `on_drained` once, on the loop's thread, when it holds nothing and nothing is queued
+  // (no sequence, and no block held for a peer).
   void Drain(std::function<void()> on_drained);
+  // KV transfers (issue 28), carried out at the loop's next wake, between steps.
+  void Hold(HoldOrder order);             // answered by OnTransfers
+  void Release(std::vector<int> blocks);  // blocks held by Hold or Detach
+  void Detach();                          // answered by OnDetached
   // Takes back the requests queued here that the loop has not taken into the engine yet.
   std::deque<QueuedRequest> TakeQueued();
   // Ends the loop at its next wake, with no further report; it drops its engine's sequences.
@@ -91,6 +102,12 @@ class WorkerLoop {
     int64_t num_steps = 0;
     double step_seconds = 0;
     double forward_seconds = 0;
+    int64_t num_step_tokens = 0;  // query tokens of those steps
+    // Of those, steps of at least kPrefillStepTokens tokens: their forward time and tokens
+    // (what computing a prompt costs a token here; issue 28's pull-or-recompute choice).
+    static constexpr int kPrefillStepTokens = 64;
+    double prefill_forward_seconds = 0;
+    int64_t num_prefill_tokens = 0;
   };
   Load load() const;
 
@@ -120,6 +137,9 @@ class WorkerLoop {
   absl::CondVar wake_;
   std::deque<QueuedRequest> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<AbortOrder> aborts_ ABSL_GUARDED_BY(mu_);
+  std::vector<HoldOrder> holds_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int>> releases_ ABSL_GUARDED_BY(mu_);
+  bool detach_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_drained_ ABSL_GUARDED_BY(mu_);
   bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
@@ -127,12 +147,14 @@ class WorkerLoop {
 
   // The loop's thread only: scheduler counters already added to the metrics.
   int64_t reported_preemptions_ = 0, reported_queries_ = 0, reported_hits_ = 0;
+  int64_t reported_recomputed_ = 0;
   SpecDecodeStats reported_spec_;
 
   // Written by the loop's thread, read by any (num_waiting_ also under mu_, with inbox_).
   std::atomic<int64_t> num_used_blocks_{0}, num_slots_used_{0}, num_slots_reserved_{0};
   std::atomic<int> num_running_{0}, num_waiting_{0};
   std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};
+  std::atomic<int64_t> num_step_tokens_{0}, prefill_forward_micros_{0}, num_prefill_tokens_{0};
 };
 
 }  // namespace pagoda

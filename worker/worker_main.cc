@@ -61,7 +61,8 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for a router that a
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(int, kv_transfer_port, 0,
           "serve this worker's KV blocks to peers on this port, and pull theirs when the router "
-          "says (issue 28); 0 = off: it neither serves nor pulls");
+          "says (issue 28); 0 = off: it neither serves nor pulls; -1 = a free port on loopback "
+          "(workers of one machine: a router's --spawn-workers)");
 ABSL_FLAG(std::string, advertise_address, "",
           "host:port peers dial for KV transfers (in Kubernetes the pod IP); default: this "
           "host's name and --kv-transfer-port");
@@ -246,7 +247,11 @@ int main(int argc, char** argv) {
   // KV transfers: the same token and certificates as the router link (issue 28).
   std::unique_ptr<pagoda::KvTransferService> kv_service;
   std::unique_ptr<grpc::Server> kv_server;
-  if (const int port = absl::GetFlag(FLAGS_kv_transfer_port); port > 0) {
+  if (const int port = absl::GetFlag(FLAGS_kv_transfer_port); port < -1 || port > 65535) {
+    std::cerr << "error: --kv-transfer-port=" << port << ": expected a port, 0 (off) or -1\n";
+    return 2;
+  } else if (port != 0) {
+    const bool loopback = port == -1;
     if (service_options.tls && tls->cert.empty()) {
       std::cerr << "error: --kv-transfer-port with TLS needs --tls-cert and --tls-key: the "
                    "transfer port serves TLS with them\n";
@@ -255,14 +260,14 @@ int main(int argc, char** argv) {
     kv_service = std::make_unique<pagoda::KvTransferService>(&(*engine)->kv_pool(),
                                                              service_options.worker_token);
     int bound = 0;
-    kv_server = pagoda::StartKvTransferServer(absl::StrCat("0.0.0.0:", port), kv_service.get(),
-                                              *tls, &bound);
+    kv_server = pagoda::StartKvTransferServer(
+        loopback ? "127.0.0.1:0" : absl::StrCat("0.0.0.0:", port), kv_service.get(), *tls, &bound);
     if (!kv_server || bound == 0) {
       std::cerr << "error: cannot listen on KV transfer port " << port << "\n";
       return 1;
     }
     std::string advertise = absl::GetFlag(FLAGS_advertise_address);
-    if (advertise.empty()) advertise = absl::StrCat(host, ":", bound);
+    if (advertise.empty()) advertise = absl::StrCat(loopback ? "127.0.0.1" : host, ":", bound);
     (*engine)->EnableTransfers(std::make_unique<pagoda::GrpcKvPuller>(pagoda::GrpcKvPullerOptions{
                                    .worker_token = service_options.worker_token,
                                    .tls = service_options.tls,

@@ -48,6 +48,10 @@ TEST(LocalWorkersTest, WorkersShareTheMemoryAndTheCores) {
   EXPECT_THAT(args, Contains("--threads=" + std::to_string(std::max(1, cores / 4))));
   options.threads = 3;
   EXPECT_THAT(LocalWorkerArgs(options, Router(), 0), Contains("--threads=3"));
+  // Several move K/V between them over loopback; one alone has no peer.
+  EXPECT_THAT(args, Contains("--kv_transfer_port=-1"));
+  options.num_workers = 1;
+  EXPECT_THAT(LocalWorkerArgs(options, Router(), 0), Not(Contains("--kv_transfer_port=-1")));
 }
 
 TEST(LocalWorkersTest, ADtypeAWorkerWouldRefuseStopsTheRouterNamingItsFlag) {

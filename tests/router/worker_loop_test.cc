@@ -79,7 +79,7 @@ class WorkerLoopTest : public ::testing::Test {
                                         /*metrics=*/nullptr, &listener_);
   }
   QueuedRequest Greedy(int64_t id, const std::vector<int>& prompt) {
-    QueuedRequest q{id, {}};
+    QueuedRequest q{.request_id = id, .request = {}, .pull = std::nullopt};
     q.request.prompt_ids = prompt;
     q.request.sampling.temperature = 0;
     return q;

@@ -1,0 +1,240 @@
+// The Cluster's part in KV transfers between workers (issue 28): which worker pulls which
+// blocks from which, and what happens when either side leaves. A pull has two phases:
+//
+//   holding:  the source's loop holds the blocks it has of the prefix (Engine::Hold); the
+//             request waits here (Transfer::work), counted as waiting
+//   pulling:  the request is queued on the destination with a PullPlan; the destination's
+//             worker pulls while it steps, then the request runs from the blocks
+//
+// and ends when the destination reports the pull (OnTransfers): the source releases its
+// blocks. A failed or refused pull costs only time: the request computes what it lacks.
+#include <algorithm>
+
+#include "glog/logging.h"
+#include "router/block_pool.h"
+#include "router/cluster.h"
+
+namespace pagoda {
+namespace {
+
+int64_t KvBytesPerBlock(const ModelConfig& config, const WorkerInfo& info) {
+  const int dtype_bytes = info.kv_cache_dtype == "f32" ? 4 : 2;
+  return int64_t{2} * config.num_layers * config.num_kv_heads * config.head_dim * info.block_size *
+         dtype_bytes;
+}
+
+}  // namespace
+
+bool Cluster::CanTransferLocked(int src, int dst) const {
+  if (src == dst || src < 0 || dst < 0) return false;
+  const Worker& s = *workers_[src];
+  const Worker& d = *workers_[dst];
+  const WorkerInfo& a = s.loop->info();
+  const WorkerInfo& b = d.loop->info();
+  return s.alive && d.alive && !a.kv_transfer_address.empty() && !b.kv_transfer_address.empty() &&
+         a.block_size == b.block_size && a.kv_cache_dtype == b.kv_cache_dtype;
+}
+
+bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, QueuedRequest* work) {
+  if (owners.empty()) return false;
+  const GenerationRequest& request = work->request;
+  const int block_size = workers_[chosen]->loop->info().block_size;
+  // Blocks a prefix hit can use: never the one holding the last token (it is computed).
+  const int num_tokens = static_cast<int>(request.prompt_ids.size() + request.output_ids.size());
+  const int usable = std::min<int>(
+      {static_cast<int>(owners.size()), (num_tokens - 1) / block_size, kMaxBlocksPerPull});
+  int deepest = usable - 1;
+  while (deepest >= 0 && owners[deepest] < 0) --deepest;
+  if (deepest < 0) return false;
+  const int src = owners[deepest];
+  if (!CanTransferLocked(src, chosen)) return false;
+  int have = 0;  // the chosen worker's own claim
+  while (have < usable && owners[have] == chosen) ++have;
+  const int gain = deepest + 1 - have;
+  if (gain * block_size < options_.kv_transfer_min_tokens) return false;
+  const WorkerLoop::Load load = workers_[chosen]->loop->load();
+  const double per_token =
+      load.num_prefill_tokens >= 256 ? load.prefill_forward_seconds / load.num_prefill_tokens : 0;
+  const int64_t bytes = gain * KvBytesPerBlock(config_, workers_[chosen]->loop->info());
+  if (!transfer_cost_.Pays(bytes, gain * block_size, per_token)) return false;
+
+  const int64_t id = next_transfer_id_++;
+  Transfer& t = transfers_[id];
+  t.src = src;
+  t.dst = chosen;
+  HoldOrder hold;
+  hold.transfer_id = id;
+  hold.tokens.assign(request.prompt_ids.begin(),
+                     request.prompt_ids.begin() + (deepest + 1) * block_size);
+  hold.block_hashes.assign(request.prompt_block_hashes.begin(),
+                           request.prompt_block_hashes.begin() + deepest + 1);
+  // Later requests with this prefix ask the worker that has it, not the one still waiting.
+  placement_.Remember(hold.block_hashes, src);
+  t.work = std::move(*work);
+  VLOG(1) << "request " << t.work->request_id << " on worker " << chosen << " asks worker " << src
+          << " for " << deepest + 1 << " blocks";
+  workers_[src]->loop->Hold(std::move(hold));
+  return true;
+}
+
+void Cluster::QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
+                              std::span<const int> tokens, int num_tokens) {
+  const int block_size = workers_[dst]->loop->info().block_size;
+  const int64_t id = next_transfer_id_++;
+  PullPlan plan;
+  plan.transfer_id = id;
+  plan.peer_address = workers_[src]->loop->info().kv_transfer_address;
+  const int num_full = num_tokens / block_size;
+  plan.tokens.assign(tokens.begin(), tokens.begin() + num_full * block_size);
+  plan.block_hashes = BlockHashes(plan.tokens, block_size);
+  plan.tail_tokens = num_tokens % block_size;
+  plan.src_blocks = src_blocks;
+  Transfer& t = transfers_[id];
+  t.src = src;
+  t.dst = dst;
+  t.src_blocks = std::move(src_blocks);
+  auto it = requests_.find(work.request_id);
+  if (it != requests_.end()) {
+    for (int i = 0; i < work.request.n; ++i)
+      it->second->worker[work.request.first_seq_index + i] = dst;
+  }
+  work.pull = std::move(plan);
+  workers_[dst]->loop->Add(std::move(work));
+}
+
+void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
+  absl::MutexLock lock(&mu_);
+  Worker* w = workers_[worker_id].get();
+  for (const TransferEvents::Held& held : events.held) {
+    auto it = transfers_.find(held.transfer_id);
+    if (it == transfers_.end() || !it->second.work.has_value() || !w->alive) {
+      if (w->alive) w->loop->Release(held.blocks);  // its request ended meanwhile
+      if (it != transfers_.end()) transfers_.erase(it);
+      continue;
+    }
+    QueuedRequest work = std::move(*it->second.work);
+    const int dst = it->second.dst;
+    transfers_.erase(it);
+    if (held.blocks.empty() || !CanTransferLocked(worker_id, dst)) {
+      if (!held.blocks.empty()) w->loop->Release(held.blocks);
+      if (workers_[dst]->alive) {
+        auto r = requests_.find(work.request_id);
+        if (r != requests_.end()) {
+          for (int i = 0; i < work.request.n; ++i)
+            r->second->worker[work.request.first_seq_index + i] = dst;
+        }
+        workers_[dst]->loop->Add(std::move(work));
+      } else {
+        PlaceLocked(std::move(work));
+      }
+      continue;
+    }
+    const int block_size = w->loop->info().block_size;
+    const int num_tokens = static_cast<int>(held.blocks.size()) * block_size;
+    const std::vector<int> prompt = work.request.prompt_ids;
+    QueuePullLocked(std::move(work), worker_id, dst, held.blocks, prompt, num_tokens);
+  }
+  for (const TransferEvents::Pulled& pulled : events.pulled) {
+    auto it = transfers_.find(pulled.transfer_id);
+    if (it == transfers_.end()) continue;  // a side left: it was ended then
+    const Transfer& t = it->second;
+    if (workers_[t.src]->alive) workers_[t.src]->loop->Release(t.src_blocks);
+    if (pulled.started) {
+      transfer_cost_.ObservePull(pulled.bytes, pulled.seconds);
+      VLOG(1) << "transfer " << pulled.transfer_id << " worker " << t.src << " -> " << t.dst << ": "
+              << (pulled.ok ? "" : "failed ") << pulled.num_blocks << " blocks, " << pulled.bytes
+              << " bytes in " << pulled.seconds << " s";
+    }
+    if (options_.metrics != nullptr && pulled.started) {
+      RouterMetrics& m = *options_.metrics;
+      m.kv_transfer_seconds->Observe(pulled.seconds);
+      m.kv_transfer_bytes->Add(static_cast<double>(pulled.bytes));
+      if (pulled.ok) {
+        m.kv_transfer_blocks->Add(pulled.num_blocks);
+        m.kv_transfer_saved_tokens->Add(pulled.num_tokens);
+      } else {
+        m.kv_transfer_failures->Add();
+      }
+    }
+    transfers_.erase(it);
+  }
+}
+
+void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
+  absl::MutexLock lock(&mu_);
+  Worker* w = workers_[worker_id].get();
+  for (Scheduler::Detached& d : detached) {
+    auto it = requests_.find(d.request_id);
+    Request* r = it == requests_.end() ? nullptr : it->second.get();
+    const bool ours = r != nullptr && d.seq_index < static_cast<int>(r->worker.size()) &&
+                      r->worker[d.seq_index] == worker_id && !r->finished[d.seq_index];
+    if (!w->alive) continue;  // gone: its sequences were moved as a failed worker's
+    if (!ours) {
+      w->loop->Release(d.blocks);
+      continue;
+    }
+    QueuedRequest work{.request_id = d.request_id, .request = r->request, .pull = std::nullopt};
+    work.request.n = 1;
+    work.request.first_seq_index = d.seq_index;
+    work.request.output_ids = r->outputs[d.seq_index];
+    work.request.front_of_queue = true;
+    // What the worker computed is what it delivered (updates come before the detach).
+    std::vector<int> tokens = work.request.prompt_ids;
+    tokens.insert(tokens.end(), work.request.output_ids.begin(), work.request.output_ids.end());
+    std::vector<WorkerLoad> candidates;
+    for (const auto& o : workers_) {
+      if (o->draining || !CanTransferLocked(worker_id, o->loop->id())) continue;
+      const WorkerLoop::Load load = o->loop->load();
+      candidates.push_back({.worker_id = o->loop->id(),
+                            .num_used_blocks = load.num_used_blocks,
+                            .num_waiting = load.num_waiting});
+    }
+    const int block_size = w->loop->info().block_size;
+    const int max_tokens = (kMaxBlocksPerPull - 1) * block_size;
+    if (candidates.empty() || tokens != d.tokens || d.num_computed > max_tokens) {
+      w->loop->Release(d.blocks);
+      r->worker[d.seq_index] = -1;
+      PlaceLocked(std::move(work));  // without its K/V
+      continue;
+    }
+    GenerationRequest& request = work.request;
+    if (request.prompt_block_size != block_size) {
+      request.prompt_block_hashes = BlockHashes(request.prompt_ids, block_size);
+      request.prompt_block_size = block_size;
+    }
+    const int dst = placement_.Choose(candidates, request.prompt_block_hashes);
+    if (options_.metrics != nullptr) options_.metrics->kv_migrated_sequences->Add();
+    LOG(INFO) << "moving request " << d.request_id << "/" << d.seq_index << " from worker "
+              << worker_id << " to " << dst << " with " << d.num_computed << " tokens of K/V";
+    QueuePullLocked(std::move(work), worker_id, dst, std::move(d.blocks), tokens, d.num_computed);
+  }
+}
+
+void Cluster::EndTransfersOfLocked(int worker_id) {
+  std::vector<QueuedRequest> replace;
+  for (auto it = transfers_.begin(); it != transfers_.end();) {
+    Transfer& t = it->second;
+    if (t.src != worker_id && t.dst != worker_id) {
+      ++it;
+      continue;
+    }
+    if (!t.work.has_value() && t.dst != worker_id) {
+      // Pulling from the dead worker: the pull fails, its request computes the blocks, and
+      // the destination still reports it (OnTransfers counts the failure).
+      ++it;
+      continue;
+    }
+    if (t.work.has_value()) {
+      // Holding. A dead source never answers: place the request now. A live one answers
+      // OnTransfers, which finds no transfer and releases.
+      replace.push_back(std::move(*t.work));
+    } else if (workers_[t.src]->alive) {
+      // Pulling into the dead worker: its request moves with the rest of its sequences.
+      workers_[t.src]->loop->Release(t.src_blocks);
+    }
+    transfers_.erase(it++);
+  }
+  for (QueuedRequest& work : replace) PlaceLocked(std::move(work));
+}
+
+}  // namespace pagoda

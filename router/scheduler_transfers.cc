@@ -1,0 +1,38 @@
+// The scheduler's part in KV transfers between workers (issue 28): sequences that leave with
+// their K/V (a draining worker's) and those that arrive with it (a pulled partial block).
+#include <algorithm>
+
+#include "router/scheduler.h"
+
+namespace pagoda {
+
+int Scheduler::TakePulledTail(Sequence* seq, const PrefixHit& hit, bool use) {
+  const int tail = seq->pulled_tail_block;
+  if (tail < 0) return -1;
+  // The tail continues the pulled full blocks: useless when any of them was evicted since.
+  if (use && static_cast<int>(hit.blocks.size()) == seq->pulled_tail_index) return tail;
+  kv_.Release(std::span<const int>(&tail, 1));
+  seq->pulled_tail_block = -1;
+  return -1;
+}
+
+std::vector<Scheduler::Detached> Scheduler::DetachRunning() {
+  std::vector<Detached> out;
+  for (Sequence* seq : std::vector<Sequence*>(running_)) {
+    if (seq->num_pending_forks > 0 || seq->num_computed_tokens == 0) continue;
+    Detached& d = out.emplace_back();
+    d.request_id = seq->request_id;
+    d.seq_index = seq->seq_index;
+    d.tokens = seq->tokens;
+    d.num_computed = seq->num_computed_tokens;
+    d.blocks = kv_.HoldTable(seq->id, seq->num_computed_tokens);
+    // Gone without an update or a finish reason: it goes on elsewhere. Its blocks are held.
+    kv_.Free(seq->id);
+    if (seq->on_worker) finished_on_worker_.push_back(seq->id);
+    std::erase(running_, seq);
+    seqs_.erase(seq->id);
+  }
+  return out;
+}
+
+}  // namespace pagoda
