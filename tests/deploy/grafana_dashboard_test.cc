@@ -22,13 +22,15 @@ namespace {
 
 using Json = nlohmann::json;
 
-// On the dashboard before the router exports them: issue 28's KV transfer series.
+// On the dashboard before the router exports them: issue 28's KV transfer series, and the
+// recompute they save (pagoda_recomputed_tokens_total, the name in the lead's work in progress).
 // TODO(lead): they come with the KV transfer metrics in router/router_metrics.cc; once they are
 // registered this test fails naming each one: delete this list then.
 constexpr std::string_view kNotYetExported[] = {
     "pagoda_kv_transfer_blocks_total",   "pagoda_kv_transfer_bytes_total",
     "pagoda_kv_transfer_seconds",        "pagoda_kv_transfer_saved_tokens_total",
     "pagoda_kv_transfer_failures_total", "pagoda_kv_migrated_sequences_total",
+    "pagoda_recomputed_tokens_total",
 };
 bool NotYetExported(std::string_view family) {
   return std::find(std::begin(kNotYetExported), std::end(kNotYetExported), family) !=
