@@ -2,7 +2,8 @@
 # Renders deploy/k8s (the base), deploy/k8s/overlays/dev and deploy/k8s/overlays/prometheus-keda
 # with `kubectl kustomize`, checks each against the Kubernetes schemas (and the ServiceMonitor
 # and ScaledObject CRDs) and Pagoda's rules (validate.mjs), and checks that the validator
-# catches broken manifests (selftest.mjs). A ctest test runs it.
+# catches broken manifests (selftest.mjs); renders deploy/grafana and checks the dashboard's
+# ConfigMap and PromQL (dashboard.mjs). A ctest test runs it.
 #   deploy/k8s/validate/validate.sh [WORK_DIR]   (node_modules are installed there once)
 # The manifests need kustomize v4.1+ (kubectl 1.21+); with an older kubectl, such as Debian 12's
 # 1.20, it prints SKIPPED and exits 77 (ctest's SKIP_RETURN_CODE).
@@ -20,7 +21,8 @@ if [ "${minor:-0}" -lt 21 ]; then
   echo "validate: SKIPPED (kubectl 1.${minor:-?} embeds kustomize v2; the manifests need kubectl 1.21+)"
   exit 77
 fi
-cp "$here/package.json" "$here/package-lock.json" "$here/validate.mjs" "$here/selftest.mjs" "$work/"
+cp "$here/package.json" "$here/package-lock.json" "$here/validate.mjs" "$here/selftest.mjs" \
+  "$here/dashboard.mjs" "$work/"
 if [ ! -d "$work/node_modules/kubernetes-models" ] ||
    ! cmp -s "$here/package-lock.json" "$work/node_modules/.package-lock.json.pagoda"; then
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
@@ -31,3 +33,6 @@ kubectl kustomize "$here/../overlays/dev" > "$work/dev.yaml"
 kubectl kustomize "$here/../overlays/prometheus-keda" > "$work/prometheus-keda.yaml"
 node "$work/validate.mjs" "$work/base.yaml" "$work/dev.yaml" "$work/prometheus-keda.yaml"
 node "$work/selftest.mjs" "$work/prometheus-keda.yaml"
+# The Grafana dashboard's ConfigMap (generated from its JSON file) and its PromQL.
+kubectl kustomize "$here/../../grafana" > "$work/grafana.yaml"
+node "$work/dashboard.mjs" "$work/grafana.yaml" "$here/../../grafana/pagoda-dashboard.json"
