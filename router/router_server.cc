@@ -341,15 +341,26 @@ void RouterServer::LogStats(const ClusterStats& stats) {
                          metrics_.prefix_cache_hits->value(),
                          metrics_.spec_drafts->value(),
                          metrics_.spec_draft_tokens->value(),
-                         metrics_.spec_accepted_tokens->value()};
+                         metrics_.spec_accepted_tokens->value(),
+                         metrics_.kv_transfer_blocks->value(),
+                         metrics_.kv_transfer_bytes->value(),
+                         metrics_.kv_transfer_saved_tokens->value(),
+                         metrics_.kv_transfer_failures->value()};
   // With drafts in the interval: how many of their tokens were kept, and tokens per verify.
-  std::string drafts;
+  std::string details;  // drafts and transfers, when there were some
   if (now.draft_tokens > last.draft_tokens) {
-    drafts = absl::StrFormat(
+    details = absl::StrFormat(
         "; drafts: %.1f%% of %.0f tokens accepted, %.2f tokens per draft step",
         100.0 * (now.accepted - last.accepted) / (now.draft_tokens - last.draft_tokens),
         now.draft_tokens - last.draft_tokens,
         1.0 + (now.accepted - last.accepted) / (now.drafts - last.drafts));
+  }
+  // With KV pulled between workers in the interval: how much, and the prefill it spared.
+  if (now.pulled_blocks > last.pulled_blocks || now.failed > last.failed) {
+    absl::StrAppendFormat(
+        &details, "; KV pulled: %.0f blocks (%.1f MB), %.0f tokens spared, %.0f failed",
+        now.pulled_blocks - last.pulled_blocks, (now.pulled_bytes - last.pulled_bytes) / 1e6,
+        now.spared - last.spared, now.failed - last.failed);
   }
   LOG(INFO) << absl::StrFormat(
       "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV usage %.1f%%, "
@@ -359,7 +370,7 @@ void RouterServer::LogStats(const ClusterStats& stats) {
       stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0,
       now.queries > last.queries ? 100.0 * (now.hits - last.hits) / (now.queries - last.queries)
                                  : 0.0,
-      steps, step_ms, forward_ms, step_ms - forward_ms, drafts);
+      steps, step_ms, forward_ms, step_ms - forward_ms, details);
   last = now;
 }
 

@@ -160,7 +160,8 @@ class RouterServer {
     ClusterStats stats;
     absl::Time time;
     double prompt = 0, generated = 0, queries = 0, hits = 0;
-    double drafts = 0, draft_tokens = 0, accepted = 0;  // speculative decoding
+    double drafts = 0, draft_tokens = 0, accepted = 0;                   // speculative decoding
+    double pulled_blocks = 0, pulled_bytes = 0, spared = 0, failed = 0;  // KV transfers
   };
   StatsMark last_stats_;
 };
