@@ -34,7 +34,8 @@ import threading
 import time
 
 COUNTERS = (
-    "pagoda_prompt_tokens_total", "pagoda_prefix_cache_hits_total",
+    "pagoda_prompt_tokens_total", "pagoda_prefix_cache_queries_total",
+    "pagoda_prefix_cache_hits_total",
     "pagoda_kv_transfer_blocks_total", "pagoda_kv_transfer_bytes_total",
     "pagoda_kv_transfer_saved_tokens_total", "pagoda_kv_transfer_failures_total",
     "pagoda_kv_migrated_sequences_total", "pagoda_recomputed_tokens_total",
