@@ -201,7 +201,7 @@ def away(a, rng):
                     "concurrency": a.concurrency,
                     "wall_s": wall, "requests_per_s": len(prompts) / wall,
                     "ttft_median_s": statistics.median(t[0] for t in res),
-                    "delta": delta(before, r.scrape())
+                    "ttft_s": [round(t[0], 3) for t in res], "delta": delta(before, r.scrape())
             }), flush=True)
     finally:
         r.stop()
