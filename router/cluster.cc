@@ -310,9 +310,11 @@ void Cluster::PlaceLocked(QueuedRequest work) {
     for (const auto& w : workers_) {
       if (!w->alive || (w->draining && !draining_too)) continue;
       const WorkerLoop::Load load = w->loop->load();
-      candidates.push_back({.worker_id = w->loop->id(),
-                            .num_used_blocks = load.num_used_blocks,
-                            .num_waiting = load.num_waiting});
+      candidates.push_back(
+          {.worker_id = w->loop->id(),
+           .num_used_blocks = load.num_used_blocks,
+           .num_waiting = load.num_waiting,
+           .can_pull = options_.kv_transfer && !w->loop->info().kv_transfer_address.empty()});
     }
   };
   add_candidates(/*draining_too=*/false);

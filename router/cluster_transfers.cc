@@ -187,7 +187,8 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
       const WorkerLoop::Load load = o->loop->load();
       candidates.push_back({.worker_id = o->loop->id(),
                             .num_used_blocks = load.num_used_blocks,
-                            .num_waiting = load.num_waiting});
+                            .num_waiting = load.num_waiting,
+                            .can_pull = true});
     }
     const int block_size = w->loop->info().block_size;
     const int max_tokens = (kMaxBlocksPerPull - 1) * block_size;

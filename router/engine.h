@@ -174,7 +174,10 @@ class Engine {
   std::vector<Scheduler::Detached> DetachRunning();
   TransferEvents TakeTransferEvents();
 
-  bool has_unfinished() const { return scheduler_.has_work() || !pulls_.empty(); }
+  // Work for Step(): sequences to run, pulls in flight, or holds waiting for a computation.
+  bool has_unfinished() const {
+    return scheduler_.has_work() || !pulls_.empty() || !holds_.empty();
+  }
   // Query tokens of the last Step() (0 when it ran nothing).
   int last_step_tokens() const { return last_step_tokens_; }
   // The worker's forward-pass time in the last Step() (0 when it ran nothing).

@@ -1,5 +1,7 @@
 #include "router/placement.h"
 
+#include <algorithm>
+
 #include "glog/logging.h"
 
 namespace pagoda {
@@ -22,14 +24,23 @@ int Placement::Choose(std::span<const WorkerLoad> workers,
     best = &workers[next_round_robin_++ % workers.size()];
   } else {
     const double num_blocks = static_cast<double>(prompt_hashes.size());
+    const bool prefix_aware = options_.policy == PlacementPolicy::kPrefixAware;
+    // The leading blocks some worker was sent (chained: the deepest one sent claims the rest).
+    int anywhere = 0;
+    if (prefix_aware) {
+      for (int i = static_cast<int>(prompt_hashes.size()); i > 0 && anywhere == 0; --i) {
+        if (block_owner_.contains(prompt_hashes[i - 1])) anywhere = i;
+      }
+    }
     double best_cost = 0;
     for (const WorkerLoad& w : workers) {
-      const int hit = options_.policy == PlacementPolicy::kPrefixAware
-                          ? NumHintedBlocks(w.worker_id, prompt_hashes)
-                          : 0;
+      const int hit = prefix_aware ? NumHintedBlocks(w.worker_id, prompt_hashes) : 0;
+      const int pullable = w.can_pull ? std::max(0, anywhere - hit) : 0;
       // Active blocks, plus a rough share for requests queued there but not yet admitted.
       const double load = w.num_used_blocks + w.num_waiting * (num_blocks + 1);
-      const double cost = options_.prefix_weight * (num_blocks - hit) + load;
+      const double cost =
+          options_.prefix_weight * (num_blocks - hit - pullable + options_.pull_weight * pullable) +
+          load;
       if (&w == &workers.front() || cost < best_cost) {
         best = &w;
         best_cost = cost;

@@ -5,7 +5,10 @@
 //
 //   cost = w · uncached_prompt_blocks + used_blocks + queued · (prompt_blocks + 1)
 //
-// where "uncached" counts the prompt's blocks from the first one this worker was not sent.
+// where "uncached" counts the prompt's blocks from the first one this worker was not sent. A
+// block another worker was sent costs a worker that can pull it (issue 28) only pull_weight · w:
+// moving K/V costs a fraction of computing it, so load, not the hint, then decides.
+
 // The hints are approximate and never matter for correctness: a worker's own prefix cache
 // decides real hits. Thread-compatible: the Cluster calls it under its lock.
 #ifndef PAGODA_ROUTER_PLACEMENT_H_
@@ -24,6 +27,7 @@ enum class PlacementPolicy { kPrefixAware, kRoundRobin, kLeastLoaded };
 struct PlacementOptions {
   PlacementPolicy policy = PlacementPolicy::kPrefixAware;
   double prefix_weight = 1.0;  // w in the cost
+  double pull_weight = 0.1;    // of w, for a block a worker that can pull it would pull
   // Block hashes remembered at most before they are all forgotten (bounded memory: a hint).
   int max_hints = 1 << 20;
 };
@@ -33,6 +37,7 @@ struct WorkerLoad {
   int worker_id = 0;
   int64_t num_used_blocks = 0;  // KV blocks its running sequences hold
   int num_waiting = 0;          // requests queued there and not admitted yet
+  bool can_pull = false;        // pulls blocks other workers have (KV transfers)
 };
 
 class Placement {

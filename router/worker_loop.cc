@@ -112,7 +112,6 @@ WorkerLoop::Load WorkerLoop::load() const {
   l.num_steps = num_steps_.load();
   l.step_seconds = step_micros_.load() * 1e-6;
   l.forward_seconds = forward_micros_.load() * 1e-6;
-  l.num_step_tokens = num_step_tokens_.load();
   l.prefill_forward_seconds = prefill_forward_micros_.load() * 1e-6;
   l.num_prefill_tokens = num_prefill_tokens_.load();
   absl::MutexLock lock(&mu_);  // the loop moves the inbox into the scheduler under it
@@ -215,7 +214,6 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
     step_micros_ += absl::ToInt64Microseconds(absl::Now() - step_start);
     forward_micros_ += static_cast<int64_t>(forward_seconds * 1e6);
     const int tokens = engine_->last_step_tokens();
-    num_step_tokens_ += tokens;
     if (tokens >= Load::kPrefillStepTokens) {
       prefill_forward_micros_ += static_cast<int64_t>(forward_seconds * 1e6);
       num_prefill_tokens_ += tokens;

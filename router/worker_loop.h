@@ -102,7 +102,6 @@ class WorkerLoop {
     int64_t num_steps = 0;
     double step_seconds = 0;
     double forward_seconds = 0;
-    int64_t num_step_tokens = 0;  // query tokens of those steps
     // Of those, steps of at least kPrefillStepTokens tokens: their forward time and tokens
     // (what computing a prompt costs a token here; issue 28's pull-or-recompute choice).
     static constexpr int kPrefillStepTokens = 64;
@@ -154,7 +153,7 @@ class WorkerLoop {
   std::atomic<int64_t> num_used_blocks_{0}, num_slots_used_{0}, num_slots_reserved_{0};
   std::atomic<int> num_running_{0}, num_waiting_{0};
   std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};
-  std::atomic<int64_t> num_step_tokens_{0}, prefill_forward_micros_{0}, num_prefill_tokens_{0};
+  std::atomic<int64_t> prefill_forward_micros_{0}, num_prefill_tokens_{0};
 };
 
 }  // namespace pagoda

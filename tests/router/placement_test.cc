@@ -109,5 +109,21 @@ TEST(PlacementTest, AWorkerThatLeftIsForgotten) {
   EXPECT_EQ(placement.Choose(Idle({0, 1}), kPromptB), 1) << "worker 1's hints stay";
 }
 
+TEST(PlacementTest, AWorkerThatCanPullAPrefixIsChosenByLoad) {
+  Placement placement(Policy(PlacementPolicy::kPrefixAware));
+  const std::vector<uint64_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  ASSERT_EQ(placement.Choose(Idle({0, 1}), prompt), 0);
+  // Worker 0 holds 4 blocks of work now. Worker 1, without transfers, would compute all 10
+  // blocks: worker 0 still wins.
+  std::vector<WorkerLoad> workers = {{.worker_id = 0, .num_used_blocks = 4}, {.worker_id = 1}};
+  EXPECT_EQ(placement.Choose(workers, prompt), 0);
+  // Able to pull them (at a tenth of computing), worker 1 is the cheaper.
+  workers[1].can_pull = true;
+  EXPECT_EQ(placement.Choose(workers, prompt), 1);
+  // A pull's source is remembered as the blocks' worker.
+  placement.Remember(prompt, 0);
+  EXPECT_EQ(placement.Owners(prompt), std::vector<int>(10, 0));
+}
+
 }  // namespace
 }  // namespace pagoda
