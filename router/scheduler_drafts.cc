@@ -1,51 +1,164 @@
 // The scheduler's part of speculative decoding (router/speculative.h): drafts added to a step
 // that is already scheduled, and what the worker kept of them.
+//
+// The rule. A step of Q query tokens that yields N tokens takes t(Q) = a + b·Q seconds on its
+// worker (StepTimeModel, fitted to the worker's reported forward times). A draft of k tokens
+// for one of its sequences adds E_k = p_1 + ... + p_k expected tokens, p_j being the
+// probability that its j-th draft token is kept (AcceptanceStats::expected(j), from what the
+// worker kept of that sequence's earlier drafts), and costs t(Q + k) - t(Q). It pays when
+//
+//   (N + E_k) / t(Q + k)  >  N / t(Q)
+//
+// i.e. when the step's expected tokens per second grow. Each sequence in turn gets the k
+// (0..max) that maximizes that rate, and Q and N grow by its k and E_k before the next one.
+// Where the weights' read dominates (a large model, few sequences) a is large and drafts pay
+// with modest acceptance; where the model sits in cache or the step is already compute-bound
+// (many sequences) a draft token costs about what a sequence's token costs and pays only when
+// it is nearly always kept.
+//
+// A sequence that gets no draft probes with k = 1 now and then, so its acceptance keeps being
+// measured: after AcceptanceOptions::probe_every (16) steps without one, or more where probes
+// cost more, so that probes that all miss cost at most kMaxProbeLoss of the throughput.
+// Until the worker's step times span more than one step size (StepTimeModel::ready), drafts are
+// added as before the fit existed: while the step has fewer than max_speculative_step_tokens.
 #include <algorithm>
+#include <cmath>
 
 #include "router/scheduler.h"
 
 namespace pagoda {
+namespace {
+
+// A probe that is never kept costs its step b seconds (one more token) and gains nothing; one
+// every P steps per sequence costs the step's throughput f / P, f = N·b / t(Q) being what a
+// token costs at the margin against what it costs on average.
+constexpr double kMaxProbeLoss = 0.01;
+
+// The k in [0, k_max] that maximizes the expected tokens per second of a step of q query tokens
+// that yields n tokens when one of its sequences (with `acceptance`) drafts k.
+int BestDraft(const AcceptanceStats& acceptance, const StepTimeModel& time, int q, double n,
+              int k_max) {
+  int best_k = 0;
+  double best = n / time.Seconds(q);
+  double p = 1, expected = 0;
+  for (int k = 1; k <= k_max; ++k) {
+    p *= acceptance.rate(k - 1);
+    expected += p;
+    const double rate = (n + expected) / time.Seconds(q + k);
+    if (rate > best) {
+      best = rate;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+double ExpectedKept(const AcceptanceStats& acceptance, int k) {
+  double p = 1, expected = 0;
+  for (int j = 0; j < k; ++j) expected += p *= acceptance.rate(j);
+  return expected;
+}
+
+}  // namespace
+
+void Scheduler::RecordStepTime(double forward_seconds) {
+  // Only steps that decode (each sequence one token and its draft) are fitted: the sizes drafts
+  // choose between are those, and one prefill chunk of 96 tokens, far from them, would set the
+  // slope alone (and its tokens, computed together, cost less each than a decode's).
+  int q = 0;
+  for (const Scheduled& s : last_step_) {
+    if (!s.sample || s.num_tokens - s.num_draft != 1) return;
+    q += s.num_tokens;
+  }
+  step_time_.Record(q, forward_seconds);
+}
+
+int Scheduler::MaxDraft(size_t i, int budget, int logit_budget) const {
+  const Scheduled& step = last_step_[i];
+  const Sequence* seq = step.seq;
+  // Decoding one token, unconstrained (a grammar's mask depends on the tokens before it),
+  // past its first output token and its forks.
+  if (!step.sample || step.num_tokens != 1 || step.prompt_logprobs || seq->matcher.has_value() ||
+      seq->num_output_tokens() < 1 || seq->num_pending_forks > 0 ||
+      seq->num_computed_tokens + 1 != seq->num_tokens()) {
+    return 0;
+  }
+  // Every draft token may be kept, with one more after it: max_tokens and the model length
+  // bound the draft as they bound the output.
+  return std::max(0, std::min({options_.num_speculative_tokens, budget, logit_budget,
+                               seq->max_tokens - seq->num_output_tokens() - 1,
+                               seq->max_total_tokens - seq->num_tokens() - 1}));
+}
+
+bool Scheduler::CommitDraft(size_t i, int n, StepCommand* cmd) {
+  Scheduled& step = last_step_[i];
+  Sequence* seq = step.seq;
+  const int begin = seq->num_computed_tokens, end = begin + 1 + n;
+  if (!kv_.CanAppend(seq->id, begin, end)) return false;  // a draft never preempts
+  kv_.Append(seq->id, begin, end, &cmd->block_copies);
+  ScheduledSequence& out = cmd->scheduled[i];  // Emit added both in the same order
+  out.token_ids.insert(out.token_ids.end(), draft_.begin(), draft_.begin() + n);
+  out.num_draft_tokens = n;
+  const std::vector<int>& table = kv_.block_table(seq->id);
+  out.new_block_ids.assign(table.begin() + out.num_kept_blocks, table.end());
+  seq->num_synced_blocks = static_cast<int>(table.size());
+  step.num_tokens += n;
+  step.num_draft = n;
+  return true;
+}
 
 void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
+  if (!step_time_.ready()) {
+    AddDraftsWhileSmall(budget, logit_budget, cmd);
+    return;
+  }
+  int q = options_.max_num_batched_tokens - budget;
+  double n = 0;  // tokens the step is expected to yield
+  for (const Scheduled& s : last_step_) n += s.sample ? 1 : 0;
+  for (size_t i = 0; i < last_step_.size() && budget > 0 && logit_budget > 0; ++i) {
+    const int k_max = MaxDraft(i, budget, logit_budget);
+    if (k_max == 0) continue;
+    AcceptanceStats& acceptance = last_step_[i].seq->acceptance;
+    int k = BestDraft(acceptance, step_time_, q, n, k_max);
+    const bool probe =
+        k == 0 &&
+        acceptance.ProbeDue(static_cast<int>(std::min<double>(
+            std::ceil(n * step_time_.b() / step_time_.Seconds(q) / kMaxProbeLoss), 1 << 20)));
+    if (probe) k = 1;
+    if (k == 0) {
+      acceptance.Record(0, 0);  // (counts toward its next probe)
+      continue;
+    }
+    draft_.clear();
+    int proposed = std::min(options_.proposer->Propose(last_step_[i].seq->tokens, k, &draft_), k);
+    // A shorter draft than asked for may not pay (its cost per step is the same).
+    if (!probe && proposed < k) proposed = BestDraft(acceptance, step_time_, q, n, proposed);
+    if (proposed <= 0 || !CommitDraft(i, proposed, cmd)) continue;
+    q += proposed;
+    n += ExpectedKept(acceptance, proposed);
+    budget -= proposed;
+    logit_budget -= proposed;
+  }
+}
+
+void Scheduler::AddDraftsWhileSmall(int budget, int logit_budget, StepCommand* cmd) {
   // Past max_speculative_step_tokens the step is compute-bound: a draft token would cost what
   // a token of another sequence costs, and pays only when it is kept.
   int room = std::min(
       options_.max_speculative_step_tokens - (options_.max_num_batched_tokens - budget), budget);
   for (size_t i = 0; i < last_step_.size() && room > 0 && logit_budget > 0; ++i) {
-    Scheduled& step = last_step_[i];
-    Sequence* seq = step.seq;
-    // Decoding one token, unconstrained (a grammar's mask depends on the tokens before it),
-    // past its first output token and its forks.
-    if (!step.sample || step.num_tokens != 1 || step.prompt_logprobs || seq->matcher.has_value() ||
-        seq->num_output_tokens() < 1 || seq->num_pending_forks > 0 ||
-        seq->num_computed_tokens + 1 != seq->num_tokens()) {
-      continue;
-    }
-    // Every draft token may be kept, with one more after it: max_tokens and the model length
-    // bound the draft as they bound the output.
+    const int k_max = MaxDraft(i, room, logit_budget);
+    if (k_max == 0) continue;
+    Sequence* seq = last_step_[i].seq;
     const int wanted = seq->acceptance.ChooseK(options_.num_speculative_tokens);
     if (wanted == 0) {
       seq->acceptance.Record(0, 0);  // (counts toward its next probe)
       continue;
     }
-    const int k =
-        std::min({wanted, room, logit_budget, seq->max_tokens - seq->num_output_tokens() - 1,
-                  seq->max_total_tokens - seq->num_tokens() - 1});
-    if (k <= 0) continue;
+    const int k = std::min(wanted, k_max);
     draft_.clear();
     const int n = std::min(options_.proposer->Propose(seq->tokens, k, &draft_), k);
-    if (n <= 0) continue;
-    const int begin = seq->num_computed_tokens, end = begin + 1 + n;
-    if (!kv_.CanAppend(seq->id, begin, end)) continue;  // a draft never preempts
-    kv_.Append(seq->id, begin, end, &cmd->block_copies);
-    ScheduledSequence& out = cmd->scheduled[i];  // Emit added both in the same order
-    out.token_ids.insert(out.token_ids.end(), draft_.begin(), draft_.begin() + n);
-    out.num_draft_tokens = n;
-    const std::vector<int>& table = kv_.block_table(seq->id);
-    out.new_block_ids.assign(table.begin() + out.num_kept_blocks, table.end());
-    seq->num_synced_blocks = static_cast<int>(table.size());
-    step.num_tokens += n;
-    step.num_draft = n;
+    if (n <= 0 || !CommitDraft(i, n, cmd)) continue;
     room -= n;
     logit_budget -= n;
   }

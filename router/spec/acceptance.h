@@ -45,6 +45,10 @@ class AcceptanceStats {
   // The largest k in [0, k_max] with expected(k) >= min_expected (or 1 when it is time to
   // probe, see AcceptanceOptions::probe_every, and k_max >= 1).
   int ChooseK(int k_max) const;
+  // Whether the sequence has gone max(probe_every, min_steps) steps without a draft (never when
+  // probe_every is 0): a caller that weighs a draft's cost probes less often where probes cost
+  // more.
+  bool ProbeDue(int min_steps) const;
 
   // P(draft position `position` is accepted | all before it were); position >= 0.
   float rate(int position) const;

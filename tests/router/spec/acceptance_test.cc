@@ -61,6 +61,21 @@ TEST(AcceptanceStatsTest, ProbesOnceInAWhileAfterRatesFell) {
   EXPECT_GE(stats.ChooseK(8), 1);
 }
 
+TEST(AcceptanceStatsTest, ProbesLessOftenWhenAskedTo) {
+  AcceptanceStats stats({.probe_every = 3});
+  for (int i = 0; i < 3; ++i) stats.Record(0, 0);
+  EXPECT_TRUE(stats.ProbeDue(0));
+  EXPECT_TRUE(stats.ProbeDue(3));
+  EXPECT_FALSE(stats.ProbeDue(100));
+  for (int i = 0; i < 97; ++i) stats.Record(0, 0);
+  EXPECT_TRUE(stats.ProbeDue(100));
+  stats.Record(1, 0);  // the probe: the count starts again
+  EXPECT_FALSE(stats.ProbeDue(0));
+  AcceptanceStats never({.probe_every = 0});
+  for (int i = 0; i < 100; ++i) never.Record(0, 0);
+  EXPECT_FALSE(never.ProbeDue(1));
+}
+
 TEST(AcceptanceStatsTest, PositionsPastTheLastShareItsRate) {
   AcceptanceStats stats({.alpha = 1.0f, .initial_rate = 1.0f});
   stats.Record(40, 30);  // position 30 rejected: the shared last slot ends at 0
