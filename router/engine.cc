@@ -351,7 +351,7 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size, config_.dim,
                               [this](int64_t seq_id) { return scheduler_.sequence(seq_id); }));
   last_forward_seconds_ = result.forward_seconds;
-  scheduler_.RecordStepTime(result.forward_seconds);  // what drafts cost on this worker
+  scheduler_.RecordStepTime(command, result.forward_seconds);  // what drafts cost here
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   // Forget finished sequences, and requests once none of theirs is left here.
   for (const SequenceUpdate& u : updates) {

@@ -102,9 +102,9 @@ class Scheduler {
   void Abort(int64_t seq_id);
 
   StepCommand Schedule();
-  // The worker's forward time for the last Schedule()'s step: what a decoding step of its size
-  // costs there, which decides where drafts pay (scheduler_drafts.cc).
-  void RecordStepTime(double forward_seconds);
+  // The worker's forward time for `step` (the last Schedule()'s): what a decoding step of its
+  // size costs there, which decides where drafts pay (scheduler_drafts.cc).
+  void RecordStepTime(const StepCommand& step, double forward_seconds);
   // REQUIRES: `result` answers the last Schedule(). (scheduler_postprocess.cc)
   std::vector<SequenceUpdate> Postprocess(const StepResult& result);
 
@@ -193,6 +193,9 @@ class Scheduler {
   std::vector<int> draft_;      // scratch for AddDrafts
   SpecDecodeStats spec_stats_;
   StepTimeModel step_time_;
+  // Acceptance by position over all the drafts verified here (slowly moving): the rates of a
+  // sequence that has had none verified yet.
+  AcceptanceStats worker_acceptance_{{.alpha = 0.05f}};
 };
 
 }  // namespace pagoda

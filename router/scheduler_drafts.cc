@@ -1,11 +1,12 @@
 // The scheduler's part of speculative decoding (router/speculative.h): drafts added to a step
 // that is already scheduled, and what the worker kept of them.
 //
-// The rule. A step of Q query tokens that yields N tokens takes t(Q) = a + b·Q seconds on its
-// worker (StepTimeModel, fitted to the worker's reported forward times). A draft of k tokens
-// for one of its sequences adds E_k = p_1 + ... + p_k expected tokens, p_j being the
-// probability that its j-th draft token is kept (AcceptanceStats::expected(j), from what the
-// worker kept of that sequence's earlier drafts), and costs t(Q + k) - t(Q). It pays when
+// The rule. A step of Q query tokens that yields N tokens takes t(Q) seconds on its worker
+// (StepTimeModel: a + b·Q + c·keys, fitted to the worker's reported forward times; a draft
+// token costs b + c·(its keys)). A draft of k tokens for one of its sequences adds E_k =
+// p_1 + ... + p_k expected tokens, p_j being the probability that its j-th draft token is kept
+// (AcceptanceStats::expected(j), from what the worker kept of that sequence's earlier drafts),
+// and it pays when
 //
 //   (N + E_k) / t(Q + k)  >  N / t(Q)
 //
@@ -16,11 +17,14 @@
 // (many sequences) a draft token costs about what a sequence's token costs and pays only when
 // it is nearly always kept.
 //
-// A sequence that gets no draft probes with k = 1 now and then, so its acceptance keeps being
-// measured: after AcceptanceOptions::probe_every (16) steps without one, or more where probes
-// cost more, so that probes that all miss cost at most kMaxProbeLoss of the throughput.
-// Until the worker's step times span more than one step size (StepTimeModel::ready), drafts are
-// added as before the fit existed: while the step has fewer than max_speculative_step_tokens.
+// A sequence that has had no draft verified yet is judged by the acceptance of this worker's
+// recent drafts (a new sequence's own rates start optimistic, which a draft that costs nearly
+// a step cannot afford). One that gets no draft probes with k = 1 now and then, so its
+// acceptance keeps being measured: after AcceptanceOptions::probe_every (16) steps without one, or
+// more where probes cost more, so that probes that all miss cost at most kMaxProbeLoss of the
+// throughput. Until the worker's step times span more than one step size (StepTimeModel::ready),
+// drafts are added as before the fit existed: while the step has fewer than
+// max_speculative_step_tokens query tokens (and probes past that, which give the fit its spread).
 #include <algorithm>
 #include <cmath>
 
@@ -32,25 +36,42 @@ namespace {
 // A probe that is never kept costs its step b seconds (one more token) and gains nothing; one
 // every P steps per sequence costs the step's throughput f / P, f = N·b / t(Q) being what a
 // token costs at the margin against what it costs on average.
-constexpr double kMaxProbeLoss = 0.01;
+constexpr double kMaxProbeLoss = 0.005;
 
-// The k in [0, k_max] that maximizes the expected tokens per second of a step of q query tokens
-// that yields n tokens when one of its sequences (with `acceptance`) drafts k.
-int BestDraft(const AcceptanceStats& acceptance, const StepTimeModel& time, int q, double n,
-              int k_max) {
+// Keys the attention of n query tokens from position `first` reads.
+double Keys(int first, int n) { return n * (first + 1.0) + n * (n - 1.0) / 2; }
+
+// A step so far: q query tokens reading `keys` keys, expected to yield n tokens.
+struct StepSize {
+  int q = 0;
+  double keys = 0;
+  double n = 0;
+};
+
+// The k in [0, k_max] that maximizes the expected tokens per second of `step` when one of its
+// sequences (with `acceptance`, its draft's first token at position `first`) drafts k.
+int BestDraft(const AcceptanceStats& acceptance, const StepTimeModel& time, const StepSize& step,
+              int first, int k_max) {
   int best_k = 0;
-  double best = n / time.Seconds(q);
+  double best = step.n / time.Seconds(step.q, step.keys);
   double p = 1, expected = 0;
   for (int k = 1; k <= k_max; ++k) {
     p *= acceptance.rate(k - 1);
     expected += p;
-    const double rate = (n + expected) / time.Seconds(q + k);
+    const double rate = (step.n + expected) / time.Seconds(step.q + k, step.keys + Keys(first, k));
     if (rate > best) {
       best = rate;
       best_k = k;
     }
   }
   return best_k;
+}
+
+// Steps a sequence should go without a draft between probes (see kMaxProbeLoss).
+int ProbeInterval(const StepTimeModel& time, const StepSize& step, int first) {
+  const double t = time.Seconds(step.q, step.keys);
+  const double margin = time.Seconds(step.q + 1, step.keys + Keys(first, 1)) - t;
+  return static_cast<int>(std::min(std::ceil(step.n * margin / t / kMaxProbeLoss), 1e6));
 }
 
 double ExpectedKept(const AcceptanceStats& acceptance, int k) {
@@ -61,16 +82,19 @@ double ExpectedKept(const AcceptanceStats& acceptance, int k) {
 
 }  // namespace
 
-void Scheduler::RecordStepTime(double forward_seconds) {
+void Scheduler::RecordStepTime(const StepCommand& step, double forward_seconds) {
   // Only steps that decode (each sequence one token and its draft) are fitted: the sizes drafts
   // choose between are those, and one prefill chunk of 96 tokens, far from them, would set the
   // slope alone (and its tokens, computed together, cost less each than a decode's).
   int q = 0;
-  for (const Scheduled& s : last_step_) {
-    if (!s.sample || s.num_tokens - s.num_draft != 1) return;
-    q += s.num_tokens;
+  double keys = 0;
+  for (const ScheduledSequence& s : step.scheduled) {
+    const int n = static_cast<int>(s.token_ids.size());
+    if (!s.sample || n - s.num_draft_tokens != 1) return;
+    q += n;
+    keys += Keys(s.num_computed_tokens, n);
   }
-  step_time_.Record(q, forward_seconds);
+  step_time_.Record(q, keys, forward_seconds);
 }
 
 int Scheduler::MaxDraft(size_t i, int budget, int logit_budget) const {
@@ -112,54 +136,63 @@ void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
     AddDraftsWhileSmall(budget, logit_budget, cmd);
     return;
   }
-  int q = options_.max_num_batched_tokens - budget;
-  double n = 0;  // tokens the step is expected to yield
-  for (const Scheduled& s : last_step_) n += s.sample ? 1 : 0;
+  StepSize size;
+  for (const ScheduledSequence& s : cmd->scheduled) {
+    const int n = static_cast<int>(s.token_ids.size());
+    size.q += n;
+    size.keys += Keys(s.num_computed_tokens, n);
+    size.n += s.sample ? 1 : 0;
+  }
   for (size_t i = 0; i < last_step_.size() && budget > 0 && logit_budget > 0; ++i) {
     const int k_max = MaxDraft(i, budget, logit_budget);
     if (k_max == 0) continue;
-    AcceptanceStats& acceptance = last_step_[i].seq->acceptance;
-    int k = BestDraft(acceptance, step_time_, q, n, k_max);
-    const bool probe =
-        k == 0 &&
-        acceptance.ProbeDue(static_cast<int>(std::min<double>(
-            std::ceil(n * step_time_.b() / step_time_.Seconds(q) / kMaxProbeLoss), 1 << 20)));
+    Sequence* seq = last_step_[i].seq;
+    AcceptanceStats& acceptance = seq->acceptance;
+    // A sequence none of whose drafts was verified yet is judged by this worker's recent ones.
+    const AcceptanceStats& rates = acceptance.num_drafts() > 0 ? acceptance : worker_acceptance_;
+    const int first = seq->num_computed_tokens + 1;  // the draft's first token's position
+    int k = BestDraft(rates, step_time_, size, first, k_max);
+    const bool probe = k == 0 && acceptance.ProbeDue(ProbeInterval(step_time_, size, first));
     if (probe) k = 1;
     if (k == 0) {
       acceptance.Record(0, 0);  // (counts toward its next probe)
       continue;
     }
     draft_.clear();
-    int proposed = std::min(options_.proposer->Propose(last_step_[i].seq->tokens, k, &draft_), k);
+    int n = std::min(options_.proposer->Propose(seq->tokens, k, &draft_), k);
     // A shorter draft than asked for may not pay (its cost per step is the same).
-    if (!probe && proposed < k) proposed = BestDraft(acceptance, step_time_, q, n, proposed);
-    if (proposed <= 0 || !CommitDraft(i, proposed, cmd)) continue;
-    q += proposed;
-    n += ExpectedKept(acceptance, proposed);
-    budget -= proposed;
-    logit_budget -= proposed;
+    if (!probe && n < k) n = BestDraft(rates, step_time_, size, first, n);
+    if (n <= 0 || !CommitDraft(i, n, cmd)) continue;
+    size.q += n;
+    size.keys += Keys(first, n);
+    size.n += ExpectedKept(rates, n);
+    budget -= n;
+    logit_budget -= n;
   }
 }
 
 void Scheduler::AddDraftsWhileSmall(int budget, int logit_budget, StepCommand* cmd) {
-  // Past max_speculative_step_tokens the step is compute-bound: a draft token would cost what
-  // a token of another sequence costs, and pays only when it is kept.
+  // Past max_speculative_step_tokens the step is likely compute-bound: a draft token would cost
+  // what a token of another sequence costs, and pays only when it is kept. Probes still go
+  // there: they give the step time the spread of sizes its fit waits for.
   int room = std::min(
       options_.max_speculative_step_tokens - (options_.max_num_batched_tokens - budget), budget);
-  for (size_t i = 0; i < last_step_.size() && room > 0 && logit_budget > 0; ++i) {
-    const int k_max = MaxDraft(i, room, logit_budget);
+  for (size_t i = 0; i < last_step_.size() && logit_budget > 0 && budget > 0; ++i) {
+    const int k_max = MaxDraft(i, budget, logit_budget);
     if (k_max == 0) continue;
-    Sequence* seq = last_step_[i].seq;
-    const int wanted = seq->acceptance.ChooseK(options_.num_speculative_tokens);
-    if (wanted == 0) {
-      seq->acceptance.Record(0, 0);  // (counts toward its next probe)
+    AcceptanceStats& acceptance = last_step_[i].seq->acceptance;
+    const int k = room > 0
+                      ? std::min({acceptance.ChooseK(options_.num_speculative_tokens), k_max, room})
+                      : (acceptance.ProbeDue(0) ? 1 : 0);
+    if (k == 0) {
+      acceptance.Record(0, 0);  // (counts toward its next probe)
       continue;
     }
-    const int k = std::min(wanted, k_max);
     draft_.clear();
-    const int n = std::min(options_.proposer->Propose(seq->tokens, k, &draft_), k);
+    const int n = std::min(options_.proposer->Propose(last_step_[i].seq->tokens, k, &draft_), k);
     if (n <= 0 || !CommitDraft(i, n, cmd)) continue;
     room -= n;
+    budget -= n;
     logit_budget -= n;
   }
 }
@@ -173,6 +206,7 @@ void Scheduler::SettleDraft(Sequence* seq, int num_draft, int num_kept) {
   }
   for (int i = 0; i < num_kept; ++i) ++spec_stats_.accepted_per_position[i];
   seq->acceptance.Record(num_draft, num_kept);
+  worker_acceptance_.Record(num_draft, num_kept);
   if (num_kept < num_draft) {
     kv_.Truncate(seq->id, seq->num_computed_tokens);
     seq->num_synced_blocks = std::min<int>(seq->num_synced_blocks, kv_.block_table(seq->id).size());
