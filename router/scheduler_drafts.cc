@@ -18,13 +18,14 @@
 // it is nearly always kept.
 //
 // A sequence that has had no draft verified yet is judged by the acceptance of this worker's
-// recent drafts (a new sequence's own rates start optimistic, which a draft that costs nearly
-// a step cannot afford). One that gets no draft probes with k = 1 now and then, so its
-// acceptance keeps being measured: after AcceptanceOptions::probe_every (16) steps without one, or
-// more where probes cost more, so that probes that all miss cost at most kMaxProbeLoss of the
-// throughput. Until the worker's step times span more than one step size (StepTimeModel::ready),
-// drafts are added as before the fit existed: while the step has fewer than
-// max_speculative_step_tokens query tokens (and probes past that, which give the fit its spread).
+// recent drafts, and its own rates start from them (AcceptanceStats' initial rate is
+// optimistic, which a draft that costs nearly a step cannot afford). One that gets no draft probes
+// with k = 1 now and then, so its acceptance keeps being measured: after
+// AcceptanceOptions::probe_every (16) steps without one, or more where probes cost more, so that
+// probes that all miss cost at most kMaxProbeLoss of the throughput. Until the worker's step times
+// span more than one step size (StepTimeModel::ready), drafts are added as before the fit existed:
+// while the step has fewer than max_speculative_step_tokens query tokens (and probes past that,
+// which give the fit its spread).
 #include <algorithm>
 #include <cmath>
 
@@ -205,6 +206,11 @@ void Scheduler::SettleDraft(Sequence* seq, int num_draft, int num_kept) {
     spec_stats_.accepted_per_position.resize(num_draft, 0);
   }
   for (int i = 0; i < num_kept; ++i) ++spec_stats_.accepted_per_position[i];
+  // Under the cost rule a sequence's first draft was chosen by the worker's rates: its own
+  // start from them.
+  if (seq->acceptance.num_drafts() == 0 && step_time_.ready()) {
+    seq->acceptance.CopyRates(worker_acceptance_);
+  }
   seq->acceptance.Record(num_draft, num_kept);
   worker_acceptance_.Record(num_draft, num_kept);
   if (num_kept < num_draft) {

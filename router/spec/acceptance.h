@@ -50,6 +50,10 @@ class AcceptanceStats {
   // more.
   bool ProbeDue(int min_steps) const;
 
+  // Takes `other`'s rates as its own (a sequence's first draft starts from its worker's
+  // experience rather than the optimistic initial rate); counts are unchanged.
+  void CopyRates(const AcceptanceStats& other) { rates_ = other.rates_; }
+
   // P(draft position `position` is accepted | all before it were); position >= 0.
   float rate(int position) const;
   // The product of the first k rates: P(the k-th draft token is accepted). expected(0) = 1.

@@ -76,6 +76,17 @@ TEST(AcceptanceStatsTest, ProbesLessOftenWhenAskedTo) {
   EXPECT_FALSE(never.ProbeDue(1));
 }
 
+TEST(AcceptanceStatsTest, CopiesAnotherOnesRatesNotItsCounts) {
+  AcceptanceStats worker({.alpha = 1.0f});
+  worker.Record(3, 1);  // rates 1 0 0.9 ...
+  AcceptanceStats seq;
+  seq.CopyRates(worker);
+  EXPECT_FLOAT_EQ(seq.rate(0), 1.0f);
+  EXPECT_FLOAT_EQ(seq.rate(1), 0.0f);
+  EXPECT_FLOAT_EQ(seq.rate(2), 0.9f);
+  EXPECT_EQ(seq.num_drafts(), 0);
+}
+
 TEST(AcceptanceStatsTest, PositionsPastTheLastShareItsRate) {
   AcceptanceStats stats({.alpha = 1.0f, .initial_rate = 1.0f});
   stats.Record(40, 30);  // position 30 rejected: the shared last slot ends at 0
