@@ -385,6 +385,7 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   for (const ScheduledSequence& s : command.scheduled) {
     last_step_tokens_ += static_cast<int>(s.token_ids.size());
   }
+  scheduler_.RecordStepTime(command, result.forward_seconds);  // what drafts cost here
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   FinishPulls(result.transfers);
   // Forget finished sequences, and requests once none of theirs is left here.

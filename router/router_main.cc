@@ -79,13 +79,14 @@ ABSL_FLAG(std::string, kv_reservation, "on-demand",
           "on-demand: KV blocks as tokens arrive (paged); max-len: prompt + max_tokens reserved "
           "at admission (the contiguous baseline)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse cached KV blocks of shared prompt prefixes");
-ABSL_FLAG(std::string, speculative, "off",
+ABSL_FLAG(std::string, speculative, "suffix",
           "speculative decoding: off | ngram (drafts from the sequence's own prompt and output) | "
-          "suffix (recent outputs of all requests when they match, else ngram)");
+          "suffix (recent outputs of all requests when they match, else ngram); drafts go only "
+          "where they are expected to pay for their measured cost");
 ABSL_FLAG(int, num_speculative_tokens, 8, "draft tokens per sequence and step, at most");
 ABSL_FLAG(int, speculative_max_step_tokens, 16,
-          "drafts are added while a step has fewer query tokens than this (above, a step is "
-          "compute-bound and drafts cost as much as they save)");
+          "until a worker's step times are measured, drafts are added while a step has fewer "
+          "query tokens than this");
 ABSL_FLAG(int, metrics_port, 0,
           "serve Prometheus metrics at http://HOST:PORT/metrics and readiness at /health; 0 = off");
 ABSL_FLAG(double, shutdown_grace_s, 25.0, "on SIGTERM, how long in-flight streams may take");

@@ -25,6 +25,7 @@
 #include "common/step.h"
 #include "router/kv_cache_manager.h"
 #include "router/sequence.h"
+#include "router/spec/step_time.h"
 #include "router/speculative.h"
 
 namespace pagoda {
@@ -47,8 +48,9 @@ struct SchedulerOptions {
   int num_blocks = 0;     // the worker's pool
   int block_size = 16;
   // Speculative decoding (router/speculative.h): null proposer = off. A decoding sequence gets
-  // a draft of up to num_speculative_tokens while the step has fewer than
-  // max_speculative_step_tokens query tokens; a draft never preempts anything.
+  // a draft of up to num_speculative_tokens where it is expected to pay for its cost (the
+  // worker's step times, RecordStepTime); until those are measured, while the step has fewer
+  // than max_speculative_step_tokens query tokens. A draft never preempts anything.
   DraftProposer* proposer = nullptr;  // Not owned.
   int num_speculative_tokens = 0;
   int max_speculative_step_tokens = 0;
@@ -100,6 +102,9 @@ class Scheduler {
   void Abort(int64_t seq_id);
 
   StepCommand Schedule();
+  // The worker's forward time for `step` (the last Schedule()'s): what a decoding step of its
+  // size costs there, which decides where drafts pay (scheduler_drafts.cc).
+  void RecordStepTime(const StepCommand& step, double forward_seconds);
   // REQUIRES: `result` answers the last Schedule(). (scheduler_postprocess.cc)
   std::vector<SequenceUpdate> Postprocess(const StepResult& result);
 
@@ -118,6 +123,7 @@ class Scheduler {
   // or a move without its K/V).
   int64_t num_recomputed_tokens() const { return num_recomputed_tokens_; }
   const SpecDecodeStats& spec_stats() const { return spec_stats_; }
+  const StepTimeModel& step_time() const { return step_time_; }
   // Of those, the paused sequences preempted to admit a waiting one.
   int64_t num_paused_preemptions() const { return num_paused_preemptions_; }
   // Over the running sequences: KV slots holding tokens, and slots their block tables reserve
@@ -177,8 +183,15 @@ class Scheduler {
   // Adds seq's work (new-sequence record, block delta, tokens) to the command.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
   // Speculative decoding (scheduler_drafts.cc): gives decoding sequences of this step a draft
-  // while the step's tokens and logit rows allow it.
+  // where it pays and the step's tokens and logit rows allow it.
   void AddDrafts(int budget, int logit_budget, StepCommand* cmd);
+  // AddDrafts before the step time is known: drafts while the step is small.
+  void AddDraftsWhileSmall(int budget, int logit_budget, StepCommand* cmd);
+  // The most draft tokens last_step_[i] may get (0: none, e.g. it is not decoding one token).
+  int MaxDraft(size_t i, int budget, int logit_budget) const;
+  // Appends the first n tokens of draft_ to last_step_[i]'s sequence and the command; false
+  // when its blocks cannot grow without preempting.
+  bool CommitDraft(size_t i, int n, StepCommand* cmd);
   // The step kept `num_kept` of seq's `num_draft` draft tokens: counts them, and frees the
   // blocks past seq's computed tokens.
   void SettleDraft(Sequence* seq, int num_draft, int num_kept);
@@ -205,6 +218,10 @@ class Scheduler {
   std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
   std::vector<int> draft_;      // scratch for AddDrafts
   SpecDecodeStats spec_stats_;
+  StepTimeModel step_time_;
+  // Acceptance by position over all the drafts verified here (slowly moving): the rates of a
+  // sequence that has had none verified yet.
+  AcceptanceStats worker_acceptance_{{.alpha = 0.05f}};
 };
 
 }  // namespace pagoda

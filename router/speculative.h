@@ -37,9 +37,10 @@ inline constexpr int kMaxDraftTokens = 32;
 struct SpeculativeOptions {
   SpeculativeMethod method = SpeculativeMethod::kOff;
   int num_speculative_tokens = 8;  // draft tokens per sequence per step, at most
-  // Drafts are added to a step only while it has fewer query tokens than this: below it a
-  // step costs about what one token costs (the weights' read dominates); above it the step
-  // is compute-bound and a draft token costs as much as a token of another sequence.
+  // Drafts go where they pay for their measured cost (the worker's step times; see
+  // router/scheduler_drafts.cc). Until those are measured, only while a step has fewer query
+  // tokens than this: below it a step costs about what one token costs where the weights'
+  // read dominates.
   int max_step_tokens = 16;
   // kSuffix: the index of recent outputs, shared by the engines of one model (the Cluster
   // makes it). Null: each engine makes its own.

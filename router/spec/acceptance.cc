@@ -5,6 +5,12 @@
 #include "glog/logging.h"
 
 namespace pagoda {
+namespace {
+
+// Where the count of steps without a draft stops (no probe interval is longer).
+constexpr int kMaxStepsWithoutDraft = 1 << 20;
+
+}  // namespace
 
 AcceptanceStats::AcceptanceStats(const AcceptanceOptions& options) : options_(options) {
   CHECK(options.alpha > 0 && options.alpha <= 1) << "AcceptanceOptions alpha=" << options.alpha;
@@ -17,7 +23,7 @@ void AcceptanceStats::Record(int proposed, int accepted) {
   proposed = std::max(proposed, 0);
   accepted = std::clamp(accepted, 0, proposed);
   if (proposed == 0) {
-    if (steps_without_draft_ < options_.probe_every) ++steps_without_draft_;
+    if (steps_without_draft_ < kMaxStepsWithoutDraft) ++steps_without_draft_;
     return;
   }
   steps_without_draft_ = 0;
@@ -54,6 +60,12 @@ int AcceptanceStats::ChooseK(int k_max) const {
     return 1;
   }
   return k;
+}
+
+bool AcceptanceStats::ProbeDue(int min_steps) const {
+  return options_.probe_every > 0 &&
+         steps_without_draft_ >=
+             std::min(std::max(min_steps, options_.probe_every), kMaxStepsWithoutDraft);
 }
 
 }  // namespace pagoda

@@ -45,6 +45,14 @@ class AcceptanceStats {
   // The largest k in [0, k_max] with expected(k) >= min_expected (or 1 when it is time to
   // probe, see AcceptanceOptions::probe_every, and k_max >= 1).
   int ChooseK(int k_max) const;
+  // Whether the sequence has gone max(probe_every, min_steps) steps without a draft (never when
+  // probe_every is 0): a caller that weighs a draft's cost probes less often where probes cost
+  // more.
+  bool ProbeDue(int min_steps) const;
+
+  // Takes `other`'s rates as its own (a sequence's first draft starts from its worker's
+  // experience rather than the optimistic initial rate); counts are unchanged.
+  void CopyRates(const AcceptanceStats& other) { rates_ = other.rates_; }
 
   // P(draft position `position` is accepted | all before it were); position >= 0.
   float rate(int position) const;

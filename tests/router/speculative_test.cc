@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,16 +17,56 @@ namespace {
 
 using testing::Result;
 
+// The real worker's steps, reported as taking a + b·q seconds for q query tokens (which decides
+// where drafts pay): tests that do not depend on the machine's speed.
+class TimedExecutor : public Executor {
+ public:
+  TimedExecutor(Executor* real, double a, double b) : real_(real), a_(a), b_(b) {}
+  const WorkerInfo& info() const override { return real_->info(); }
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    absl::StatusOr<StepResult> r = real_->Execute(command);
+    int q = 0;
+    drafts_.clear();
+    for (const ScheduledSequence& s : command.scheduled) {
+      q += static_cast<int>(s.token_ids.size());
+      if (s.num_draft_tokens > 0) drafts_.push_back(s.num_draft_tokens);
+    }
+    if (r.ok()) r->forward_seconds = a_ + b_ * q;
+    return r;
+  }
+  // The last step's drafts' sizes.
+  const std::vector<int>& drafts() const { return drafts_; }
+
+ private:
+  Executor* real_;
+  double a_, b_;
+  std::vector<int> drafts_;
+};
+
 class SpeculativeTest : public testing::EngineFixture {
  protected:
+  void TearDown() override { engine_.reset(); }  // before the executor it borrows
+
+  // Steps cost a seconds plus b per query token: by default a 1.1B-like worker whose steps
+  // cost what reading its weights costs, so drafts pay.
   void StartWithDrafts(bool drafts, int num_blocks, int max_model_len = 257,
-                       SpeculativeMethod method = SpeculativeMethod::kNgram) {
+                       SpeculativeMethod method = SpeculativeMethod::kNgram, double a = 0.08,
+                       double b = 0.002) {
     speculative_.method = drafts ? method : SpeculativeMethod::kOff;
     speculative_.num_speculative_tokens = 5;
     speculative_.max_step_tokens = 64;
     Start(num_blocks, max_model_len);
+    timed_ = std::make_unique<TimedExecutor>(executor_.get(), a, b);
+    EngineOptions eo;  // as Start's
+    eo.max_num_batched_tokens = 512;
+    eo.max_num_seqs = 64;
+    eo.max_model_len = max_model_len;
+    eo.speculative = speculative_;
+    engine_ = std::make_unique<Engine>(config_, timed_.get(), eo);
   }
   const SpecDecodeStats& stats() const { return engine_->scheduler().spec_stats(); }
+
+  std::unique_ptr<TimedExecutor> timed_;
 };
 
 TEST_F(SpeculativeTest, GreedyIsRunCsTokensWithDraftsAloneAndBatched) {
@@ -149,6 +190,41 @@ TEST_F(SpeculativeTest, SuffixDraftsComeFromEarlierRequestsOutputs) {
   const int64_t kept = stats().num_accepted_tokens - once.num_accepted_tokens;
   EXPECT_GT(kept, once.num_accepted_tokens);  // more than prompt lookup found the first time
   EXPECT_GT(kept, drafted * 9 / 10) << kept << " of " << drafted;
+}
+
+// Drafts go where they pay for their cost: on a worker whose step costs b per query token and
+// nothing more (a = 0: a draft token costs what a sequence's token costs) no draft pays, and
+// once the step time is measured only rare one-token probes remain; on one whose step is
+// mostly the weights' read, the same requests draft all the way.
+TEST_F(SpeculativeTest, DraftsOnlyWhereTheyPayForTheirCost) {
+  const auto& c = golden()[2];
+  for (const bool pays : {false, true}) {
+    StartWithDrafts(true, 512, 257, SpeculativeMethod::kSuffix, pays ? 0.05 : 0, 0.001);
+    std::map<int64_t, Result> results;
+    int64_t steps = 0, probes = 0, longer = 0, id = -1;
+    for (int round = 0; round < 3; ++round) {  // a story told three times: drafts are right
+      id = Add(c.prompt_ids);
+      while (engine_->has_unfinished()) {
+        const bool measured = engine_->scheduler().step_time().ready();
+        ASSERT_TRUE(StepInto(results));
+        if (!measured) continue;
+        ++steps;
+        for (int k : timed_->drafts()) ++(k == 1 ? probes : longer);
+      }
+      EXPECT_EQ(results[id].outputs[0], c.greedy_ids) << "round " << round;
+    }
+    ExpectNothingLeaked();
+    ASSERT_GT(steps, 100) << pays;
+    const StepTimeModel& time = engine_->scheduler().step_time();
+    EXPECT_NEAR(time.a(), pays ? 0.05 : 0, 1e-9);
+    EXPECT_NEAR(time.b(), 0.001, 1e-9);
+    if (pays) {
+      EXPECT_GT(longer, steps / 10) << probes << " probes in " << steps << " steps";
+    } else {
+      EXPECT_EQ(longer, 0);
+      EXPECT_LE(probes, steps / 50) << steps << " steps";  // one in 100 steps per sequence
+    }
+  }
 }
 
 // A worker's reply to a draft is checked: the samples must be the kept draft tokens, then

@@ -61,6 +61,32 @@ TEST(AcceptanceStatsTest, ProbesOnceInAWhileAfterRatesFell) {
   EXPECT_GE(stats.ChooseK(8), 1);
 }
 
+TEST(AcceptanceStatsTest, ProbesLessOftenWhenAskedTo) {
+  AcceptanceStats stats({.probe_every = 3});
+  for (int i = 0; i < 3; ++i) stats.Record(0, 0);
+  EXPECT_TRUE(stats.ProbeDue(0));
+  EXPECT_TRUE(stats.ProbeDue(3));
+  EXPECT_FALSE(stats.ProbeDue(100));
+  for (int i = 0; i < 97; ++i) stats.Record(0, 0);
+  EXPECT_TRUE(stats.ProbeDue(100));
+  stats.Record(1, 0);  // the probe: the count starts again
+  EXPECT_FALSE(stats.ProbeDue(0));
+  AcceptanceStats never({.probe_every = 0});
+  for (int i = 0; i < 100; ++i) never.Record(0, 0);
+  EXPECT_FALSE(never.ProbeDue(1));
+}
+
+TEST(AcceptanceStatsTest, CopiesAnotherOnesRatesNotItsCounts) {
+  AcceptanceStats worker({.alpha = 1.0f});
+  worker.Record(3, 1);  // rates 1 0 0.9 ...
+  AcceptanceStats seq;
+  seq.CopyRates(worker);
+  EXPECT_FLOAT_EQ(seq.rate(0), 1.0f);
+  EXPECT_FLOAT_EQ(seq.rate(1), 0.0f);
+  EXPECT_FLOAT_EQ(seq.rate(2), 0.9f);
+  EXPECT_EQ(seq.num_drafts(), 0);
+}
+
 TEST(AcceptanceStatsTest, PositionsPastTheLastShareItsRate) {
   AcceptanceStats stats({.alpha = 1.0f, .initial_rate = 1.0f});
   stats.Record(40, 30);  // position 30 rejected: the shared last slot ends at 0
