@@ -265,6 +265,7 @@ void Cluster::Tick(absl::Time now) {
                       " (--stall-timeout-s): cancelled")));
   }
   EnforcePausedCapsLocked();
+  GiveUpWaitingLocked(now);
   std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !requests_.contains(work.request_id);
   });

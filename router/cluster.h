@@ -76,6 +76,10 @@ struct ClusterOptions {
   // K/V. Off: every worker computes what it lacks.
   bool kv_transfer = true;
   int kv_transfer_min_tokens = 32;
+  // A request waiting for another worker to hold (or first compute) its prefix waits at most
+  // this, and at most the time its own worker would take to compute the prefix (as measured):
+  // then a Tick queues it there to compute it.
+  absl::Duration kv_transfer_max_wait = absl::Seconds(10);
 };
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
@@ -158,8 +162,9 @@ class Cluster final : private WorkerLoopListener {
   absl::StatusOr<int64_t> Submit(const GenerationRequest& request, RequestSink sink,
                                  absl::Time give_up_at = absl::InfiniteFuture());
   // Ends the requests that waited for a worker past their give_up_at, those paused for
-  // stall_timeout (seen paused at every Tick since), and the oldest paused past a paused cap.
-  // Call it periodically.
+  // stall_timeout (seen paused at every Tick since), and the oldest paused past a paused cap;
+  // queues to compute the requests that waited too long for a peer's prefix
+  // (kv_transfer_max_wait). Call it periodically.
   void Tick(absl::Time now);
   // Ends the request's sequences and frees their blocks. Its sink gets nothing more.
   void Abort(int64_t request_id);
@@ -210,8 +215,13 @@ class Cluster final : private WorkerLoopListener {
     int src = -1, dst = -1;
     // While the source holds the blocks (Hold): the request, placed when it answers.
     std::optional<QueuedRequest> work;
+    absl::Time give_up_at;        // while holding: then the request computes the prefix
     std::vector<int> src_blocks;  // held on the source until the pull ends
   };
+  // Queues the holding requests past their give_up_at on their destinations, to compute.
+  void GiveUpWaitingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `work` on live worker `dst` as it is (no pull), else places it again.
+  void QueueLocked(QueuedRequest work, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `src` and `dst` can move K/V between them: both alive, with transfer addresses,
   // the same block size and KV dtype.
   bool CanTransferLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -62,6 +62,10 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, Queued
   Transfer& t = transfers_[id];
   t.src = src;
   t.dst = chosen;
+  // Waiting longer than computing it here would take is worse than computing it.
+  absl::Duration wait = options_.kv_transfer_max_wait;
+  if (per_token > 0) wait = std::min(wait, absl::Seconds(gain * block_size * per_token));
+  t.give_up_at = absl::Now() + wait;
   HoldOrder hold;
   hold.transfer_id = id;
   hold.tokens.assign(request.prompt_ids.begin(),
@@ -117,16 +121,7 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
     transfers_.erase(it);
     if (held.blocks.empty() || !CanTransferLocked(worker_id, dst)) {
       if (!held.blocks.empty()) w->loop->Release(held.blocks);
-      if (workers_[dst]->alive) {
-        auto r = requests_.find(work.request_id);
-        if (r != requests_.end()) {
-          for (int i = 0; i < work.request.n; ++i)
-            r->second->worker[work.request.first_seq_index + i] = dst;
-        }
-        workers_[dst]->loop->Add(std::move(work));
-      } else {
-        PlaceLocked(std::move(work));
-      }
+      QueueLocked(std::move(work), dst);
       continue;
     }
     const int block_size = w->loop->info().block_size;
@@ -209,6 +204,37 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
               << worker_id << " to " << dst << " with " << d.num_computed << " tokens of K/V";
     QueuePullLocked(std::move(work), worker_id, dst, std::move(d.blocks), tokens, d.num_computed);
   }
+}
+
+void Cluster::QueueLocked(QueuedRequest work, int dst) {
+  if (!workers_[dst]->alive) {
+    PlaceLocked(std::move(work));
+    return;
+  }
+  auto r = requests_.find(work.request_id);
+  if (r != requests_.end()) {
+    for (int i = 0; i < work.request.n; ++i) {
+      r->second->worker[work.request.first_seq_index + i] = dst;
+    }
+  }
+  workers_[dst]->loop->Add(std::move(work));
+}
+
+void Cluster::GiveUpWaitingLocked(absl::Time now) {
+  std::vector<std::pair<QueuedRequest, int>> give_up;
+  for (auto it = transfers_.begin(); it != transfers_.end();) {
+    Transfer& t = it->second;
+    if (!t.work.has_value() || t.give_up_at > now) {
+      ++it;
+      continue;
+    }
+    // The holder answers later and finds no transfer: it releases what it held.
+    LOG(INFO) << "request " << t.work->request_id << " waited too long for worker " << t.src
+              << "'s prefix; computing it on worker " << t.dst;
+    give_up.emplace_back(std::move(*t.work), t.dst);
+    transfers_.erase(it++);
+  }
+  for (auto& [work, dst] : give_up) QueueLocked(std::move(work), dst);
 }
 
 void Cluster::EndTransfersOfLocked(int worker_id) {

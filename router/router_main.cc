@@ -68,6 +68,9 @@ ABSL_FLAG(bool, kv_transfer, true,
           "pull a prompt's cached prefix from the worker that has it instead of computing it, and "
           "move a draining worker's sequences with their KV (workers with --kv-transfer-port)");
 ABSL_FLAG(int, kv_transfer_min_tokens, 32, "pull a prefix only when it spares this many tokens");
+ABSL_FLAG(double, kv_transfer_max_wait_s, 10.0,
+          "a request waits at most this (and at most its own prefill time) for another worker "
+          "to compute or hold its prefix, then computes it where it was placed");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
           "tokens per step and worker: a longer prompt is prefilled in chunks, and a chunk holds "
@@ -137,8 +140,9 @@ pagoda::ProgramUsage Usage() {
            {"spawn_workers", "worker_kv_cache_mb", "worker_kv_cache_dtype", "worker_threads",
             "worker_weight_dtype", "worker_compute_dtype"}},
           {"Scheduling",
-           {"placement", "kv_transfer", "kv_transfer_min_tokens", "max_num_batched_tokens",
-            "max_num_seqs", "max_waiting", "kv_reservation", "enable_prefix_caching"}},
+           {"placement", "kv_transfer", "kv_transfer_min_tokens", "kv_transfer_max_wait_s",
+            "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
+            "enable_prefix_caching"}},
           {"Failure and shutdown", {"heartbeat_timeout_s", "step_timeout_s", "shutdown_grace_s"}},
           {"Security",
            {"worker_token", "insecure_worker_port", "tls_cert", "tls_key", "tls_ca", "api_key",
@@ -222,6 +226,11 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   if (o.cluster.kv_transfer_min_tokens < 0) {
     return absl::InvalidArgumentError("--kv-transfer-min-tokens must be >= 0");
   }
+  const double max_wait = absl::GetFlag(FLAGS_kv_transfer_max_wait_s);
+  if (!(max_wait >= 0 && max_wait <= 3600)) {
+    return absl::InvalidArgumentError("--kv-transfer-max-wait-s must be in [0, 3600]");
+  }
+  o.cluster.kv_transfer_max_wait = absl::Seconds(max_wait);
   const std::string placement = absl::GetFlag(FLAGS_placement);
   if (placement == "round_robin") {
     o.cluster.placement = pagoda::PlacementPolicy::kRoundRobin;

@@ -1,14 +1,20 @@
 // The router's bookkeeping of KV transfers between workers (issue 28), without processes:
 // blocks held for a peer survive eviction, pulled blocks become prefix hits, a pulled partial
-// block joins its sequence's table, and the pull-or-compute arithmetic. The transfers through
+// block joins its sequence's table, the pull-or-compute arithmetic, and a request that stops
+// waiting for a stuck holder. The transfers through
 // real workers are in tests/integration/kv_transfer_serving_test.cc.
 #include <numeric>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "router/cluster.h"
 #include "router/kv_cache_manager.h"
 #include "router/transfer_cost.h"
+#include "tests/router/test_workers.h"
+#include "tests/test_util.h"
 
 namespace pagoda {
 namespace {
@@ -91,6 +97,91 @@ TEST(TransferCostTest, PullsWhileMovingBytesBeatsComputingTokens) {
   EXPECT_NEAR(cost.latency_seconds(), 0.004, 1e-4);
   EXPECT_FALSE(cost.Pays(4096, 16, 2e-5));
   EXPECT_TRUE(cost.Pays(4096, 16, 1e-3));
+}
+
+// A worker that announces a KV transfer address (in-process: it never serves one).
+class AddressedExecutor final : public Executor {
+ public:
+  explicit AddressedExecutor(std::shared_ptr<Executor> real) : real_(std::move(real)) {
+    info_ = real_->info();
+    info_.kv_transfer_address = "127.0.0.1:9";
+  }
+  const WorkerInfo& info() const override { return info_; }
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    return real_->Execute(command);
+  }
+
+ private:
+  std::shared_ptr<Executor> real_;
+  WorkerInfo info_;
+};
+
+// One sequence's tokens, and whether it finished.
+struct Output {
+  absl::Mutex mu;
+  std::vector<int> ids ABSL_GUARDED_BY(mu);
+  std::vector<int> workers ABSL_GUARDED_BY(mu);
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  RequestSink Sink() {
+    return [this](const RequestUpdate& u) {
+      absl::MutexLock lock(&mu);
+      ids.insert(ids.end(), u.token_ids.begin(), u.token_ids.end());
+      if (!u.token_ids.empty()) workers.push_back(u.worker_id);
+      finished |= u.finished;
+      return true;
+    };
+  }
+  bool Finished() {
+    absl::MutexLock lock(&mu);
+    return finished;
+  }
+};
+
+TEST(KvTransferWaitTest, ARequestStopsWaitingForAStuckHolderAndComputesItsPrefix) {
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  const testing::GoldenCase& c = golden[5];  // 19 tokens: one full block
+  ClusterOptions o;
+  o.engine.max_model_len = 257;
+  o.placement = PlacementPolicy::kRoundRobin;  // the first request on worker 0, then worker 1
+  o.kv_transfer_min_tokens = 0;
+  o.kv_transfer_max_wait = absl::Milliseconds(200);
+  Cluster cluster(testing::Stories260KConfig(), o);
+  auto gate = std::make_shared<testing::GatedExecutor>(testing::NewWorker());
+  ASSERT_TRUE(cluster.AddWorker(std::make_shared<AddressedExecutor>(gate)).ok());
+  ASSERT_TRUE(cluster.AddWorker(std::make_shared<AddressedExecutor>(testing::NewWorker())).ok());
+  GenerationRequest request;
+  request.prompt_ids = c.prompt_ids;
+  request.sampling.temperature = 0;
+  request.max_tokens = 8;
+  // Worker 0 computes the prompt, one step at a time; the step after its last (which tells the
+  // worker the sequence finished) stays at the gate: worker 0's loop is stuck in it.
+  Output first;
+  ASSERT_TRUE(cluster.Submit(request, first.Sink()).ok());
+  for (int allowed = 1; !first.Finished(); ++allowed) {
+    gate->Allow(1);
+    gate->WaitEntered(allowed + 1);
+  }
+  // Worker 1 asks worker 0 to hold the prefix; no answer comes, and after 200 ms it computes it.
+  Output second;
+  ASSERT_TRUE(cluster.Submit(request, second.Sink()).ok());
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        cluster.Tick(absl::Now());
+        return second.Finished();
+      },
+      std::chrono::seconds(60), "the second request finishes", std::chrono::milliseconds(20)));
+  {
+    absl::MutexLock a(&first.mu), b(&second.mu);
+    EXPECT_EQ(second.ids, first.ids);
+    EXPECT_EQ(std::vector<int>(second.ids.begin(), second.ids.end()),
+              std::vector<int>(c.greedy_ids.begin(), c.greedy_ids.begin() + 8));
+    EXPECT_THAT(second.workers, ::testing::Each(1));
+  }
+  // Worker 0 goes on, answers the hold nobody waits for any more, and releases the blocks.
+  gate->Allow(1000);
+  ASSERT_TRUE(testing::WaitUntil([&] { return cluster.stats().num_used_blocks == 0; },
+                                 std::chrono::seconds(60), "every block is free again",
+                                 std::chrono::milliseconds(20)));
 }
 
 }  // namespace
