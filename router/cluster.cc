@@ -424,6 +424,7 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
       if (--r.num_unfinished == 0) requests_.erase(it);
     }
   }
+  if (options_.kv_transfer) MovePreemptedLocked(worker_id);
 }
 
 std::vector<WorkerStats> Cluster::worker_stats() const {

@@ -73,7 +73,8 @@ struct ClusterOptions {
   // address and hold K/V alike (block size, dtype). A request placed away from the worker that
   // has its prompt's prefix pulls the prefix when that beats computing it (TransferCost) and it
   // is at least kv_transfer_min_tokens; a draining worker's running sequences move with their
-  // K/V. Off: every worker computes what it lacks.
+  // K/V, and so do sequences preempted on a worker short of blocks, to one with room (rather
+  // than wait there). Off: every worker computes what it lacks.
   bool kv_transfer = true;
   int kv_transfer_min_tokens = 32;
   // A request waiting for another worker to hold (or first compute) its prefix waits at most
@@ -146,8 +147,9 @@ class Cluster final : private WorkerLoopListener {
   void RemoveWorker(int worker_id);
   // Starts draining a worker (it is shutting down): no new request is placed on it, those
   // queued there but not started move to other workers when there are any, and the sequences
-  // it runs finish there. `on_drained` runs once, on the worker's loop thread, when it holds
-  // nothing more. If the worker dies first, its sequences move as usual.
+  // it runs finish there (or, with kv_transfer, move with their K/V). `on_drained` runs once, on
+  // the worker's loop thread, when it holds nothing more. If the worker dies first, its sequences
+  // move as usual.
   void DrainWorker(int worker_id, std::function<void()> on_drained);
 
   // INVALID_ARGUMENT naming the field when `request` can never run here (ValidateRequest): the
@@ -235,6 +237,12 @@ class Cluster final : private WorkerLoopListener {
   void QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
                        std::span<const int> tokens, int num_tokens)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Blocks `dst` could take for sequences moved there now: half its free blocks, none while
+  // requests wait there (or it drains, or cannot transfer with `src`).
+  int64_t MoveRoomLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When a worker has sequences waiting after a preemption and another has room for them,
+  // asks it to hand them over (OnDetached moves them with the blocks they had computed).
+  void MovePreemptedLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker left: the transfers it was part of end (their blocks released, their requests
   // placed again).
   void EndTransfersOfLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -8,8 +8,11 @@
 //
 // and ends when the destination reports the pull (OnTransfers): the source releases its
 // blocks. A failed or refused pull costs only time: the request computes what it lacks.
+// Sequences leave a worker with their K/V (OnDetached) when it drains (the running ones) and
+// when it is short of blocks (those it preempted, to a worker with room: MovePreemptedLocked).
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "glog/logging.h"
 #include "router/block_pool.h"
 #include "router/cluster.h"
@@ -158,6 +161,8 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
 void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
   absl::MutexLock lock(&mu_);
   Worker* w = workers_[worker_id].get();
+  const int block_size = w->loop->info().block_size;
+  absl::flat_hash_map<int, int64_t> taken;  // blocks the moves below need, by destination
   for (Scheduler::Detached& d : detached) {
     auto it = requests_.find(d.request_id);
     Request* r = it == requests_.end() ? nullptr : it->second.get();
@@ -176,21 +181,28 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
     // What the worker computed is what it delivered (updates come before the detach).
     std::vector<int> tokens = work.request.prompt_ids;
     tokens.insert(tokens.end(), work.request.output_ids.begin(), work.request.output_ids.end());
+    // A preempted sequence goes where its tokens and as many again fit (MoveRoomLocked).
+    const int64_t need = (static_cast<int64_t>(tokens.size()) + block_size) / block_size;
     std::vector<WorkerLoad> candidates;
     for (const auto& o : workers_) {
-      if (o->draining || !CanTransferLocked(worker_id, o->loop->id())) continue;
+      const int id = o->loop->id();
+      if (o->draining || !CanTransferLocked(worker_id, id)) continue;
+      if (d.preempted && MoveRoomLocked(worker_id, id) - taken[id] < need) continue;
       const WorkerLoop::Load load = o->loop->load();
-      candidates.push_back({.worker_id = o->loop->id(),
+      candidates.push_back({.worker_id = id,
                             .num_used_blocks = load.num_used_blocks,
                             .num_waiting = load.num_waiting,
                             .can_pull = true});
     }
-    const int block_size = w->loop->info().block_size;
     const int max_tokens = (kMaxBlocksPerPull - 1) * block_size;
     if (candidates.empty() || tokens != d.tokens || d.num_computed > max_tokens) {
       w->loop->Release(d.blocks);
-      r->worker[d.seq_index] = -1;
-      PlaceLocked(std::move(work));  // without its K/V
+      if (d.preempted) {
+        QueueLocked(std::move(work), worker_id);  // waits here again, from its cached blocks
+      } else {
+        r->worker[d.seq_index] = -1;
+        PlaceLocked(std::move(work));  // without its K/V
+      }
       continue;
     }
     GenerationRequest& request = work.request;
@@ -199,11 +211,33 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
       request.prompt_block_size = block_size;
     }
     const int dst = placement_.Choose(candidates, request.prompt_block_hashes);
+    taken[dst] += need;
+    LOG(INFO) << "moving " << (d.preempted ? "preempted " : "") << "request " << d.request_id << "/"
+              << d.seq_index << " from worker " << worker_id << " to " << dst << " with "
+              << d.num_computed << " tokens of K/V";
+    if (d.blocks.empty()) {  // none left cached: it computes them there, not waits here
+      QueueLocked(std::move(work), dst);
+      continue;
+    }
     if (options_.metrics != nullptr) options_.metrics->kv_migrated_sequences->Add();
-    LOG(INFO) << "moving request " << d.request_id << "/" << d.seq_index << " from worker "
-              << worker_id << " to " << dst << " with " << d.num_computed << " tokens of K/V";
     QueuePullLocked(std::move(work), worker_id, dst, std::move(d.blocks), tokens, d.num_computed);
   }
+}
+
+int64_t Cluster::MoveRoomLocked(int src, int dst) const {
+  const Worker& o = *workers_[dst];
+  if (o.draining || !CanTransferLocked(src, dst)) return 0;
+  const WorkerLoop::Load load = o.loop->load();
+  if (load.num_waiting > 0) return 0;
+  return (o.loop->info().num_blocks - load.num_used_blocks) / 2;
+}
+
+void Cluster::MovePreemptedLocked(int worker_id) {
+  Worker* w = workers_[worker_id].get();
+  if (!w->alive || w->draining || w->loop->load().num_preempted == 0) return;
+  int64_t room = 0;
+  for (const auto& o : workers_) room = std::max(room, MoveRoomLocked(worker_id, o->loop->id()));
+  if (room > 0) w->loop->DetachPreempted(static_cast<int>(std::min<int64_t>(room, 1 << 30)));
 }
 
 void Cluster::QueueLocked(QueuedRequest work, int dst) {

@@ -162,7 +162,7 @@ class Engine {
   void Hold(HoldOrder order);
   // Answers the hold orders that are ready (Step() does too, first).
   void ServeHolds();
-  void Release(std::span<const int> blocks);  // blocks Hold or DetachRunning held
+  void Release(std::span<const int> blocks);  // blocks Hold or Detach* held
   int64_t num_held_blocks() const { return num_held_blocks_; }
   // Queues a request that first pulls `plan` (reported in TakeTransferEvents().pulled), then
   // runs from those blocks; when the pull fails it computes them. The same errors as
@@ -172,6 +172,8 @@ class Engine {
   // Takes the running sequences out (Scheduler::DetachRunning), their blocks held; the engine
   // forgets them without an update.
   std::vector<Scheduler::Detached> DetachRunning();
+  // Takes sequences waiting after a preemption out (Scheduler::DetachPreempted), likewise.
+  std::vector<Scheduler::Detached> DetachPreempted(int max_blocks);
   TransferEvents TakeTransferEvents();
 
   // Work for Step(): sequences to run, pulls in flight, or holds waiting for a computation.
@@ -201,6 +203,8 @@ class Engine {
   };
   absl::Status CheckAddable(int64_t request_id, const GenerationRequest& r) const;
   absl::Status AddSequence(int64_t request_id, const GenerationRequest& r, const PulledTail& tail);
+  // Forgets detached sequences (they go on elsewhere); their blocks count as held.
+  void Forget(const std::vector<Scheduler::Detached>& detached);
   // The pulls to send with this step; a pull that needs nothing or cannot start ends here.
   std::vector<BlockPull> StartPulls();
   bool has_pulls_in_flight() const;
@@ -225,7 +229,7 @@ class Engine {
   std::function<void()> after_schedule_;
   std::vector<HoldOrder> holds_;              // waiting for their blocks to be computed
   absl::flat_hash_map<int64_t, Pull> pulls_;  // by transfer id
-  int64_t num_held_blocks_ = 0;               // by Hold and DetachRunning, not released
+  int64_t num_held_blocks_ = 0;               // by Hold and Detach*, not released
   TransferEvents events_;
 };
 

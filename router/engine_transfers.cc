@@ -161,14 +161,24 @@ void Engine::EndPull(int64_t transfer_id, bool ok, const std::string& error, int
 
 std::vector<Scheduler::Detached> Engine::DetachRunning() {
   std::vector<Scheduler::Detached> out = scheduler_.DetachRunning();
-  for (const Scheduler::Detached& d : out) {
+  Forget(out);
+  return out;
+}
+
+std::vector<Scheduler::Detached> Engine::DetachPreempted(int max_blocks) {
+  std::vector<Scheduler::Detached> out = scheduler_.DetachPreempted(max_blocks);
+  Forget(out);
+  return out;
+}
+
+void Engine::Forget(const std::vector<Scheduler::Detached>& detached) {
+  for (const Scheduler::Detached& d : detached) {
     num_held_blocks_ += static_cast<int64_t>(d.blocks.size());
     auto it = requests_.find(d.request_id);
     if (it == requests_.end()) continue;
     it->second.erase(d.seq_index);
     if (it->second.empty()) requests_.erase(it);
   }
-  return out;
 }
 
 TransferEvents Engine::TakeTransferEvents() {

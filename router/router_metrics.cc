@@ -69,7 +69,8 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
                                          "Pulls that failed; their tokens were computed instead.")),
       kv_migrated_sequences(
           r->AddCounter("pagoda_kv_migrated_sequences_total",
-                        "Running sequences moved to another worker with their K/V (drain).")),
+                        "Sequences moved to another worker with their K/V: a draining "
+                        "worker's, and those a worker short of blocks preempted.")),
       recomputed_tokens(r->AddCounter(
           "pagoda_recomputed_tokens_total",
           "Tokens computed again that a sequence had computed before (after a preemption, a "

@@ -94,6 +94,7 @@ void Scheduler::Preempt(Sequence* seq) {
   seq->num_synced_blocks = 0;
   seq->computed_high_water = std::max(seq->computed_high_water, seq->num_computed_tokens);
   seq->num_computed_tokens = 0;
+  seq->preempted = true;
   std::erase(running_, seq);
   waiting_.push_front(seq);
   ++num_preemptions_;
@@ -331,6 +332,7 @@ StepCommand Scheduler::Schedule() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - seq->added_at).count();
     }
     seq->admitted_once = true;
+    seq->preempted = false;
     seq->num_computed_tokens = cached;
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(seq);

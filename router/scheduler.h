@@ -118,6 +118,13 @@ class Scheduler {
     return static_cast<int>(std::count_if(waiting_.begin(), waiting_.end(),
                                           [](const Sequence* s) { return s->is_paused(); }));
   }
+  // Of the waiting sequences, those waiting after a preemption and not paused (they ask for
+  // blocks this worker lacks).
+  int num_waiting_preempted() const {
+    return static_cast<int>(std::count_if(waiting_.begin(), waiting_.end(), [](const Sequence* s) {
+      return s->preempted && !s->is_paused();
+    }));
+  }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Tokens computed again that a sequence had computed before (after a preemption, a failover
   // or a move without its K/V).
@@ -148,10 +155,16 @@ class Scheduler {
     std::vector<int> tokens;
     int num_computed = 0;
     std::vector<int> blocks;
+    bool preempted = false;  // it was waiting after a preemption (DetachPreempted)
   };
   // Takes every running sequence that computed a token and forks nothing more out of the
   // scheduler (no update: it goes on elsewhere), holding its blocks for a pull.
   std::vector<Detached> DetachRunning();
+  // Takes waiting sequences preempted here (not paused, forking nothing more) out of the
+  // scheduler, newest preemption first, while the blocks they need to go on, their tokens' and
+  // one more, sum to at most `max_blocks`. Each holds the leading full blocks it had computed
+  // that are still cached (maybe none).
+  std::vector<Detached> DetachPreempted(int max_blocks);
   // The sequence of `seq_id`, or null for an unknown (finished, aborted) id.
   const Sequence* sequence(int64_t seq_id) const;
   const SchedulerOptions& options() const { return options_; }

@@ -1,5 +1,6 @@
 // The scheduler's part in KV transfers between workers (issue 28): sequences that leave with
-// their K/V (a draining worker's) and those that arrive with it (a pulled partial block).
+// their K/V (a draining worker's, a preempted one's) and those that arrive with it (a pulled
+// partial block).
 #include <algorithm>
 
 #include "router/scheduler.h"
@@ -30,6 +31,31 @@ std::vector<Scheduler::Detached> Scheduler::DetachRunning() {
     kv_.Free(seq->id);
     if (seq->on_worker) finished_on_worker_.push_back(seq->id);
     std::erase(running_, seq);
+    seqs_.erase(seq->id);
+  }
+  return out;
+}
+
+std::vector<Scheduler::Detached> Scheduler::DetachPreempted(int max_blocks) {
+  std::vector<Detached> out;
+  const int bs = options_.block_size;
+  for (Sequence* seq : std::vector<Sequence*>(waiting_.begin(), waiting_.end())) {
+    if (!seq->preempted || seq->is_paused() || seq->num_pending_forks > 0) continue;
+    const int need = (seq->num_tokens() + bs) / bs;  // its tokens and the next one
+    if (need > max_blocks) continue;
+    max_blocks -= need;
+    // Full blocks only (its partial last one was freed), never the one holding the last token.
+    const int computed = std::min(seq->computed_high_water, seq->num_tokens() - 1) / bs;
+    Detached& d = out.emplace_back();
+    d.request_id = seq->request_id;
+    d.seq_index = seq->seq_index;
+    d.tokens = seq->tokens;
+    d.blocks = kv_.HoldCachedPrefix(std::span<const int>(seq->tokens).first(computed * bs),
+                                    BlockHashes(seq, computed));
+    d.num_computed = static_cast<int>(d.blocks.size()) * bs;
+    d.preempted = true;
+    TakePulledTail(seq, PrefixHit(), /*use=*/false);
+    std::erase(waiting_, seq);
     seqs_.erase(seq->id);
   }
   return out;

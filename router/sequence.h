@@ -72,6 +72,9 @@ struct Sequence {
   // The most tokens it ever had computed (here, before a preemption, or on another worker):
   // computing below that again is recompute (Scheduler::num_recomputed_tokens).
   int computed_high_water = 0;
+  // Waiting after a preemption here: another worker with room may take it over with the
+  // blocks it had computed (Scheduler::DetachPreempted).
+  bool preempted = false;
 
   // What the worker knows about it.
   bool on_worker = false;     // the worker holds its state (NewSequence sent)

@@ -1,5 +1,7 @@
 #include "router/worker_loop.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -80,6 +82,12 @@ void WorkerLoop::Detach() {
   wake_.Signal();
 }
 
+void WorkerLoop::DetachPreempted(int max_blocks) {
+  absl::MutexLock lock(&mu_);
+  detach_preempted_blocks_ = std::max(detach_preempted_blocks_, max_blocks);
+  wake_.Signal();
+}
+
 std::deque<QueuedRequest> WorkerLoop::TakeQueued() {
   absl::MutexLock lock(&mu_);
   std::deque<QueuedRequest> queued;
@@ -109,6 +117,7 @@ WorkerLoop::Load WorkerLoop::load() const {
   l.num_slots_used = num_slots_used_.load();
   l.num_slots_reserved = num_slots_reserved_.load();
   l.num_running = num_running_.load();
+  l.num_preempted = num_preempted_.load();
   l.num_steps = num_steps_.load();
   l.step_seconds = step_micros_.load() * 1e-6;
   l.forward_seconds = forward_micros_.load() * 1e-6;
@@ -127,12 +136,14 @@ void WorkerLoop::Run() {
     std::vector<HoldOrder> holds;
     std::vector<std::vector<int>> releases;
     bool detach = false;
+    int detach_preempted_blocks = 0;
     const bool busy = engine_->has_unfinished() || engine_->scheduler().has_pending_finishes();
     const bool holding = engine_->num_held_blocks() > 0;
     {
       absl::MutexLock lock(&mu_);
       while (!busy && !stopped_ && inbox_.empty() && aborts_.empty() && holds_.empty() &&
-             releases_.empty() && !detach_ && !(on_drained_ && !holding) && !resumed_) {
+             releases_.empty() && !detach_ && detach_preempted_blocks_ == 0 &&
+             !(on_drained_ && !holding) && !resumed_) {
         wake_.Wait(&mu_);
       }
       resumed_ = false;
@@ -146,6 +157,7 @@ void WorkerLoop::Run() {
       holds.swap(holds_);
       releases.swap(releases_);
       std::swap(detach, detach_);
+      std::swap(detach_preempted_blocks, detach_preempted_blocks_);
       // Still waiting, now in the scheduler: counted until the step publishes the exact number,
       // so --max-waiting never misses a request between the inbox and the scheduler.
       num_waiting_ += static_cast<int>(adds.size());
@@ -162,9 +174,16 @@ void WorkerLoop::Run() {
       }
     }
     for (const std::vector<int>& blocks : releases) engine_->Release(blocks);
-    if (detach) {
-      std::vector<Scheduler::Detached> detached = engine_->DetachRunning();
-      listener_->OnDetached(id_, std::move(detached));
+    if (detach || detach_preempted_blocks > 0) {
+      std::vector<Scheduler::Detached> detached;
+      if (detach) detached = engine_->DetachRunning();
+      if (detach_preempted_blocks > 0) {
+        std::vector<Scheduler::Detached> preempted =
+            engine_->DetachPreempted(detach_preempted_blocks);
+        std::move(preempted.begin(), preempted.end(), std::back_inserter(detached));
+        num_preempted_ = engine_->scheduler().num_waiting_preempted();
+      }
+      if (!detached.empty()) listener_->OnDetached(id_, std::move(detached));
     }
     for (QueuedRequest& add : adds) {
       const absl::Status added =
@@ -259,6 +278,7 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
   num_slots_reserved_ = slots.reserved;
   num_running_ = s.num_running();
   num_waiting_ = s.num_waiting() - s.num_waiting_paused();
+  num_preempted_ = s.num_waiting_preempted();
 }
 
 void WorkerLoop::ClearLoad() {
@@ -267,6 +287,7 @@ void WorkerLoop::ClearLoad() {
   num_slots_reserved_ = 0;
   num_running_ = 0;
   num_waiting_ = 0;
+  num_preempted_ = 0;
 }
 
 }  // namespace pagoda

@@ -50,7 +50,8 @@ class WorkerLoopListener {
   virtual void OnFailed(int worker_id) = 0;
   // KV transfers (issue 28): blocks held for a peer, pulls that ended.
   virtual void OnTransfers(int /*worker_id*/, const TransferEvents& /*events*/) {}
-  // The running sequences Detach() took out, their blocks held here until released.
+  // The sequences Detach() or DetachPreempted() took out, their blocks held here until
+  // released.
   virtual void OnDetached(int /*worker_id*/, std::vector<Scheduler::Detached> /*detached*/) {}
 };
 
@@ -77,7 +78,10 @@ class WorkerLoop {
   // KV transfers (issue 28), carried out at the loop's next wake, between steps.
   void Hold(HoldOrder order);             // answered by OnTransfers
   void Release(std::vector<int> blocks);  // blocks held by Hold or Detach
-  void Detach();                          // answered by OnDetached
+  void Detach();                          // running sequences; answered by OnDetached
+  // Sequences waiting after a preemption, whose blocks sum to at most `max_blocks`
+  // (Scheduler::DetachPreempted); answered by OnDetached.
+  void DetachPreempted(int max_blocks);
   // Takes back the requests queued here that the loop has not taken into the engine yet.
   std::deque<QueuedRequest> TakeQueued();
   // Ends the loop at its next wake, with no further report; it drops its engine's sequences.
@@ -97,6 +101,9 @@ class WorkerLoop {
     // In the scheduler or still queued here, and not paused: a paused sequence asks for no
     // work until its client reads (ClusterOptions::max_waiting).
     int num_waiting = 0;
+    // Of the scheduler's waiting ones, those waiting after a preemption here: it lacks the
+    // blocks they need.
+    int num_preempted = 0;
     // Since it started (never decrease): steps that ran tokens, their wall time in this loop
     // and the part the worker spent in the forward pass.
     int64_t num_steps = 0;
@@ -139,6 +146,7 @@ class WorkerLoop {
   std::vector<HoldOrder> holds_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int>> releases_ ABSL_GUARDED_BY(mu_);
   bool detach_ ABSL_GUARDED_BY(mu_) = false;
+  int detach_preempted_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> on_drained_ ABSL_GUARDED_BY(mu_);
   bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
@@ -151,7 +159,7 @@ class WorkerLoop {
 
   // Written by the loop's thread, read by any (num_waiting_ also under mu_, with inbox_).
   std::atomic<int64_t> num_used_blocks_{0}, num_slots_used_{0}, num_slots_reserved_{0};
-  std::atomic<int> num_running_{0}, num_waiting_{0};
+  std::atomic<int> num_running_{0}, num_waiting_{0}, num_preempted_{0};
   std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};
   std::atomic<int64_t> prefill_forward_micros_{0}, num_prefill_tokens_{0};
 };

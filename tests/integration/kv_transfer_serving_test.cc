@@ -2,7 +2,8 @@
 // serve --kv-transfer-port on loopback. A prompt placed away from the worker that computed it
 // pulls its prefix instead of computing it; a pull cut off mid-way falls back to computing,
 // with the same tokens; a draining worker's running sequences move with their K/V
-// and compute nothing again.
+// and compute nothing again; a worker short of blocks hands its preempted sequences, with the
+// blocks they had computed, to one with room.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -147,6 +148,23 @@ TEST_F(KvTransferServingTest, ADrainingWorkerMovesItsSequencesWithTheirKv) {
   EXPECT_EQ(ScrapeMetric("pagoda_recomputed_tokens_total"), recomputed_before);
   EXPECT_THAT(router_log, HasSubstr("tokens of K/V"));
   WaitForWorkers(1);
+  ExpectGoldenStory();
+}
+
+TEST_F(KvTransferServingTest, APreemptedSequenceResumesOnAWorkerWithRoom) {
+  // Worker 0's pool holds 3 of the 32 streams' 512-token contexts: it preempts all along.
+  // Worker 1, with room, joins mid-way; worker 0's preempted sequences move there with the
+  // blocks they had computed, and every stream still gets its own tokens.
+  StartTransferWorker({"--num-kv-blocks=96"});
+  WaitForWorkers(1);
+  ExpectNoTokenLostWhen([&] { StartTransferWorker(); });
+  EXPECT_GT(ScrapeMetric("pagoda_num_preemptions_total"), 0);
+  const std::string router_log = testing::ReadFile(dir_ + "/router.log");
+  EXPECT_THAT(router_log, ::testing::ContainsRegex("moving preempted request [0-9]+/0 from worker "
+                                                   "0 to 1 with [1-9][0-9]* tokens of K/V"));
+  EXPECT_GT(ScrapeMetric("pagoda_kv_migrated_sequences_total"), 0);
+  EXPECT_GT(ScrapeMetric("pagoda_kv_transfer_saved_tokens_total"), 0);
+  EXPECT_EQ(ScrapeMetric("pagoda_kv_transfer_failures_total"), 0);
   ExpectGoldenStory();
 }
 

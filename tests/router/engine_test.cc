@@ -326,6 +326,47 @@ TEST_F(EngineTest, MinTokensAndLogitBiasAreExactAcrossPreemptionAndResumption) {
   }
 }
 
+// A worker short of blocks hands the sequences it preempted to a peer with room
+// (Engine::DetachPreempted): they leave with their tokens and the full blocks they had
+// computed that are still cached, held until the peer has pulled them; none leaves past the
+// room the peer gave.
+TEST_F(EngineTest, PreemptedSequencesDetachWithTheirCachedBlocks) {
+  // Four sequences of up to 257 tokens (16 blocks) in 24 blocks: they preempt as they grow.
+  Start(/*num_blocks=*/24);
+  std::map<int64_t, std::vector<int>> prompts;
+  for (int i = 0; i < 4; ++i) prompts[Add(ManyPrompts()[i])] = ManyPrompts()[i];
+  std::map<int64_t, Result> results;
+  while (engine_->scheduler().num_waiting_preempted() == 0) ASSERT_TRUE(StepInto(results));
+  EXPECT_TRUE(engine_->DetachPreempted(/*max_blocks=*/0).empty());
+  const int num_preempted = engine_->scheduler().num_waiting_preempted();
+  const int num_waiting = engine_->scheduler().num_waiting();
+  std::vector<Scheduler::Detached> detached = engine_->DetachPreempted(/*max_blocks=*/1 << 20);
+  ASSERT_EQ(static_cast<int>(detached.size()), num_preempted);
+  EXPECT_EQ(engine_->scheduler().num_waiting_preempted(), 0);
+  EXPECT_EQ(engine_->scheduler().num_waiting(), num_waiting - num_preempted);
+  int64_t held = 0, with_blocks = 0;
+  for (const Scheduler::Detached& d : detached) {
+    EXPECT_TRUE(d.preempted);
+    std::vector<int> tokens = prompts.at(d.request_id);
+    const std::vector<int>& out = results[d.request_id].outputs.at(0);
+    tokens.insert(tokens.end(), out.begin(), out.end());
+    EXPECT_EQ(d.tokens, tokens) << "what it delivered is what it takes along";
+    EXPECT_EQ(d.num_computed, static_cast<int>(d.blocks.size()) * 16);
+    EXPECT_LT(d.num_computed, static_cast<int>(d.tokens.size()));
+    held += static_cast<int64_t>(d.blocks.size());
+    with_blocks += !d.blocks.empty();
+  }
+  EXPECT_GT(with_blocks, 0) << "a sequence preempted this step still has cached blocks";
+  EXPECT_EQ(engine_->num_held_blocks(), held);
+  for (const Scheduler::Detached& d : detached) {
+    engine_->Release(d.blocks);
+    results.erase(d.request_id);
+  }
+  EXPECT_EQ(engine_->num_held_blocks(), 0);
+  // The rest run to their ends, and nothing leaks.
+  RunAll(std::move(results));
+}
+
 TEST_F(EngineTest, BadMinTokensAndLogitBiasAreRefusedNamingTheField) {
   Start(64);
   GenerationRequest r;
