@@ -170,7 +170,7 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
 
 int Cluster::NumWaitingLocked() const {
   int waiting = static_cast<int>(parked_.size());
-  for (const auto& [id, t] : transfers_) waiting += t.work.has_value();
+  waiting += NumWaitingInTransfersLocked(/*dst=*/-1);
   for (const auto& w : workers_) {
     if (w->alive) waiting += w->loop->load().num_waiting;
   }
@@ -213,10 +213,20 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
     if (worker >= 0) workers_[worker]->loop->Abort(request_id);
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
-  // Waiting for a holder's answer: it is released when the answer comes.
-  absl::erase_if(transfers_, [&](const auto& t) {
-    return t.second.work.has_value() && t.second.work->request_id == request_id;
-  });
+  // Waiting for a holder's answer: it is released when the answer comes; the requests that
+  // follow the transfer go to its destination now.
+  std::vector<std::pair<QueuedRequest, int>> orphans;
+  for (auto t = transfers_.begin(); t != transfers_.end();) {
+    std::erase_if(t->second.followers,
+                  [&](const QueuedRequest& f) { return f.request_id == request_id; });
+    if (!t->second.work.has_value() || t->second.work->request_id != request_id) {
+      ++t;
+      continue;
+    }
+    for (QueuedRequest& f : t->second.followers) orphans.emplace_back(std::move(f), t->second.dst);
+    transfers_.erase(t++);
+  }
+  for (auto& [work, dst] : orphans) QueueLocked(std::move(work), dst);
   if (!error.ok()) {
     RequestUpdate out;
     out.error = error;
@@ -311,10 +321,12 @@ void Cluster::PlaceLocked(QueuedRequest work) {
     for (const auto& w : workers_) {
       if (!w->alive || (w->draining && !draining_too)) continue;
       const WorkerLoop::Load load = w->loop->load();
+      // Requests waiting for a transfer to it count as its own: else a worker that pulls
+      // looks idle and draws every request that wants the same prefix.
       candidates.push_back(
           {.worker_id = w->loop->id(),
            .num_used_blocks = load.num_used_blocks,
-           .num_waiting = load.num_waiting,
+           .num_waiting = load.num_waiting + NumWaitingInTransfersLocked(w->loop->id()),
            .can_pull = options_.kv_transfer && !w->loop->info().kv_transfer_address.empty()});
     }
   };
@@ -331,9 +343,10 @@ void Cluster::PlaceLocked(QueuedRequest work) {
     request.prompt_block_hashes = BlockHashes(request.prompt_ids, block_size);
     request.prompt_block_size = block_size;
   }
-  const std::vector<int> owners = options_.kv_transfer && !work.pull.has_value()
-                                      ? placement_.Owners(request.prompt_block_hashes)
-                                      : std::vector<int>();
+  const std::vector<Placement::OwnerList> owners =
+      options_.kv_transfer && !work.pull.has_value()
+          ? placement_.Owners(request.prompt_block_hashes)
+          : std::vector<Placement::OwnerList>();
   const int chosen = placement_.Choose(candidates, request.prompt_block_hashes);
   if (StartPullLocked(chosen, owners, &work)) return;
   auto it = requests_.find(work.request_id);

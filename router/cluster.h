@@ -78,9 +78,12 @@ struct ClusterOptions {
   bool kv_transfer = true;
   int kv_transfer_min_tokens = 32;
   // A request waiting for another worker to hold (or first compute) its prefix waits at most
-  // this, and at most the time its own worker would take to compute the prefix (as measured):
-  // then a Tick queues it there to compute it.
-  absl::Duration kv_transfer_max_wait = absl::Seconds(10);
+  // this, and at most kWaitPrefills times what its own worker would take to compute the prefix
+  // (as measured): then a Tick queues it there to compute it. Only a stuck or swamped holder
+  // should hit it: once waited for, a prefix is cheapest waited for a little longer (the
+  // holder may prefill it batched with another prompt, in twice one prompt's time).
+  absl::Duration kv_transfer_max_wait = absl::Seconds(60);
+  static constexpr double kWaitPrefills = 3;
 };
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
@@ -217,9 +220,17 @@ class Cluster final : private WorkerLoopListener {
     int src = -1, dst = -1;
     // While the source holds the blocks (Hold): the request, placed when it answers.
     std::optional<QueuedRequest> work;
-    absl::Time give_up_at;        // while holding: then the request computes the prefix
-    std::vector<int> src_blocks;  // held on the source until the pull ends
+    absl::Time give_up_at;               // while holding: then the request computes the prefix
+    std::vector<int> src_blocks;         // held on the source until the pull ends
+    std::vector<uint64_t> block_hashes;  // of the blocks that move
+    // Later requests for the same prefix on the same destination: queued there when the
+    // transfer ends (the blocks are then cached there), not pulled again.
+    std::vector<QueuedRequest> followers;
   };
+  // Requests waiting in transfers (holding ones and followers) for `dst` (-1: any).
+  int NumWaitingInTransfersLocked(int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a transfer's followers on `dst` (placed again when it is gone).
+  void QueueFollowersLocked(Transfer& t, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the holding requests past their give_up_at on their destinations, to compute.
   void GiveUpWaitingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `work` on live worker `dst` as it is (no pull), else places it again.
@@ -230,12 +241,14 @@ class Cluster final : private WorkerLoopListener {
   // When another worker has more of work's prompt than `chosen` (by `owners`, the placement
   // hints before the choice) and pulling it pays: asks that worker to hold the blocks, and
   // takes the work (queued on `chosen` when the holder answers). False: queue it as usual.
-  bool StartPullLocked(int chosen, const std::vector<int>& owners, QueuedRequest* work)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool StartPullLocked(int chosen, const std::vector<Placement::OwnerList>& owners,
+                       QueuedRequest* work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `work` on `dst` with a pull of `src_blocks` (held on `src`), which hold the first
   // `num_tokens` of `tokens` (the last block partly, for a moved sequence).
+  // `followers` wait for it to end (Transfer::followers).
   void QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
-                       std::span<const int> tokens, int num_tokens)
+                       std::span<const int> tokens, int num_tokens,
+                       std::vector<QueuedRequest> followers = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Blocks `dst` could take for sequences moved there now: half its free blocks, none while
   // requests wait there (or it drains, or cannot transfer with `src`).

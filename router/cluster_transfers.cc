@@ -12,6 +12,7 @@
 // when it is short of blocks (those it preempted, to a worker with room: MovePreemptedLocked).
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "glog/logging.h"
 #include "router/block_pool.h"
@@ -38,7 +39,8 @@ bool Cluster::CanTransferLocked(int src, int dst) const {
          a.block_size == b.block_size && a.kv_cache_dtype == b.kv_cache_dtype;
 }
 
-bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, QueuedRequest* work) {
+bool Cluster::StartPullLocked(int chosen, const std::vector<Placement::OwnerList>& owners,
+                              QueuedRequest* work) {
   if (owners.empty()) return false;
   const GenerationRequest& request = work->request;
   const int block_size = workers_[chosen]->loop->info().block_size;
@@ -46,15 +48,34 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, Queued
   const int num_tokens = static_cast<int>(request.prompt_ids.size() + request.output_ids.size());
   const int usable = std::min<int>(
       {static_cast<int>(owners.size()), (num_tokens - 1) / block_size, kMaxBlocksPerPull});
-  int deepest = usable - 1;
-  while (deepest >= 0 && owners[deepest] < 0) --deepest;
-  if (deepest < 0) return false;
-  const int src = owners[deepest];
-  if (!CanTransferLocked(src, chosen)) return false;
+  // The deepest block another worker that can send it to `chosen` has; of those, the one it
+  // went to last.
+  int deepest = usable - 1, src = -1;
+  while (deepest >= 0) {
+    for (int o : owners[deepest]) {
+      if (src < 0 && CanTransferLocked(o, chosen)) src = o;
+    }
+    if (src >= 0) break;
+    --deepest;
+  }
+  if (src < 0) return false;
   int have = 0;  // the chosen worker's own claim
-  while (have < usable && owners[have] == chosen) ++have;
+  while (have < usable && absl::c_linear_search(owners[have], chosen)) ++have;
   const int gain = deepest + 1 - have;
   if (gain * block_size < options_.kv_transfer_min_tokens) return false;
+  // The same prefix already on its way to `chosen`: wait for it there, not pull it again.
+  const uint64_t deepest_hash = request.prompt_block_hashes[deepest];
+  for (auto& [id, t] : transfers_) {
+    if (t.dst == chosen && static_cast<int>(t.block_hashes.size()) > deepest &&
+        t.block_hashes[deepest] == deepest_hash) {
+      VLOG(1) << "request " << work->request_id << " on worker " << chosen << " follows transfer "
+              << id;
+      // As for the transfer's own request: until it ends, only its source has the blocks.
+      placement_.Remember(std::span(t.block_hashes).first(deepest + 1), t.src);
+      t.followers.push_back(std::move(*work));
+      return true;
+    }
+  }
   const WorkerLoop::Load load = workers_[chosen]->loop->load();
   const double per_token =
       load.num_prefill_tokens >= 256 ? load.prefill_forward_seconds / load.num_prefill_tokens : 0;
@@ -67,7 +88,10 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, Queued
   t.dst = chosen;
   // Waiting longer than computing it here would take is worse than computing it.
   absl::Duration wait = options_.kv_transfer_max_wait;
-  if (per_token > 0) wait = std::min(wait, absl::Seconds(gain * block_size * per_token));
+  if (per_token > 0) {
+    wait = std::min(wait,
+                    absl::Seconds(ClusterOptions::kWaitPrefills * gain * block_size * per_token));
+  }
   t.give_up_at = absl::Now() + wait;
   HoldOrder hold;
   hold.transfer_id = id;
@@ -77,6 +101,7 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, Queued
                            request.prompt_block_hashes.begin() + deepest + 1);
   // Later requests with this prefix ask the worker that has it, not the one still waiting.
   placement_.Remember(hold.block_hashes, src);
+  t.block_hashes = hold.block_hashes;
   t.work = std::move(*work);
   VLOG(1) << "request " << t.work->request_id << " on worker " << chosen << " asks worker " << src
           << " for " << deepest + 1 << " blocks";
@@ -85,7 +110,8 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<int>& owners, Queued
 }
 
 void Cluster::QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
-                              std::span<const int> tokens, int num_tokens) {
+                              std::span<const int> tokens, int num_tokens,
+                              std::vector<QueuedRequest> followers) {
   const int block_size = workers_[dst]->loop->info().block_size;
   const int64_t id = next_transfer_id_++;
   PullPlan plan;
@@ -100,6 +126,8 @@ void Cluster::QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<
   t.src = src;
   t.dst = dst;
   t.src_blocks = std::move(src_blocks);
+  t.block_hashes = plan.block_hashes;
+  t.followers = std::move(followers);
   auto it = requests_.find(work.request_id);
   if (it != requests_.end()) {
     for (int i = 0; i < work.request.n; ++i)
@@ -120,23 +148,32 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
       continue;
     }
     QueuedRequest work = std::move(*it->second.work);
+    std::vector<QueuedRequest> followers = std::move(it->second.followers);
     const int dst = it->second.dst;
     transfers_.erase(it);
     if (held.blocks.empty() || !CanTransferLocked(worker_id, dst)) {
       if (!held.blocks.empty()) w->loop->Release(held.blocks);
       QueueLocked(std::move(work), dst);
+      for (QueuedRequest& f : followers) QueueLocked(std::move(f), dst);
       continue;
     }
     const int block_size = w->loop->info().block_size;
     const int num_tokens = static_cast<int>(held.blocks.size()) * block_size;
     const std::vector<int> prompt = work.request.prompt_ids;
-    QueuePullLocked(std::move(work), worker_id, dst, held.blocks, prompt, num_tokens);
+    QueuePullLocked(std::move(work), worker_id, dst, held.blocks, prompt, num_tokens,
+                    std::move(followers));
   }
   for (const TransferEvents::Pulled& pulled : events.pulled) {
     auto it = transfers_.find(pulled.transfer_id);
     if (it == transfers_.end()) continue;  // a side left: it was ended then
-    const Transfer& t = it->second;
+    Transfer& t = it->second;
+    // After the pulled request (already in the destination's scheduler): they find the blocks.
+    QueueFollowersLocked(t, t.dst);
     if (workers_[t.src]->alive) workers_[t.src]->loop->Release(t.src_blocks);
+    if (!pulled.started) {
+      VLOG(1) << "transfer " << pulled.transfer_id << " into worker " << t.dst
+              << " did not start: " << (pulled.ok ? "its blocks are there" : pulled.error);
+    }
     if (pulled.started) {
       transfer_cost_.ObservePull(pulled.bytes, pulled.seconds);
       VLOG(1) << "transfer " << pulled.transfer_id << " worker " << t.src << " -> " << t.dst << ": "
@@ -240,6 +277,21 @@ void Cluster::MovePreemptedLocked(int worker_id) {
   if (room > 0) w->loop->DetachPreempted(static_cast<int>(std::min<int64_t>(room, 1 << 30)));
 }
 
+int Cluster::NumWaitingInTransfersLocked(int dst) const {
+  int n = 0;
+  for (const auto& [id, t] : transfers_) {
+    // A pulling request waits in its destination's engine, outside its scheduler's count.
+    if (dst < 0 || t.dst == dst) n += 1 + static_cast<int>(t.followers.size());
+  }
+  return n;
+}
+
+void Cluster::QueueFollowersLocked(Transfer& t, int dst) {
+  std::vector<QueuedRequest> followers = std::move(t.followers);
+  t.followers.clear();
+  for (QueuedRequest& f : followers) QueueLocked(std::move(f), dst);
+}
+
 void Cluster::QueueLocked(QueuedRequest work, int dst) {
   if (!workers_[dst]->alive) {
     PlaceLocked(std::move(work));
@@ -266,6 +318,7 @@ void Cluster::GiveUpWaitingLocked(absl::Time now) {
     LOG(INFO) << "request " << t.work->request_id << " waited too long for worker " << t.src
               << "'s prefix; computing it on worker " << t.dst;
     give_up.emplace_back(std::move(*t.work), t.dst);
+    for (QueuedRequest& f : t.followers) give_up.emplace_back(std::move(f), t.dst);
     transfers_.erase(it++);
   }
   for (auto& [work, dst] : give_up) QueueLocked(std::move(work), dst);
@@ -293,6 +346,7 @@ void Cluster::EndTransfersOfLocked(int worker_id) {
       // Pulling into the dead worker: its request moves with the rest of its sequences.
       workers_[t.src]->loop->Release(t.src_blocks);
     }
+    for (QueuedRequest& f : t.followers) replace.push_back(std::move(f));
     transfers_.erase(it++);
   }
   for (QueuedRequest& work : replace) PlaceLocked(std::move(work));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "glog/logging.h"
 
 namespace pagoda {
@@ -10,7 +11,7 @@ int Placement::NumHintedBlocks(int worker_id, std::span<const uint64_t> prompt_h
   int hit = 0;
   for (uint64_t h : prompt_hashes) {
     auto owner = block_owner_.find(h);
-    if (owner == block_owner_.end() || owner->second != worker_id) break;
+    if (owner == block_owner_.end() || !absl::c_linear_search(owner->second, worker_id)) break;
     ++hit;
   }
   return hit;
@@ -48,26 +49,40 @@ int Placement::Choose(std::span<const WorkerLoad> workers,
     }
   }
   if (num_hints() > options_.max_hints) block_owner_.clear();
-  for (uint64_t h : prompt_hashes) block_owner_[h] = best->worker_id;
+  for (uint64_t h : prompt_hashes) Note(h, best->worker_id);
   return best->worker_id;
 }
 
-std::vector<int> Placement::Owners(std::span<const uint64_t> prompt_hashes) const {
-  std::vector<int> owners;
+void Placement::Note(uint64_t block_hash, int worker_id) {
+  OwnerList& owners = block_owner_[block_hash];
+  auto it = absl::c_find(owners, worker_id);
+  if (it != owners.end()) {
+    owners.erase(it);
+  } else if (owners.size() == kMaxOwners) {
+    owners.pop_back();  // the least recently sent
+  }
+  owners.insert(owners.begin(), worker_id);
+}
+
+std::vector<Placement::OwnerList> Placement::Owners(std::span<const uint64_t> prompt_hashes) const {
+  std::vector<OwnerList> owners;
   owners.reserve(prompt_hashes.size());
   for (uint64_t h : prompt_hashes) {
     auto owner = block_owner_.find(h);
-    owners.push_back(owner == block_owner_.end() ? -1 : owner->second);
+    owners.push_back(owner == block_owner_.end() ? OwnerList() : owner->second);
   }
   return owners;
 }
 
 void Placement::Remember(std::span<const uint64_t> block_hashes, int worker_id) {
-  for (uint64_t h : block_hashes) block_owner_[h] = worker_id;
+  for (uint64_t h : block_hashes) Note(h, worker_id);
 }
 
 void Placement::ForgetWorker(int worker_id) {
-  absl::erase_if(block_owner_, [worker_id](const auto& hint) { return hint.second == worker_id; });
+  for (auto& [hash, owners] : block_owner_) {
+    owners.erase(std::remove(owners.begin(), owners.end(), worker_id), owners.end());
+  }
+  absl::erase_if(block_owner_, [](const auto& hint) { return hint.second.empty(); });
 }
 
 }  // namespace pagoda

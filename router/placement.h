@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 
 namespace pagoda {
 
@@ -48,11 +49,15 @@ class Placement {
   // chained hashes `prompt_hashes`, and remembers those blocks as the chosen worker's. Ties go
   // to the earliest in `workers`. Returns the chosen worker_id.
   int Choose(std::span<const WorkerLoad> workers, std::span<const uint64_t> prompt_hashes);
-  // For each block of `prompt_hashes`, the worker it was last sent to (-1: none). Chained
-  // hashes make it a claim on the whole prefix up to that block. For KV transfers (issue 28):
+  // The workers a block was sent to, the most recent first (at most kMaxOwners).
+  static constexpr int kMaxOwners = 4;
+  using OwnerList = absl::InlinedVector<int, kMaxOwners>;
+  // For each block of `prompt_hashes`, the workers it was sent to (empty: none). Chained
+  // hashes make each a claim on the whole prefix up to that block. For KV transfers (issue 28):
   // ask before Choose, which records the chosen worker as every block's.
-  std::vector<int> Owners(std::span<const uint64_t> prompt_hashes) const;
-  // Remembers these blocks as `worker_id`'s (a pull's source: the worker that has them now).
+  std::vector<OwnerList> Owners(std::span<const uint64_t> prompt_hashes) const;
+  // Remembers these blocks as `worker_id`'s, first (a pull's source: it has them now, while
+  // the puller does not yet).
   void Remember(std::span<const uint64_t> block_hashes, int worker_id);
   // Forgets every block remembered as `worker_id`'s (it left).
   void ForgetWorker(int worker_id);
@@ -62,9 +67,10 @@ class Placement {
  private:
   // The prompt's leading blocks remembered as `worker_id`'s.
   int NumHintedBlocks(int worker_id, std::span<const uint64_t> prompt_hashes) const;
+  void Note(uint64_t block_hash, int worker_id);  // worker_id first in the block's list
 
   const PlacementOptions options_;
-  absl::flat_hash_map<uint64_t, int> block_owner_;  // chained block hash -> worker id
+  absl::flat_hash_map<uint64_t, OwnerList> block_owner_;  // chained block hash -> workers
   int64_t next_round_robin_ = 0;
 };
 

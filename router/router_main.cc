@@ -68,9 +68,10 @@ ABSL_FLAG(bool, kv_transfer, true,
           "pull a prompt's cached prefix from the worker that has it instead of computing it, and "
           "move a draining worker's sequences with their KV (workers with --kv-transfer-port)");
 ABSL_FLAG(int, kv_transfer_min_tokens, 32, "pull a prefix only when it spares this many tokens");
-ABSL_FLAG(double, kv_transfer_max_wait_s, 10.0,
-          "a request waits at most this (and at most its own prefill time) for another worker "
-          "to compute or hold its prefix, then computes it where it was placed");
+ABSL_FLAG(double, kv_transfer_max_wait_s, 60.0,
+          "a request waits at most this (and at most 3 times its own measured prefill time of "
+          "it) for another worker to compute or hold its prefix, then computes it where it was "
+          "placed");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
           "tokens per step and worker: a longer prompt is prefilled in chunks, and a chunk holds "

@@ -13,6 +13,11 @@ of random token ids over the OpenAI HTTP API (greedy, ignore_eos) and reads the 
   drain   --seqs streams on 2 workers; after --kill-after-s of decoding one worker is sent
           SIGTERM. Reports recomputed tokens, moved sequences and the largest gap between two
           tokens of a stream vs the median inter-token gap.
+  preempt --seqs streams on worker 0 alone, whose pool (--num-kv-blocks) is too small for
+          them, so it preempts; once every stream has its first token and --join-after-s more,
+          worker 1 (with room) joins. With transfers worker 0 hands its preempted sequences
+          over with the blocks they had computed; without, worker 1 stays idle (nothing new
+          is placed) and worker 0 computes them again.
   system  One system prompt of --prefix-len tokens over --workers workers, --seqs requests with
           different questions after it (the first alone, then the rest at once): prefill tokens
           computed = prompt tokens - prefix-cache hits (pulled tokens are hits too).
@@ -40,7 +45,7 @@ COUNTERS = (
         "pagoda_kv_transfer_saved_tokens_total", "pagoda_kv_transfer_failures_total",
         "pagoda_kv_migrated_sequences_total", "pagoda_recomputed_tokens_total",
         "pagoda_kv_transfer_seconds_sum", "pagoda_kv_transfer_seconds_count",
-        "pagoda_generation_tokens_total")
+        "pagoda_generation_tokens_total", "pagoda_num_preemptions_total")
 
 
 def free_port():
@@ -59,9 +64,12 @@ class Router:
             return
         self.http = free_port()
         self.metrics = free_port()
+        self.worker_port = free_port()
+        self.started = []  # workers started by start_worker
+        os.environ.setdefault("PAGODA_WORKER_TOKEN", "%032x" % random.getrandbits(128))
         args = [
                 os.path.join(a.bin, "pagoda-router"), "--model=" + a.model, "--host=127.0.0.1",
-                "--port=%d" % free_port(), "--worker-port=%d" % free_port(),
+                "--port=%d" % free_port(), "--worker-port=%d" % self.worker_port,
                 "--http-port=%d" % self.http, "--metrics-port=%d" % self.metrics,
                 "--served-model-name=m", "--spawn-workers=%d" % workers, "--worker-threads=1",
                 "--kv-transfer=" + a.kv_transfer, "--worker-kv-cache-mb=%d" % a.kv_cache_mb
@@ -94,6 +102,21 @@ class Router:
                 pass
         return out
 
+    def start_worker(self, a, flags):
+        """Starts one more worker (1 thread, transfers on loopback) and waits for it to join."""
+        n = self.scrape().get("pagoda_num_workers", 0) + 1
+        log = open("/tmp/kv_transfer_bench_worker%d.log" % len(self.started), "w")
+        self.started.append(subprocess.Popen([
+                os.path.join(a.bin, "pagoda-worker"), "--router=127.0.0.1:%d" % self.worker_port,
+                "--model=" + a.model, "--threads=1", "--kv-transfer-port=-1"] + flags,
+                stdout=log, stderr=log))
+        deadline = time.time() + 300
+        while self.scrape().get("pagoda_num_workers", 0) < n:
+            if (self.started[-1].poll() is not None or self.proc.poll() is not None or
+                    time.time() > deadline):
+                sys.exit("worker did not join; see %s and %s" % (log.name, self.log.name))
+            time.sleep(0.1)
+
     def workers(self):
         """The spawned workers' pids, in spawn order."""
         kids = []
@@ -105,6 +128,8 @@ class Router:
     def stop(self):
         if self.proc is None:
             return
+        for w in self.started:
+            w.send_signal(signal.SIGTERM)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(60)
@@ -249,6 +274,42 @@ def drain(a, rng):
         r.stop()
 
 
+def preempt(a, rng):
+    r = Router(a, 0, ["--placement=round_robin"])
+    try:
+        r.start_worker(a, ["--num-kv-blocks=%d" % a.num_kv_blocks])
+        prompts = [tokens(rng, a.prompt_len) for _ in range(a.seqs)]
+        before = r.scrape()
+        joined = []
+
+        def joiner():
+            while r.scrape().get("pagoda_generation_tokens_total", 0) - before.get(
+                    "pagoda_generation_tokens_total", 0) < a.seqs:
+                time.sleep(0.05)
+            time.sleep(a.join_after_s)
+            joined.append(time.perf_counter())
+            r.start_worker(a, ["--kv-cache-mb=%d" % a.kv_cache_mb])
+
+        j = threading.Thread(target=joiner)
+        j.start()
+        start = time.perf_counter()
+        res = run_parallel(r.http, prompts, a.output_len, a.seqs)
+        wall = time.perf_counter() - start
+        j.join()
+        ends = sorted(t[-1] for t in res)
+        print(json.dumps({
+                "scenario": "preempt", "kv_transfer": a.kv_transfer, "seqs": a.seqs,
+                "prompt": a.prompt_len, "output": a.output_len, "blocks": a.num_kv_blocks,
+                "joined_at_s": round(joined[0] - start, 3) if joined else None,
+                "wall_s": round(wall, 3), "last_stream_end_s": round(ends[-1], 3),
+                "median_stream_end_s": round(statistics.median(ends), 3),
+                "tokens_per_stream": sorted(set(len(t) for t in res)),
+                "delta": delta(before, r.scrape())
+        }), flush=True)
+    finally:
+        r.stop()
+
+
 def system(a, rng):
     r = Router(a, a.workers, ["--placement=" + a.placement])
     try:
@@ -273,7 +334,7 @@ def system(a, rng):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("scenario", choices=["away", "drain", "system"])
+    p.add_argument("scenario", choices=["away", "drain", "preempt", "system"])
     p.add_argument("--model", required=True)
     p.add_argument("--bin", default="build/bin")
     p.add_argument("--kv-transfer", default="true", choices=["true", "false"])
@@ -288,13 +349,15 @@ def main():
     p.add_argument("--seqs", type=int, default=32)
     p.add_argument("--prompt-len", type=int, default=64, help="drain")
     p.add_argument("--kill-after-s", type=float, default=2.0, help="drain")
+    p.add_argument("--num-kv-blocks", type=int, default=256, help="preempt: worker 0's pool")
+    p.add_argument("--join-after-s", type=float, default=2.0, help="preempt")
     p.add_argument("--workers", type=int, default=4, help="system")
     p.add_argument("--placement", default="prefix", help="system")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--attach", default="", help="HTTP,METRICS ports of a running router (away)")
     p.add_argument("--router-flag", action="append", default=[], help="more router flags")
     a = p.parse_args()
-    {"away": away, "drain": drain, "system": system}[a.scenario](a, random.Random(a.seed))
+    {"away": away, "drain": drain, "preempt": preempt, "system": system}[a.scenario](a, random.Random(a.seed))
 
 
 if __name__ == "__main__":

@@ -130,6 +130,35 @@ TEST_F(KvTransferServingTest, ASharedPrefixIsComputedOnceForThreeWorkers) {
   }
 }
 
+TEST_F(KvTransferServingTest, ConcurrentRequestsForAPrefixOnOneWorkerPullItOnce) {
+  StartTransferWorker();
+  WaitForWorkers(1);  // worker 0
+  StartTransferWorker();
+  WaitForWorkers(2);
+  const testing::StreamOutput first = Generate(Short(LongPrompt()));  // worker 0 computes it
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  // Twelve at once, round robin: six land on worker 1, which pulls the prefix for the first of
+  // them; the others wait for that pull instead of pulling it again.
+  std::vector<std::string> endings;
+  for (char c = 'A'; c < 'A' + 12; ++c) endings.push_back(std::string(1, c));
+  std::vector<testing::StreamOutput> outputs(endings.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < endings.size(); ++i) {
+    clients.emplace_back([&, i] { outputs[i] = Generate(Short(LongPrompt() + endings[i])); });
+  }
+  for (std::thread& t : clients) t.join();
+  for (const testing::StreamOutput& out : outputs) {
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  }
+  const double blocks = ScrapeMetric("pagoda_kv_transfer_blocks_total");
+  EXPECT_GE(blocks, 8);
+  EXPECT_LE(blocks, 11) << "the ~160-token prefix (10 blocks) moved once";
+  EXPECT_EQ(ScrapeMetric("pagoda_kv_transfer_failures_total"), 0);
+  for (size_t i = 0; i < endings.size(); ++i) {
+    EXPECT_EQ(Generate(Short(LongPrompt() + endings[i])).ids[0], outputs[i].ids[0]) << i;
+  }
+}
+
 TEST_F(KvTransferServingTest, ADrainingWorkerMovesItsSequencesWithTheirKv) {
   StartTransferWorker();
   const pid_t victim = StartTransferWorker();

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pagoda {
@@ -109,6 +110,23 @@ TEST(PlacementTest, AWorkerThatLeftIsForgotten) {
   EXPECT_EQ(placement.Choose(Idle({0, 1}), kPromptB), 1) << "worker 1's hints stay";
 }
 
+TEST(PlacementTest, ABlockSentToSeveralWorkersIsEachOnesUpToFour) {
+  Placement placement(Policy(PlacementPolicy::kPrefixAware));
+  const std::vector<uint64_t> prompt = {1, 2, 3};
+  for (int w = 0; w < 5; ++w) {
+    std::vector<WorkerLoad> only = {{.worker_id = w}};
+    ASSERT_EQ(placement.Choose(only, prompt), w);
+  }
+  // The four sent it last, the most recent first: worker 0's claim went.
+  EXPECT_THAT(placement.Owners(prompt)[2], ::testing::ElementsAre(4, 3, 2, 1));
+  // Workers 1 and 4 both have it: the less loaded of them takes the next one.
+  std::vector<WorkerLoad> workers = {
+      {.worker_id = 0}, {.worker_id = 4, .num_used_blocks = 2}, {.worker_id = 1}};
+  EXPECT_EQ(placement.Choose(workers, prompt), 1);
+  placement.ForgetWorker(1);
+  EXPECT_THAT(placement.Owners(prompt)[0], ::testing::ElementsAre(4, 3, 2));
+}
+
 TEST(PlacementTest, AWorkerThatCanPullAPrefixIsChosenByLoad) {
   Placement placement(Policy(PlacementPolicy::kPrefixAware));
   const std::vector<uint64_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -120,9 +138,11 @@ TEST(PlacementTest, AWorkerThatCanPullAPrefixIsChosenByLoad) {
   // Able to pull them (at a tenth of computing), worker 1 is the cheaper.
   workers[1].can_pull = true;
   EXPECT_EQ(placement.Choose(workers, prompt), 1);
-  // A pull's source is remembered as the blocks' worker.
+  // A pull's source is remembered as the blocks' worker, first; the puller stays second.
   placement.Remember(prompt, 0);
-  EXPECT_EQ(placement.Owners(prompt), std::vector<int>(10, 0));
+  for (const Placement::OwnerList& owners : placement.Owners(prompt)) {
+    EXPECT_THAT(owners, ::testing::ElementsAre(0, 1));
+  }
 }
 
 }  // namespace
