@@ -71,7 +71,7 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<Placement::OwnerList
       VLOG(1) << "request " << work->request_id << " on worker " << chosen << " follows transfer "
               << id;
       // As for the transfer's own request: until it ends, only its source has the blocks.
-      placement_.Remember(std::span(t.block_hashes).first(deepest + 1), t.src);
+      placement_.Remember(std::span(t.block_hashes).first(deepest + 1), t.src, chosen);
       t.followers.push_back(std::move(*work));
       return true;
     }
@@ -100,7 +100,7 @@ bool Cluster::StartPullLocked(int chosen, const std::vector<Placement::OwnerList
   hold.block_hashes.assign(request.prompt_block_hashes.begin(),
                            request.prompt_block_hashes.begin() + deepest + 1);
   // Later requests with this prefix ask the worker that has it, not the one still waiting.
-  placement_.Remember(hold.block_hashes, src);
+  placement_.Remember(hold.block_hashes, src, chosen);
   t.block_hashes = hold.block_hashes;
   t.work = std::move(*work);
   VLOG(1) << "request " << t.work->request_id << " on worker " << chosen << " asks worker " << src
@@ -149,10 +149,12 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
     }
     QueuedRequest work = std::move(*it->second.work);
     std::vector<QueuedRequest> followers = std::move(it->second.followers);
+    const std::vector<uint64_t> hashes = std::move(it->second.block_hashes);
     const int dst = it->second.dst;
     transfers_.erase(it);
     if (held.blocks.empty() || !CanTransferLocked(worker_id, dst)) {
       if (!held.blocks.empty()) w->loop->Release(held.blocks);
+      if (workers_[dst]->alive) placement_.Remember(hashes, dst);  // it computes them
       QueueLocked(std::move(work), dst);
       for (QueuedRequest& f : followers) QueueLocked(std::move(f), dst);
       continue;
@@ -174,6 +176,7 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
       VLOG(1) << "transfer " << pulled.transfer_id << " into worker " << t.dst
               << " did not start: " << (pulled.ok ? "its blocks are there" : pulled.error);
     }
+    if (pulled.ok) placement_.Remember(t.block_hashes, t.dst);  // it has them now
     if (pulled.started) {
       transfer_cost_.ObservePull(pulled.bytes, pulled.seconds);
       VLOG(1) << "transfer " << pulled.transfer_id << " worker " << t.src << " -> " << t.dst << ": "
@@ -317,6 +320,7 @@ void Cluster::GiveUpWaitingLocked(absl::Time now) {
     // The holder answers later and finds no transfer: it releases what it held.
     LOG(INFO) << "request " << t.work->request_id << " waited too long for worker " << t.src
               << "'s prefix; computing it on worker " << t.dst;
+    placement_.Remember(t.block_hashes, t.dst);  // it computes them
     give_up.emplace_back(std::move(*t.work), t.dst);
     for (QueuedRequest& f : t.followers) give_up.emplace_back(std::move(f), t.dst);
     transfers_.erase(it++);

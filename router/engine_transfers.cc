@@ -24,6 +24,8 @@ void Engine::ServeHolds() {
       kv.Release(blocks);  // asked again after the step that computes it
       return false;
     }
+    VLOG(1) << "hold for transfer " << order.transfer_id << ": " << cached << " of "
+            << order.block_hashes.size() << " blocks cached";
     num_held_blocks_ += static_cast<int64_t>(blocks.size());
     events_.held.push_back({.transfer_id = order.transfer_id, .blocks = std::move(blocks)});
     return true;

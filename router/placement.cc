@@ -74,8 +74,12 @@ std::vector<Placement::OwnerList> Placement::Owners(std::span<const uint64_t> pr
   return owners;
 }
 
-void Placement::Remember(std::span<const uint64_t> block_hashes, int worker_id) {
-  for (uint64_t h : block_hashes) Note(h, worker_id);
+void Placement::Remember(std::span<const uint64_t> block_hashes, int worker_id, int instead_of) {
+  for (uint64_t h : block_hashes) {
+    Note(h, worker_id);
+    OwnerList& owners = block_owner_[h];
+    owners.erase(std::remove(owners.begin(), owners.end(), instead_of), owners.end());
+  }
 }
 
 void Placement::ForgetWorker(int worker_id) {

@@ -56,9 +56,9 @@ class Placement {
   // hashes make each a claim on the whole prefix up to that block. For KV transfers (issue 28):
   // ask before Choose, which records the chosen worker as every block's.
   std::vector<OwnerList> Owners(std::span<const uint64_t> prompt_hashes) const;
-  // Remembers these blocks as `worker_id`'s, first (a pull's source: it has them now, while
-  // the puller does not yet).
-  void Remember(std::span<const uint64_t> block_hashes, int worker_id);
+  // Remembers these blocks as `worker_id`'s, first, and no longer as `instead_of`'s (for a
+  // pull: its source has them, its destination not until the pull ends).
+  void Remember(std::span<const uint64_t> block_hashes, int worker_id, int instead_of = -1);
   // Forgets every block remembered as `worker_id`'s (it left).
   void ForgetWorker(int worker_id);
 

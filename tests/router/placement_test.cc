@@ -138,10 +138,15 @@ TEST(PlacementTest, AWorkerThatCanPullAPrefixIsChosenByLoad) {
   // Able to pull them (at a tenth of computing), worker 1 is the cheaper.
   workers[1].can_pull = true;
   EXPECT_EQ(placement.Choose(workers, prompt), 1);
-  // A pull's source is remembered as the blocks' worker, first; the puller stays second.
-  placement.Remember(prompt, 0);
+  // While worker 1 pulls them, only the source has them: a request placed on worker 1 then
+  // asks worker 0 (or waits for that pull) rather than count them as there.
+  placement.Remember(prompt, 0, /*instead_of=*/1);
   for (const Placement::OwnerList& owners : placement.Owners(prompt)) {
-    EXPECT_THAT(owners, ::testing::ElementsAre(0, 1));
+    EXPECT_THAT(owners, ::testing::ElementsAre(0));
+  }
+  placement.Remember(prompt, 1);  // the pull ended
+  for (const Placement::OwnerList& owners : placement.Owners(prompt)) {
+    EXPECT_THAT(owners, ::testing::ElementsAre(1, 0));
   }
 }
 
