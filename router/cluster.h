@@ -229,8 +229,6 @@ class Cluster final : private WorkerLoopListener {
   };
   // Requests waiting in transfers (holding ones and followers) for `dst` (-1: any).
   int NumWaitingInTransfersLocked(int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues a transfer's followers on `dst` (placed again when it is gone).
-  void QueueFollowersLocked(Transfer& t, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the holding requests past their give_up_at on their destinations, to compute.
   void GiveUpWaitingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `work` on live worker `dst` as it is (no pull), else places it again.

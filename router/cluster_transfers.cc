@@ -165,12 +165,12 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
     QueuePullLocked(std::move(work), worker_id, dst, held.blocks, prompt, num_tokens,
                     std::move(followers));
   }
+  std::vector<std::pair<QueuedRequest, int>> followers;
   for (const TransferEvents::Pulled& pulled : events.pulled) {
     auto it = transfers_.find(pulled.transfer_id);
     if (it == transfers_.end()) continue;  // a side left: it was ended then
     Transfer& t = it->second;
-    // After the pulled request (already in the destination's scheduler): they find the blocks.
-    QueueFollowersLocked(t, t.dst);
+    for (QueuedRequest& f : t.followers) followers.emplace_back(std::move(f), t.dst);
     if (workers_[t.src]->alive) workers_[t.src]->loop->Release(t.src_blocks);
     if (!pulled.started) {
       VLOG(1) << "transfer " << pulled.transfer_id << " into worker " << t.dst
@@ -196,6 +196,9 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
     }
     transfers_.erase(it);
   }
+  // After the pulled requests (already in their destinations' schedulers): they find the
+  // blocks cached. Queued once no iterator into transfers_ is left (placing may add one).
+  for (auto& [work, dst] : followers) QueueLocked(std::move(work), dst);
 }
 
 void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
@@ -287,12 +290,6 @@ int Cluster::NumWaitingInTransfersLocked(int dst) const {
     if (dst < 0 || t.dst == dst) n += 1 + static_cast<int>(t.followers.size());
   }
   return n;
-}
-
-void Cluster::QueueFollowersLocked(Transfer& t, int dst) {
-  std::vector<QueuedRequest> followers = std::move(t.followers);
-  t.followers.clear();
-  for (QueuedRequest& f : followers) QueueLocked(std::move(f), dst);
 }
 
 void Cluster::QueueLocked(QueuedRequest work, int dst) {

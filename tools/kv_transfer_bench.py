@@ -232,6 +232,21 @@ def away(a, rng):
         r.stop()
 
 
+def when_streaming(r, before, seqs, delay_s, at, action):
+    """A thread (not started) that waits until `seqs` tokens came out since `before` (every
+    stream has its first), then `delay_s` more, appends the time to `at` and runs `action`."""
+
+    def run():
+        while r.scrape().get("pagoda_generation_tokens_total", 0) - before.get(
+                "pagoda_generation_tokens_total", 0) < seqs:
+            time.sleep(0.05)
+        time.sleep(delay_s)
+        at.append(time.perf_counter())
+        action()
+
+    return threading.Thread(target=run)
+
+
 def drain(a, rng):
     r = Router(a, 2, ["--placement=round_robin"])
     try:
@@ -239,16 +254,8 @@ def drain(a, rng):
         victim = r.workers()[0]
         before = r.scrape()
         killed = []
-
-        def killer():
-            while r.scrape().get("pagoda_generation_tokens_total", 0) - before.get(
-                    "pagoda_generation_tokens_total", 0) < a.seqs:
-                time.sleep(0.05)
-            time.sleep(a.kill_after_s)
-            killed.append(time.perf_counter())
-            os.kill(victim, signal.SIGTERM)
-
-        k = threading.Thread(target=killer)
+        k = when_streaming(r, before, a.seqs, a.kill_after_s, killed,
+                           lambda: os.kill(victim, signal.SIGTERM))
         k.start()
         start = time.perf_counter()
         res = run_parallel(r.http, prompts, a.output_len, a.seqs)
@@ -281,16 +288,8 @@ def preempt(a, rng):
         prompts = [tokens(rng, a.prompt_len) for _ in range(a.seqs)]
         before = r.scrape()
         joined = []
-
-        def joiner():
-            while r.scrape().get("pagoda_generation_tokens_total", 0) - before.get(
-                    "pagoda_generation_tokens_total", 0) < a.seqs:
-                time.sleep(0.05)
-            time.sleep(a.join_after_s)
-            joined.append(time.perf_counter())
-            r.start_worker(a, ["--kv-cache-mb=%d" % a.kv_cache_mb])
-
-        j = threading.Thread(target=joiner)
+        j = when_streaming(r, before, a.seqs, a.join_after_s, joined,
+                           lambda: r.start_worker(a, ["--kv-cache-mb=%d" % a.kv_cache_mb]))
         j.start()
         start = time.perf_counter()
         res = run_parallel(r.http, prompts, a.output_len, a.seqs)

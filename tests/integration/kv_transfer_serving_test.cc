@@ -38,6 +38,15 @@ class KvTransferServingTest : public ServingTest {
     while (prompt.size() < 450) prompt += "The little dog ran to the park and played. ";
     return prompt;
   }
+  // Two transfer workers; worker 0 computes LongPrompt() (round robin's first), whose output
+  // it returns.
+  testing::StreamOutput StartTwoWithThePrefixOnWorker0() {
+    StartTransferWorker();
+    WaitForWorkers(1);
+    StartTransferWorker();
+    WaitForWorkers(2);
+    return Generate(Short(LongPrompt()));
+  }
   static v1::GenerateRequest Short(const std::string& prompt) {
     v1::GenerateRequest request = testing::GreedyRequest(prompt);
     request.set_max_tokens(24);
@@ -46,11 +55,7 @@ class KvTransferServingTest : public ServingTest {
 };
 
 TEST_F(KvTransferServingTest, APromptAwayFromItsPrefixPullsItAndGivesTheSameTokens) {
-  StartTransferWorker();
-  WaitForWorkers(1);  // worker 0
-  StartTransferWorker();
-  WaitForWorkers(2);
-  const testing::StreamOutput first = Generate(Short(LongPrompt()));  // worker 0 computes it
+  const testing::StreamOutput first = StartTwoWithThePrefixOnWorker0();
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();
   EXPECT_EQ(ScrapeMetric("pagoda_kv_transfer_blocks_total"), 0);
   const testing::StreamOutput second = Generate(Short(LongPrompt()));  // worker 1 pulls it
@@ -131,11 +136,7 @@ TEST_F(KvTransferServingTest, ASharedPrefixIsComputedOnceForThreeWorkers) {
 }
 
 TEST_F(KvTransferServingTest, ConcurrentRequestsForAPrefixOnOneWorkerPullItOnce) {
-  StartTransferWorker();
-  WaitForWorkers(1);  // worker 0
-  StartTransferWorker();
-  WaitForWorkers(2);
-  const testing::StreamOutput first = Generate(Short(LongPrompt()));  // worker 0 computes it
+  const testing::StreamOutput first = StartTwoWithThePrefixOnWorker0();
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();
   // Twelve at once, round robin: six land on worker 1, which pulls the prefix for the first of
   // them; the others wait for that pull instead of pulling it again.
