@@ -280,7 +280,8 @@ void Cluster::MovePreemptedLocked(int worker_id) {
   if (!w->alive || w->draining || w->loop->load().num_preempted == 0) return;
   int64_t room = 0;
   for (const auto& o : workers_) room = std::max(room, MoveRoomLocked(worker_id, o->loop->id()));
-  if (room > 0) w->loop->DetachPreempted(static_cast<int>(std::min<int64_t>(room, 1 << 30)));
+  // At most half a worker's pool (an int).
+  if (room > 0) w->loop->DetachPreempted(static_cast<int>(room));
 }
 
 int Cluster::NumWaitingInTransfersLocked(int dst) const {

@@ -53,7 +53,7 @@ int Placement::Choose(std::span<const WorkerLoad> workers,
   return best->worker_id;
 }
 
-void Placement::Note(uint64_t block_hash, int worker_id) {
+Placement::OwnerList& Placement::Note(uint64_t block_hash, int worker_id) {
   OwnerList& owners = block_owner_[block_hash];
   auto it = absl::c_find(owners, worker_id);
   if (it != owners.end()) {
@@ -62,6 +62,7 @@ void Placement::Note(uint64_t block_hash, int worker_id) {
     owners.pop_back();  // the least recently sent
   }
   owners.insert(owners.begin(), worker_id);
+  return owners;
 }
 
 std::vector<Placement::OwnerList> Placement::Owners(std::span<const uint64_t> prompt_hashes) const {
@@ -76,8 +77,7 @@ std::vector<Placement::OwnerList> Placement::Owners(std::span<const uint64_t> pr
 
 void Placement::Remember(std::span<const uint64_t> block_hashes, int worker_id, int instead_of) {
   for (uint64_t h : block_hashes) {
-    Note(h, worker_id);
-    OwnerList& owners = block_owner_[h];
+    OwnerList& owners = Note(h, worker_id);
     owners.erase(std::remove(owners.begin(), owners.end(), instead_of), owners.end());
   }
 }

@@ -67,7 +67,8 @@ class Placement {
  private:
   // The prompt's leading blocks remembered as `worker_id`'s.
   int NumHintedBlocks(int worker_id, std::span<const uint64_t> prompt_hashes) const;
-  void Note(uint64_t block_hash, int worker_id);  // worker_id first in the block's list
+  // Puts worker_id first in the block's list, which it returns.
+  OwnerList& Note(uint64_t block_hash, int worker_id);
 
   const PlacementOptions options_;
   absl::flat_hash_map<uint64_t, OwnerList> block_owner_;  // chained block hash -> workers
