@@ -181,6 +181,7 @@ class Cluster final : private WorkerLoopListener {
   std::vector<WorkerStats> worker_stats() const;  // connected workers
   const ModelConfig& config() const { return config_; }
   int max_model_len() const;
+  int max_n() const { return options_.engine.max_n; }  // samples per request at most
 
  private:
   // A member of the cluster. The loop object stays after the worker dies (its cumulative step

@@ -8,8 +8,10 @@ router's VmRSS every 5 ms, and prints RSS before / peak / after (1 s after the l
   tools/body_memory_load.py --port=8000 --router-pid=PID --clients=32 --mib=30 --kind=prompt
 
 --kind=prompt: a completion whose prompt string fills the body (parsed, then refused: the
-prompt passes the model's length); --kind=pad: a small completion padded with JSON whitespace
-(the body's copies only).
+prompt passes the model's length); --kind=ids: the same with a prompt of token ids, the
+densest JSON there is ("5,5,5,...", 2 bytes an id); --kind=pad: a small completion padded with
+JSON whitespace (the body's copies only). The peak is also read from the kernel's VmHWM (reset
+through /proc/PID/clear_refs first, when allowed), which a 5 ms sampler can miss.
 """
 import argparse
 import http.client
@@ -26,7 +28,27 @@ def rss_mib(pid):
     return -1
 
 
+def hwm_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return -1
+
+
+def reset_hwm(pid):
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def body_of(kind, size):
+    if kind == "ids":
+        head = '{"max_tokens": 4, "temperature": 0, "prompt": ['
+        return (head + "5," * ((size - len(head) - 3) // 2) + "5]}").encode()
     if kind == "pad":
         body = json.dumps({"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0})
         return (body + " " * (size - len(body))).encode()
@@ -41,7 +63,7 @@ def main():
     p.add_argument("--router-pid", type=int, required=True)
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--mib", type=int, default=30)
-    p.add_argument("--kind", choices=["prompt", "pad"], default="prompt")
+    p.add_argument("--kind", choices=["prompt", "ids", "pad"], default="prompt")
     p.add_argument("--api-key", default="")
     a = p.parse_args()
     body = body_of(a.kind, a.mib << 20)
@@ -71,6 +93,7 @@ def main():
                 retries[0] += 1
             time.sleep(0.05)
 
+    hwm_reset = reset_hwm(a.router_pid)
     before = rss_mib(a.router_pid)
     peak = [before]
     done = threading.Event()
@@ -93,8 +116,9 @@ def main():
     done.set()
     sampler.join()
     after = rss_mib(a.router_pid)
+    hwm = f", VmHWM {hwm_mib(a.router_pid):.0f} MiB" if hwm_reset else ""
     print(f"{a.clients} clients x {a.mib} MiB ({a.kind}): RSS {before:.0f} MiB -> peak "
-          f"{peak[0]:.0f} MiB -> {after:.0f} MiB after; statuses {sorted(set(statuses))}, "
+          f"{peak[0]:.0f} MiB{hwm} -> {after:.0f} MiB after; statuses {sorted(set(statuses))}, "
           f"{retries[0]} retries after 503, {took:.1f} s")
 
 

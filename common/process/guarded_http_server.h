@@ -14,9 +14,11 @@
 //        ◄── keep-alive: back to the loop (pipelined requests already buffered go first)
 //
 // A request the loop refuses is answered there (400, 401, 408 by closing, 413, 417, 431, 503)
-// and its connection closed. One that asks `Expect: 100-continue` gets its "100 Continue" from
-// the loop once its head passed every check (size, budget, head_authorized), so the client
-// sends its body at once rather than after a timeout of its own. A chunked body is read by the pool
+// and its connection closed. Every head is checked (head_authorized: the API key) before a
+// byte of its body is read or any share of the body budget is reserved. One that asks
+// `Expect: 100-continue` gets its "100 Continue" from the loop once its head passed every check
+// (size, key, budget), so the client sends its body at once rather than after a timeout of its
+// own. Accepted sockets have TCP_NODELAY. A chunked body is read by the pool
 // thread within the same byte and time bounds; at most `max_chunked_in_flight` at once. Range
 // headers are ignored (a full 200). When the loop holds max_waiting_connections, a new connection
 // closes the oldest waiting one: a flood of idle or slow connections cannot keep an honest client
@@ -33,6 +35,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/string_view.h"
@@ -55,11 +58,15 @@ struct HttpGuardOptions {
   uint64_t max_body_bytes_in_flight = 128 << 20;
   int max_chunked_in_flight = 4;
   absl::Duration write_timeout = absl::Seconds(30);  // each send of a reply
-  // For a request that asks `Expect: 100-continue`: whether its head (the bytes through the
-  // blank line) carries what the handler will ask for, such as an API key. When it does not,
-  // the loop answers 401 instead of "100 Continue" and the client never sends its body. Null:
-  // every head passes.
+  // Whether a request's head (the bytes through the blank line) carries what the handler will
+  // ask for, such as an API key. When it does not, the loop answers 401 before it reads the
+  // body or reserves its share of max_body_bytes_in_flight (a client without the key cannot
+  // hold the budget), and a client waiting for "100 Continue" never sends its body. Null: every
+  // head passes.
   std::function<bool(absl::string_view head)> head_authorized;
+  // Header lines (each ending "\r\n") added to what the loop answers a request whose head it
+  // read (401, 413, 503): CORS's, so a browser may read the refusal. Null: none.
+  std::function<std::string(absl::string_view head)> refusal_headers;
 };
 
 class GuardedHttpServer : public httplib::Server {

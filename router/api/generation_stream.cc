@@ -1,5 +1,6 @@
 #include "router/api/generation_stream.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -37,6 +38,7 @@ absl::Status GenerationStream::Submit(std::vector<GenerationRequest> requests,
       offset += r.n;
       num_unfinished_ += r.n;
     }
+    max_unsent_tokens_ = std::max(kMaxUnsentTokens, kMaxUnsentTokensPerSequence * offset);
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i].paused = paused_;
@@ -82,7 +84,7 @@ bool GenerationStream::QueueLocked(int part, const RequestUpdate& u) {
   out.chunk.index += parts_[part].index_offset;
   unsent_tokens_ += static_cast<int>(out.chunk.token_ids.size());
   queue_.push_back(std::move(out.chunk));
-  if (unsent_tokens_ >= kMaxUnsentTokens) paused_->store(true);  // the client is not reading
+  if (unsent_tokens_ >= max_unsent_tokens_) paused_->store(true);  // the client is not reading
   return out.go_on;
 }
 
@@ -112,7 +114,7 @@ void GenerationStream::Sent(int num_tokens) {
   {
     absl::MutexLock lock(&mu_);
     unsent_tokens_ -= num_tokens;
-    if (!paused_->load() || unsent_tokens_ >= kMaxUnsentTokens / 4) return;
+    if (!paused_->load() || unsent_tokens_ >= max_unsent_tokens_ / 4) return;
     paused_->store(false);
     for (const Part& p : parts_) {
       if (p.request_id >= 0) resume.push_back(p.request_id);

@@ -3,9 +3,9 @@
 // chunks (RequestOutput) and queues them for the transport to take and write. The Cluster
 // calls its sinks on worker loop threads, which must never wait, so chunks queue here; the one
 // backpressure rule for every API: a call whose client is not reading is paused once
-// kMaxUnsentTokens of its tokens are unsent (queued, or taken and not yet Sent), and resumed
-// once fewer than a quarter of those are. A stream destroyed (or aborted) before its end
-// aborts its requests: their blocks are freed within a step.
+// max(kMaxUnsentTokens, kMaxUnsentTokensPerSequence x its sequences) of its tokens are unsent
+// (queued, or taken and not yet Sent), and resumed once fewer than a quarter of those are. A stream
+// destroyed (or aborted) before its end aborts its requests: their blocks are freed within a step.
 // Thread-safe. Lock order: the Cluster's, then the transport's, then the stream's.
 #ifndef PAGODA_ROUTER_API_GENERATION_STREAM_H_
 #define PAGODA_ROUTER_API_GENERATION_STREAM_H_
@@ -95,6 +95,7 @@ class GenerationStream {
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
   std::vector<OutputChunk> queue_ ABSL_GUARDED_BY(mu_);
   int unsent_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // queued, or taken and not yet Sent
+  int max_unsent_tokens_ ABSL_GUARDED_BY(mu_) = kMaxUnsentTokens;  // paused from there
   int num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "router/api/openai_error.h"
+#include "router/api/request_json.h"
 #include "router/api/request_policy.h"
 
 namespace pagoda {
@@ -18,14 +19,28 @@ using Json = nlohmann::ordered_json;
 constexpr const char* kKnownFields[] = {"model",      "input", "encoding_format",
                                         "dimensions", "user",  "add_special_tokens"};
 
-bool IsTokenIds(const Json& v) { return v.is_array() && !v.empty() && v.front().is_number(); }
+// A list of token ids: compact (request_json.h) or, with something else in it, an array.
+bool IsTokenIds(const Json& v) {
+  return IsIdList(v) || (v.is_array() && !v.empty() && v.front().is_number());
+}
 
 absl::Status ReadTokenIds(const Json& v, int max_model_len, int vocab_size, std::vector<int>* out) {
-  if (v.size() >= static_cast<size_t>(max_model_len)) {
+  const int64_t count = IsIdList(v) ? IdListSize(v) : static_cast<int64_t>(v.size());
+  if (count >= max_model_len) {
     return BadField(
         "input",
-        absl::StrCat(v.size(), " tokens leave no room in the model length of ", max_model_len),
+        absl::StrCat(count, " tokens leave no room in the model length of ", max_model_len),
         kContextLengthExceeded);
+  }
+  if (IsIdList(v)) {
+    AppendIdList(v, out);
+    for (int id : *out) {
+      if (id >= vocab_size) {
+        return BadField("input",
+                        absl::StrCat("each token id must be an integer in [0, ", vocab_size, ")"));
+      }
+    }
+    return absl::OkStatus();
   }
   for (const Json& id : v) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {

@@ -12,6 +12,7 @@
 #include "router/api/openai_error.h"
 #include "router/api/openai_fields.h"
 #include "router/api/openai_tools.h"
+#include "router/api/request_json.h"
 #include "router/api/request_policy.h"
 
 namespace pagoda {
@@ -60,9 +61,12 @@ absl::Status ReadBool(const Json& body, const char* name, bool* out) {
 }
 
 absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::vector<int>* out) {
-  if (!v.is_array()) return BadField(name, "must be a list of token ids");
-  if (static_cast<int64_t>(v.size()) > max_count) {
-    return BadField(name, absl::StrCat("more than ", max_count, " token ids"));
+  if (!v.is_array() && !IsIdList(v)) return BadField(name, "must be a list of token ids");
+  const int64_t count = IsIdList(v) ? IdListSize(v) : static_cast<int64_t>(v.size());
+  if (count > max_count) return BadField(name, absl::StrCat("more than ", max_count, " token ids"));
+  if (IsIdList(v)) {
+    AppendIdList(v, out);
+    return absl::OkStatus();
   }
   for (const Json& id : v) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
@@ -145,8 +149,9 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   i.reset();
   base->sampling = ResolveSampling(set, context.cluster->config(), given);
   call->seed = base->sampling.seed;
-  // The call's GenerationStream checks n against the limit before anything is sized by it.
-  RETURN_IF_ERROR(ReadInt(body, "n", 1, std::numeric_limits<int>::max(), &i));
+  // Bounded here, where it is read: the call's writer builds one choice per n before the
+  // GenerationStream sees the requests.
+  RETURN_IF_ERROR(ReadInt(body, "n", 1, context.cluster->max_n(), &i));
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
   RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &base->ignore_eos));
@@ -183,14 +188,28 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   return ReadConstraint(body, context.constraints, base);
 }
 
-// max_tokens (or chat's max_completion_tokens, which wins).
-absl::Status ReadMaxTokens(const Json& body, bool chat, GenerationRequest* base) {
+// max_tokens (or chat's max_completion_tokens, which wins), below the model length (a prompt
+// has a token at least; the core checks the prompt's own length with it).
+absl::Status ReadMaxTokens(const Json& body, bool chat, int max_model_len,
+                           GenerationRequest* base) {
   std::optional<int64_t> i;
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  auto read = [&](const char* name, int64_t min) -> absl::Status {
+    std::optional<int64_t> value;
+    RETURN_IF_ERROR(ReadInt(body, name, min, std::numeric_limits<int>::max(), &value));
+    if (!value.has_value()) return absl::OkStatus();
+    if (*value >= max_model_len) {
+      return BadField(name,
+                      absl::StrCat(*value, " leaves no room for a prompt in the model length of ",
+                                   max_model_len),
+                      kContextLengthExceeded);
+    }
+    i = value;
+    return absl::OkStatus();
+  };
   // Completions' max_tokens 0 asks for the prompt's log probabilities only (checked once the
   // call knows whether it asks for them).
-  RETURN_IF_ERROR(ReadInt(body, "max_tokens", chat ? 1 : 0, kMax, &i));
-  if (chat) RETURN_IF_ERROR(ReadInt(body, "max_completion_tokens", 1, kMax, &i));
+  RETURN_IF_ERROR(read("max_tokens", chat ? 1 : 0));
+  if (chat) RETURN_IF_ERROR(read("max_completion_tokens", 1));
   if (i.has_value()) {
     base->max_tokens = static_cast<int>(*i);
   } else if (!chat) {
@@ -355,7 +374,7 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
   OpenAiCall call;
   GenerationRequest base;
   RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
-  RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/false, &base));
+  RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/false, context.cluster->max_model_len(), &base));
   RETURN_IF_ERROR(ReadBool(body, "echo", &call.echo));
   std::optional<int64_t> logprobs;
   RETURN_IF_ERROR(ReadInt(body, "logprobs", 0, kMaxLogprobs, &logprobs));
@@ -374,8 +393,8 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
   const int max_len = context.cluster->max_model_len();
   // Each prompt is a string or a list of token ids; a list of either makes several.
   std::vector<const Json*> prompts;
-  const bool one =
-      prompt->is_string() || (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number());
+  const bool one = prompt->is_string() || IsIdList(*prompt) ||
+                   (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number());
   if (one) {
     prompts.push_back(prompt);
   } else if (prompt->is_array() && !prompt->empty() &&
@@ -394,10 +413,11 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
       ASSIGN_OR_RETURN(r.prompt_ids, EncodePrompt(*context.tokenizer, text, max_len));
       call.prompt_texts.push_back(text);
     } else {
-      if (p->is_array() && p->size() >= static_cast<size_t>(max_len)) {
+      const int64_t count =
+          IsIdList(*p) ? IdListSize(*p) : (p->is_array() ? static_cast<int64_t>(p->size()) : 0);
+      if (count >= max_len) {
         return BadField(
-            "prompt",
-            absl::StrCat(p->size(), " tokens leave no room in the model length of ", max_len),
+            "prompt", absl::StrCat(count, " tokens leave no room in the model length of ", max_len),
             kContextLengthExceeded);
       }
       RETURN_IF_ERROR(ReadTokenIds(*p, "prompt", max_len, &r.prompt_ids));
@@ -416,7 +436,7 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContex
   call.chat = true;
   GenerationRequest base;
   RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
-  RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/true, &base));
+  RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/true, context.cluster->max_model_len(), &base));
   bool logprobs = false;
   RETURN_IF_ERROR(ReadBool(body, "logprobs", &logprobs));
   std::optional<int64_t> top;

@@ -2,9 +2,12 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/json.h"
@@ -20,6 +23,7 @@
 #include "router/api/openai_error.h"
 #include "router/api/openai_request.h"
 #include "router/api/openai_response.h"
+#include "router/api/request_json.h"
 #include "router/api/request_policy.h"
 #include "router/api/responses_output.h"
 
@@ -28,11 +32,15 @@ namespace {
 
 // Requests larger than this are refused before they are read (413).
 constexpr size_t kMaxBodyBytes = 32 << 20;
-// A body nesting deeper, or with more keys, is refused before it is parsed: ordered_json
-// looks each key up by a linear scan of its object, so keys cost time by the square of their
-// number in one object (200k keys were 40 s of a core).
-constexpr JsonShapeLimits kBodyShape = {
-    .max_depth = 64, .max_object_keys = 1024, .max_keys = 100'000};
+// A body nesting deeper, with more keys, or whose tree would cost more than twice its size is
+// refused while it is parsed (request_json.h): ordered_json looks each key up by a linear scan
+// of its object (200k keys were 40 s of a core), and a node a value made a 32 MiB body of
+// token ids ~570 MB.
+RequestJsonLimits BodyLimits(std::vector<std::string> id_fields = {}) {
+  RequestJsonLimits limits;  // 64 levels, 1024 keys an object, 100k in all
+  limits.id_fields = std::move(id_fields);
+  return limits;
+}
 // How long the HTTP thread waits for output before it looks again.
 constexpr absl::Duration kTakeWait = absl::Milliseconds(500);
 
@@ -110,14 +118,6 @@ class OpenAiServer::Api {
       if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
       res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
     });
-    // The key is checked on the head, before httplib reads a chunked body. A browser sends
-    // none on a preflight.
-    s->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const bool open = req.path == "/health" || req.path == "/version" || req.path == "/metrics" ||
-                        IsPreflight(req);
-      return open || Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
-                                          : httplib::Server::HandlerResponse::Handled;
-    });
     if (cors_.enabled()) {
       s->Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
         res.status = 204;
@@ -153,6 +153,37 @@ class OpenAiServer::Api {
     });
   }
 
+  // Whether a request's head (its bytes through the blank line) may be served: it carries the
+  // key, or asks for an open path (health, version, metrics, a CORS preflight). The server's
+  // loop asks before it reads a body byte or reserves any share of the body budget.
+  bool HeadAuthorized(absl::string_view head) const {
+    if (options_.api_key.empty()) return true;
+    const absl::string_view auth = HttpHeaderValue(head, "Authorization");
+    if (BearerMatches(std::string_view(auth.data(), auth.size()), options_.api_key)) return true;
+    // "METHOD target HTTP/1.1": the path is the target without its query.
+    const absl::string_view line = head.substr(0, head.find("\r\n"));
+    const size_t space = line.find(' ');
+    const absl::string_view method = line.substr(0, space);
+    absl::string_view path = space == absl::string_view::npos ? "" : line.substr(space + 1);
+    path = path.substr(0, std::min(path.find(' '), path.find('?')));
+    if (path == "/health" || path == "/version" || path == "/metrics" ||
+        cors_.IsPreflight(method, HttpHeaderValue(head, "Origin"),
+                          HttpHeaderValue(head, "Access-Control-Request-Method"))) {
+      return true;
+    }
+    if (options_.metrics) options_.metrics->refused_api_key->Add();
+    return false;
+  }
+
+  // The CORS header lines of an answer to this head (what the server's loop refuses too).
+  std::string CorsHeaderLines(absl::string_view head) const {
+    std::string lines;
+    for (const auto& [name, value] : cors_.ResponseHeaders(HttpHeaderValue(head, "Origin"))) {
+      absl::StrAppend(&lines, name, ": ", value, "\r\n");
+    }
+    return lines;
+  }
+
  private:
   static void SendJson(httplib::Response& res, const OrderedJson& j) {
     res.set_content(j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace),
@@ -164,39 +195,34 @@ class OpenAiServer::Api {
                              req.get_header_value("Access-Control-Request-Method"));
   }
 
-  bool Authorized(const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty()) return true;
-    if (BearerMatches(req.get_header_value("Authorization"), options_.api_key)) return true;
-    if (options_.metrics) options_.metrics->refused_api_key->Add();
-    SendError(res, 401, "missing or wrong API key: send the header Authorization: Bearer <key>", "",
-              "invalid_api_key");
-    return false;
-  }
-
-  // The body as a JSON object, or false after answering 400 (413 when too large). Shape is
-  // bounded before parsing: copying, rendering and destroying a value recurse (a body of a
-  // million '[' must not overflow the stack), and keys cost ordered_json time.
-  static bool ParseBody(const httplib::Request& req, httplib::Response& res, OrderedJson* body) {
+  // The body as a JSON object, or false after answering 400 (413 when too large). Lists of
+  // token ids under `id_fields` stay compact (request_json.h).
+  static bool ParseBody(const httplib::Request& req, httplib::Response& res, OrderedJson* body,
+                        std::vector<std::string> id_fields = {}) {
     if (req.body.size() > kMaxBodyBytes) {
       SendError(res, 413, absl::StrCat("the request body passes ", kMaxBodyBytes, " bytes"));
       return false;
     }
-    if (absl::Status shape = CheckJsonShape(req.body, kBodyShape, "the request body");
-        !shape.ok()) {
-      SendError(res, 400, std::string(shape.message()));
+    absl::StatusOr<OrderedJson> parsed =
+        ParseRequestJson(req.body, BodyLimits(std::move(id_fields)));
+    // A limit names itself; text that is not JSON gets the message clients know.
+    if (!parsed.ok() && !absl::EndsWith(parsed.status().message(), kNotJson)) {
+      SendError(res, 400, std::string(parsed.status().message()));
       return false;
     }
-    *body = OrderedJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body->is_discarded() || !body->is_object()) {
+    if (!parsed.ok() || !parsed->is_object()) {
       SendError(res, 400, "the request body must be a JSON object");
       return false;
     }
+    *body = *std::move(parsed);
     return true;
   }
 
   void Generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     OrderedJson body;
-    if (!ParseBody(req, res, &body)) return;
+    std::vector<std::string> id_fields;
+    if (!chat) id_fields = {"prompt"};
+    if (!ParseBody(req, res, &body, std::move(id_fields))) return;
     absl::StatusOr<OpenAiCall> call =
         chat ? ParseChatRequest(body, context_) : ParseCompletionRequest(body, context_);
     if (!call.ok()) return SendStatus(res, call.status());
@@ -294,7 +320,7 @@ class OpenAiServer::Api {
   // all of them.
   void Embed(const httplib::Request& req, httplib::Response& res) {
     OrderedJson body;
-    if (!ParseBody(req, res, &body)) return;
+    if (!ParseBody(req, res, &body, {"input"})) return;
     absl::StatusOr<EmbeddingCall> call = ParseEmbeddingRequest(body, context_, options_.pooling);
     if (!call.ok()) return SendStatus(res, call.status());
     if (!CheckModel(call->model, res)) return;
@@ -354,17 +380,25 @@ class OpenAiServer::Api {
 
   void Detokenize(const httplib::Request& req, httplib::Response& res) {
     OrderedJson body;
-    if (!ParseBody(req, res, &body)) return;
+    if (!ParseBody(req, res, &body, {"tokens"})) return;
     const auto it = body.find("tokens");
-    bool ok = it != body.end() && it->is_array() &&
-              it->size() <= static_cast<size_t>(cluster_->max_model_len());
     std::vector<int> ids;
-    for (size_t i = 0; ok && i < it->size(); ++i) {
-      const OrderedJson& id = (*it)[i];
-      ok = id.is_number_integer() && id.get<int64_t>() >= 0 &&
-           id.get<int64_t>() < tokenizer_->vocab_size();
-      if (ok) ids.push_back(id.get<int>());
+    bool ok = it != body.end() && (it->is_array() || IsIdList(*it));
+    if (ok && IsIdList(*it)) {
+      ok = IdListSize(*it) <= cluster_->max_model_len();
+      if (ok) AppendIdList(*it, &ids);
+    } else if (ok) {
+      ok = it->size() <= static_cast<size_t>(cluster_->max_model_len());
+      for (size_t i = 0; ok && i < it->size(); ++i) {
+        const OrderedJson& id = (*it)[i];
+        ok = id.is_number_integer() && id.get<int64_t>() >= 0 &&
+             id.get<int64_t>() < tokenizer_->vocab_size();
+        if (ok) ids.push_back(id.get<int>());
+      }
     }
+    // A compact list's ids are in [0, 2^31) already.
+    ok = ok &&
+         std::all_of(ids.begin(), ids.end(), [&](int id) { return id < tokenizer_->vocab_size(); });
     if (!ok) {
       return SendError(res, 400,
                        absl::StrCat("tokens: must be a list of at most ", cluster_->max_model_len(),
@@ -390,19 +424,17 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   HttpGuardOptions limits;
   limits.threads = options.threads;
   limits.head.max_body_bytes = kMaxBodyBytes;
-  // The key on a head that waits for "100 Continue", before its body is sent: the same check
-  // as the pre-routing handler's, which runs once the body is in.
-  limits.head_authorized = [key = options.api_key,
-                            metrics = options.metrics](absl::string_view head) {
-    const absl::string_view auth = HttpHeaderValue(head, "Authorization");
-    if (key.empty() || BearerMatches(std::string_view(auth.data(), auth.size()), key)) return true;
-    if (metrics) metrics->refused_api_key->Add();
-    return false;
+  server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
+  // Every request's key on its head, before its body is read (401 from the server's loop).
+  limits.head_authorized = [api = server->api_.get()](absl::string_view head) {
+    return api->HeadAuthorized(head);
+  };
+  limits.refusal_headers = [api = server->api_.get()](absl::string_view head) {
+    return api->CorsHeaderLines(head);
   };
   server->server_ = std::make_unique<GuardedHttpServer>(limits);
   GuardedHttpServer* s = server->server_.get();
   UseExclusivePort(s);
-  server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
   server->api_->Register(s);
   const int port = options.port == 0
                        ? s->bind_to_any_port(options.host)

@@ -25,9 +25,13 @@ inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 
 // A call whose client is not reading stops being scheduled once this many of its tokens wait
-// to be sent, and runs again when fewer than a quarter do (GenerationStream): the router's
-// memory per stream is bounded, and the steps go to clients that read.
+// to be sent, or kMaxUnsentTokensPerSequence per sequence when that is more, and runs again
+// when fewer than a quarter do (GenerationStream): the router's memory per stream is bounded,
+// and the steps go to clients that read. Per sequence, it is more than a step gives (1 + the
+// drafts kept): a call of 64 prompts x n = 16 got 256 tokens from one step and was paused,
+// then cancelled by the paused caps, though its client read as fast as it could.
 inline constexpr int kMaxUnsentTokens = 256;
+inline constexpr int kMaxUnsentTokensPerSequence = 16;
 
 // New output of one sequence since its previous chunk.
 struct OutputChunk {

@@ -1,5 +1,6 @@
 #include "tests/integration/serving_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -68,13 +69,18 @@ StreamOutput Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   auto reader = stub.Generate(&ctx, request);
   StreamOutput out;
-  const int n = request.has_n() ? request.n() : 1;
+  // A refused n (2^31-1) must not size the client either.
+  const int n = std::clamp(request.has_n() ? request.n() : 1, 1, 1024);
   out.ids.resize(n);
   out.text.resize(n);
   out.finish.resize(n);
   v1::GenerateResponse r;
   int total = 0;
   while (reader->Read(&r)) {
+    if (r.index() < 0 || r.index() >= n) {
+      ADD_FAILURE() << "a response for sequence " << r.index() << " of " << n;
+      continue;
+    }
     out.ids[r.index()].insert(out.ids[r.index()].end(), r.token_ids().begin(), r.token_ids().end());
     out.text[r.index()] += r.text();
     if (!r.finish_reason().empty()) out.finish[r.index()] = r.finish_reason();

@@ -181,6 +181,27 @@ TEST_F(GenerationStreamTest, AClientThatDoesNotReadIsPausedUntilFewerThanAQuarte
   EXPECT_EQ(slow.tokens, eager.tokens) << "a pause changes no token";
 }
 
+// The largest call the limits allow, 64 prompts x n = 16: a step gives it up to 256 tokens at
+// once (max_num_seqs), which paused it (and the paused caps then cancelled it) though its
+// client read as fast as it could. Its bound grows with its sequences.
+TEST_F(GenerationStreamTest, AClientThatReadsIsNotPausedByItsOwnCallsSize) {
+  AddWorker(4096);
+  bool ever_paused = false;
+  GenerationStream* observed = nullptr;
+  std::unique_ptr<GenerationStream> stream = NewStream([&] {
+    // Sinks run one at a time, under the Cluster's lock.
+    ever_paused = ever_paused || observed->paused();
+  });
+  observed = stream.get();
+  std::vector<GenerationRequest> requests(64, Long(16, 8));
+  ASSERT_TRUE(stream->Submit(requests, {}, absl::InfiniteFuture()).ok());
+  Read read;
+  ReadToEnd(*stream, &read);
+  ASSERT_TRUE(read.done && read.error.ok()) << read.error;
+  EXPECT_EQ(NumTokens(read), 64 * 16 * 8);
+  EXPECT_FALSE(ever_paused);
+}
+
 TEST_F(GenerationStreamTest, AbortEndsTheStreamAndFreesItsBlocks) {
   AddWorker();
   {
