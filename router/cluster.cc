@@ -386,13 +386,13 @@ void Cluster::RemoveLocked(Worker* w) {
 }
 
 void Cluster::OnFailed(int worker_id) {
-  absl::MutexLock lock(&mu_);
+  TimedMutexLock lock(&mu_, &loop_waits_);
   Worker* w = workers_[worker_id].get();
   if (w->alive) RemoveLocked(w);
 }
 
 void Cluster::OnRefused(int worker_id, int64_t request_id) {
-  absl::MutexLock lock(&mu_);
+  TimedMutexLock lock(&mu_, &loop_waits_);
   if (!workers_[worker_id]->alive) return;  // its requests were moved; another worker has it
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
@@ -404,7 +404,7 @@ void Cluster::OnRefused(int worker_id, int64_t request_id) {
 }
 
 void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) {
-  absl::MutexLock lock(&mu_);
+  TimedMutexLock lock(&mu_, &loop_waits_);
   Worker* w = workers_[worker_id].get();
   if (!w->alive) return;  // its requests were moved; their new worker reports from here on
   for (const SequenceUpdate& u : updates) {
@@ -463,6 +463,9 @@ std::vector<WorkerStats> Cluster::worker_stats() const {
 ClusterStats Cluster::stats() const {
   absl::MutexLock lock(&mu_);
   ClusterStats s;
+  s.num_loop_reports = loop_waits_.num_locks.load();
+  s.num_loop_lock_waits = loop_waits_.num_waits.load();
+  s.loop_lock_wait_seconds = static_cast<double>(loop_waits_.wait_ns.load()) * 1e-9;
   s.num_waiting = static_cast<int>(parked_.size());
   s.num_paused = num_paused_;
   for (const auto& w : workers_) {

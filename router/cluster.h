@@ -29,6 +29,7 @@
 #include "router/paused_caps.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
+#include "router/timed_lock.h"
 #include "router/transfer_cost.h"
 #include "router/worker_loop.h"
 
@@ -120,6 +121,11 @@ struct ClusterStats {
   int64_t num_steps = 0;
   double step_seconds = 0;
   double forward_seconds = 0;
+  // The worker loops' reports (one or more per step) and, of those, the ones that found the
+  // Cluster's lock taken: how long they waited for it (never decrease).
+  int64_t num_loop_reports = 0;
+  int64_t num_loop_lock_waits = 0;
+  double loop_lock_wait_seconds = 0;
 };
 
 // One connected worker's state, for per-worker gauges.
@@ -286,6 +292,8 @@ class Cluster final : private WorkerLoopListener {
   absl::flat_hash_map<int64_t, Transfer> transfers_ ABSL_GUARDED_BY(mu_);
   int64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
   TransferCost transfer_cost_ ABSL_GUARDED_BY(mu_);
+
+  LockWaits loop_waits_;  // the loops' waits for mu_ (ClusterStats), counted outside it
 };
 
 }  // namespace pagoda

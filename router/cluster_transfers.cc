@@ -138,7 +138,7 @@ void Cluster::QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<
 }
 
 void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
-  absl::MutexLock lock(&mu_);
+  TimedMutexLock lock(&mu_, &loop_waits_);
   Worker* w = workers_[worker_id].get();
   for (const TransferEvents::Held& held : events.held) {
     auto it = transfers_.find(held.transfer_id);
@@ -202,7 +202,7 @@ void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
 }
 
 void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
-  absl::MutexLock lock(&mu_);
+  TimedMutexLock lock(&mu_, &loop_waits_);
   Worker* w = workers_[worker_id].get();
   const int block_size = w->loop->info().block_size;
   absl::flat_hash_map<int, int64_t> taken;  // blocks the moves below need, by destination
