@@ -59,7 +59,13 @@ Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
     : config_(config),
       options_(WithSharedSuffixIndex(options)),
       placement_(
-          PlacementOptions{.policy = options.placement, .prefix_weight = options.prefix_weight}) {}
+          PlacementOptions{.policy = options.placement, .prefix_weight = options.prefix_weight}),
+      planner_(config,
+               TransferPlannerOptions{.enabled = options.kv_transfer,
+                                      .min_tokens = options.kv_transfer_min_tokens,
+                                      .max_wait = options.kv_transfer_max_wait,
+                                      .metrics = options.metrics},
+               &placement_) {}
 
 Cluster::~Cluster() {
   std::vector<WorkerLoop*> loops;
@@ -162,15 +168,16 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
   }
   // Its running sequences move with their K/V where a worker can take it (OnDetached).
   bool movable = false;
-  for (const auto& o : workers_)
-    movable |= !o->draining && CanTransferLocked(worker_id, o->loop->id());
+  const TransferSnapshot s = SnapshotLocked();
+  for (const WorkerView& o : s.workers)
+    movable |= !o.draining && TransferPlanner::CanTransfer(s, worker_id, o.id);
   if (options_.kv_transfer && movable) w->loop->Detach();
   w->loop->Drain(std::move(on_drained));
 }
 
 int Cluster::NumWaitingLocked() const {
   int waiting = static_cast<int>(parked_.size());
-  waiting += NumWaitingInTransfersLocked(/*dst=*/-1);
+  waiting += planner_.NumWaiting(/*dst=*/-1);
   for (const auto& w : workers_) {
     if (w->alive) waiting += w->loop->load().num_waiting;
   }
@@ -213,20 +220,7 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
     if (worker >= 0) workers_[worker]->loop->Abort(request_id);
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
-  // Waiting for a holder's answer: it is released when the answer comes; the requests that
-  // follow the transfer go to its destination now.
-  std::vector<std::pair<QueuedRequest, int>> orphans;
-  for (auto t = transfers_.begin(); t != transfers_.end();) {
-    std::erase_if(t->second.followers,
-                  [&](const QueuedRequest& f) { return f.request_id == request_id; });
-    if (!t->second.work.has_value() || t->second.work->request_id != request_id) {
-      ++t;
-      continue;
-    }
-    for (QueuedRequest& f : t->second.followers) orphans.emplace_back(std::move(f), t->second.dst);
-    transfers_.erase(t++);
-  }
-  for (auto& [work, dst] : orphans) QueueLocked(std::move(work), dst);
+  ApplyLocked(planner_.EndRequest(request_id));
   if (!error.ok()) {
     RequestUpdate out;
     out.error = error;
@@ -275,7 +269,7 @@ void Cluster::Tick(absl::Time now) {
                       " (--stall-timeout-s): cancelled")));
   }
   EnforcePausedCapsLocked();
-  GiveUpWaitingLocked(now);
+  ApplyLocked(planner_.GiveUpWaiting(now));
   std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !requests_.contains(work.request_id);
   });
@@ -316,44 +310,31 @@ void Cluster::EnforcePausedCapsLocked() {
 }
 
 void Cluster::PlaceLocked(QueuedRequest work) {
-  std::vector<WorkerLoad> candidates;
-  auto add_candidates = [&](bool draining_too) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& w : workers_) {
-      if (!w->alive || (w->draining && !draining_too)) continue;
-      const WorkerLoop::Load load = w->loop->load();
-      // Requests waiting for a transfer to it count as its own: else a worker that pulls
-      // looks idle and draws every request that wants the same prefix.
-      candidates.push_back(
-          {.worker_id = w->loop->id(),
-           .num_used_blocks = load.num_used_blocks,
-           .num_waiting = load.num_waiting + NumWaitingInTransfersLocked(w->loop->id()),
-           .can_pull = options_.kv_transfer && !w->loop->info().kv_transfer_address.empty()});
-    }
-  };
-  add_candidates(/*draining_too=*/false);
-  if (candidates.empty() && work.request.front_of_queue) add_candidates(/*draining_too=*/true);
+  const TransferSnapshot s = SnapshotLocked();
+  std::vector<WorkerLoad> candidates = planner_.Candidates(
+      s, [](const WorkerView& w) { return w.alive && !w.draining; }, /*count_transfers=*/true);
+  if (candidates.empty() && work.request.front_of_queue) {
+    candidates = planner_.Candidates(
+        s, [](const WorkerView& w) { return w.alive; }, /*count_transfers=*/true);
+  }
   if (candidates.empty()) {
     parked_.push_back(std::move(work));
     return;
   }
   // Hashed once here, for placement, then reused by the chosen worker's scheduler.
   GenerationRequest& request = work.request;
-  const int block_size = workers_[candidates.front().worker_id]->loop->info().block_size;
-  if (request.prompt_block_size != block_size) {
-    request.prompt_block_hashes = BlockHashes(request.prompt_ids, block_size);
-    request.prompt_block_size = block_size;
-  }
+  HashPrompt(&request, s.workers[candidates.front().worker_id].info->block_size);
   const std::vector<Placement::OwnerList> owners =
       options_.kv_transfer && !work.pull.has_value()
           ? placement_.Owners(request.prompt_block_hashes)
           : std::vector<Placement::OwnerList>();
   const int chosen = placement_.Choose(candidates, request.prompt_block_hashes);
-  if (StartPullLocked(chosen, owners, &work)) return;
-  auto it = requests_.find(work.request_id);
-  if (it != requests_.end()) {
-    for (int i = 0; i < request.n; ++i) it->second->worker[request.first_seq_index + i] = chosen;
+  TransferActions pull;
+  if (planner_.StartPull(s, chosen, owners, &work, &pull)) {
+    ApplyLocked(std::move(pull));
+    return;
   }
-  workers_[chosen]->loop->Add(std::move(work));
+  QueueLocked(std::move(work), chosen);
 }
 
 void Cluster::RemoveLocked(Worker* w) {
@@ -361,7 +342,7 @@ void Cluster::RemoveLocked(Worker* w) {
   w->alive = false;
   w->loop->Stop();
   placement_.ForgetWorker(worker_id);
-  EndTransfersOfLocked(worker_id);
+  ApplyLocked(planner_.EndTransfersOf(SnapshotLocked(), worker_id));
   std::deque<QueuedRequest> queued = w->loop->TakeQueued();
   int moved = 0;
   for (auto& [request_id, r] : requests_) {
@@ -373,13 +354,8 @@ void Cluster::RemoveLocked(Worker* w) {
                       [id](const QueuedRequest& work) { return work.request_id == id; });
       if (in_inbox) continue;  // never started there: placed again below as it was
       if (moved++ == 0) LOG(WARNING) << "moving the sequences of worker " << worker_id;
-      QueuedRequest work{.request_id = id, .request = r->request, .pull = std::nullopt};
-      work.request.n = 1;
-      work.request.first_seq_index = i;
-      work.request.output_ids = r->outputs[i];
-      work.request.front_of_queue = true;
       r->worker[i] = -1;
-      PlaceLocked(std::move(work));
+      PlaceLocked(Resumed(id, *r, i));
     }
   }
   for (QueuedRequest& work : queued) PlaceLocked(std::move(work));
@@ -438,6 +414,97 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
     }
   }
   if (options_.kv_transfer) MovePreemptedLocked(worker_id);
+}
+
+QueuedRequest Cluster::Resumed(int64_t request_id, const Request& r, int seq_index) {
+  QueuedRequest work{.request_id = request_id, .request = r.request, .pull = std::nullopt};
+  work.request.n = 1;
+  work.request.first_seq_index = seq_index;
+  work.request.output_ids = r.outputs[seq_index];
+  work.request.front_of_queue = true;
+  return work;
+}
+
+TransferSnapshot Cluster::SnapshotLocked() const {
+  TransferSnapshot s;
+  s.now = absl::Now();
+  s.workers.reserve(workers_.size());
+  for (const auto& w : workers_) {
+    WorkerView& v = s.workers.emplace_back();
+    v.id = w->loop->id();
+    v.alive = w->alive;
+    v.draining = w->draining;
+    v.info = &w->loop->info();
+    if (w->alive) v.load = w->loop->load();
+  }
+  return s;
+}
+
+void Cluster::ApplyLocked(TransferActions actions) {
+  for (TransferAction& a : actions) {
+    switch (a.kind) {
+      case TransferAction::Kind::kHold:
+        workers_[a.worker]->loop->Hold(std::move(a.hold));
+        break;
+      case TransferAction::Kind::kQueue:
+        QueueLocked(std::move(*a.work), a.worker);
+        break;
+      case TransferAction::Kind::kRelease:
+        workers_[a.worker]->loop->Release(std::move(a.blocks));
+        break;
+      case TransferAction::Kind::kPlace:
+        if (a.unassign) AssignLocked(*a.work, -1);
+        PlaceLocked(std::move(*a.work));
+        break;
+    }
+  }
+}
+
+void Cluster::AssignLocked(const QueuedRequest& work, int worker_id) {
+  auto it = requests_.find(work.request_id);
+  if (it == requests_.end()) return;
+  for (int i = 0; i < work.request.n; ++i) {
+    it->second->worker[work.request.first_seq_index + i] = worker_id;
+  }
+}
+
+void Cluster::QueueLocked(QueuedRequest work, int dst) {
+  if (!workers_[dst]->alive) {
+    PlaceLocked(std::move(work));
+    return;
+  }
+  AssignLocked(work, dst);
+  workers_[dst]->loop->Add(std::move(work));
+}
+
+void Cluster::MovePreemptedLocked(int worker_id) {
+  // The cheap test first: a snapshot reads every worker's load.
+  const Worker& w = *workers_[worker_id];
+  if (!w.alive || w.draining || w.loop->load().num_preempted == 0) return;
+  const int room = planner_.PreemptedRoom(SnapshotLocked(), worker_id);
+  if (room > 0) w.loop->DetachPreempted(room);
+}
+
+void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
+  TimedMutexLock lock(&mu_, &loop_waits_);
+  ApplyLocked(planner_.OnEvents(SnapshotLocked(), worker_id, events));
+}
+
+void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
+  TimedMutexLock lock(&mu_, &loop_waits_);
+  absl::flat_hash_map<int, int64_t> taken;  // blocks the moves need, by destination
+  for (Scheduler::Detached& d : detached) {
+    auto it = requests_.find(d.request_id);
+    const Request* r = it == requests_.end() ? nullptr : it->second.get();
+    std::optional<QueuedRequest> work;
+    if (r != nullptr && d.seq_index < static_cast<int>(r->worker.size()) &&
+        r->worker[d.seq_index] == worker_id && !r->finished[d.seq_index]) {
+      work = Resumed(d.request_id, *r, d.seq_index);
+    }
+    // Each move sees the ones before it (their requests wait at their destinations now).
+    ApplyLocked(
+        planner_.OnDetached(SnapshotLocked(), worker_id, std::move(d), std::move(work), &taken));
+  }
 }
 
 std::vector<WorkerStats> Cluster::worker_stats() const {

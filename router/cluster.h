@@ -30,7 +30,7 @@
 #include "router/placement.h"
 #include "router/router_metrics.h"
 #include "router/timed_lock.h"
-#include "router/transfer_cost.h"
+#include "router/transfer/planner.h"
 #include "router/worker_loop.h"
 
 namespace pagoda {
@@ -79,12 +79,10 @@ struct ClusterOptions {
   bool kv_transfer = true;
   int kv_transfer_min_tokens = 32;
   // A request waiting for another worker to hold (or first compute) its prefix waits at most
-  // this, and at most kWaitPrefills times what its own worker would take to compute the prefix
-  // (as measured): then a Tick queues it there to compute it. Only a stuck or swamped holder
-  // should hit it: once waited for, a prefix is cheapest waited for a little longer (the
-  // holder may prefill it batched with another prompt, in twice one prompt's time).
+  // this, and at most TransferPlanner::kWaitPrefills times what its own worker would take to
+  // compute the prefix (as measured): then a Tick queues it there to compute it. Only a stuck
+  // or swamped holder should hit it.
   absl::Duration kv_transfer_max_wait = absl::Seconds(60);
-  static constexpr double kWaitPrefills = 3;
 };
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
@@ -221,48 +219,18 @@ class Cluster final : private WorkerLoopListener {
   void OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // KV transfers (issue 28; cluster_transfers.cc).
-  struct Transfer {
-    int src = -1, dst = -1;
-    // While the source holds the blocks (Hold): the request, placed when it answers.
-    std::optional<QueuedRequest> work;
-    absl::Time give_up_at;               // while holding: then the request computes the prefix
-    std::vector<int> src_blocks;         // held on the source until the pull ends
-    std::vector<uint64_t> block_hashes;  // of the blocks that move
-    // Later requests for the same prefix on the same destination: queued there when the
-    // transfer ends (the blocks are then cached there), not pulled again.
-    std::vector<QueuedRequest> followers;
-  };
-  // Requests waiting in transfers (holding ones and followers) for `dst` (-1: any).
-  int NumWaitingInTransfersLocked(int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues the holding requests past their give_up_at on their destinations, to compute.
-  void GiveUpWaitingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues `work` on live worker `dst` as it is (no pull), else places it again.
+  // KV transfers (issue 28): the planner's view of the workers now, and its actions done.
+  TransferSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyLocked(TransferActions actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `work` on live worker `dst` as it is (with its pull, if any), else places it again.
   void QueueLocked(QueuedRequest work, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `src` and `dst` can move K/V between them: both alive, with transfer addresses,
-  // the same block size and KV dtype.
-  bool CanTransferLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When another worker has more of work's prompt than `chosen` (by `owners`, the placement
-  // hints before the choice) and pulling it pays: asks that worker to hold the blocks, and
-  // takes the work (queued on `chosen` when the holder answers). False: queue it as usual.
-  bool StartPullLocked(int chosen, const std::vector<Placement::OwnerList>& owners,
-                       QueuedRequest* work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues `work` on `dst` with a pull of `src_blocks` (held on `src`), which hold the first
-  // `num_tokens` of `tokens` (the last block partly, for a moved sequence).
-  // `followers` wait for it to end (Transfer::followers).
-  void QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
-                       std::span<const int> tokens, int num_tokens,
-                       std::vector<QueuedRequest> followers = {})
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Blocks `dst` could take for sequences moved there now: half its free blocks, none while
-  // requests wait there (or it drains, or cannot transfer with `src`).
-  int64_t MoveRoomLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records that work's sequences run on `worker_id` (-1: nowhere yet).
+  void AssignLocked(const QueuedRequest& work, int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When a worker has sequences waiting after a preemption and another has room for them,
   // asks it to hand them over (OnDetached moves them with the blocks they had computed).
   void MovePreemptedLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker left: the transfers it was part of end (their blocks released, their requests
-  // placed again).
-  void EndTransfersOfLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sequence `seq_index` of `r`, to go on elsewhere from the tokens it delivered.
+  static QueuedRequest Resumed(int64_t request_id, const Request& r, int seq_index);
 
   // Joins the threads of dead workers whose loops have exited.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -288,10 +256,8 @@ class Cluster final : private WorkerLoopListener {
   std::deque<QueuedRequest> parked_ ABSL_GUARDED_BY(mu_);  // waiting for a live worker
   Placement placement_ ABSL_GUARDED_BY(mu_);
   int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
-  int num_paused_ ABSL_GUARDED_BY(mu_) = 0;  // sequences, at the last Tick
-  absl::flat_hash_map<int64_t, Transfer> transfers_ ABSL_GUARDED_BY(mu_);
-  int64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  TransferCost transfer_cost_ ABSL_GUARDED_BY(mu_);
+  int num_paused_ ABSL_GUARDED_BY(mu_) = 0;       // sequences, at the last Tick
+  TransferPlanner planner_ ABSL_GUARDED_BY(mu_);  // after placement_, whose hints it keeps
 
   LockWaits loop_waits_;  // the loops' waits for mu_ (ClusterStats), counted outside it
 };
