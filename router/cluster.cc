@@ -2,45 +2,12 @@
 
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "router/block_pool.h"
 
 namespace pagoda {
-
-absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits) {
-  auto check = [](const char* field, int64_t value, int64_t max) -> absl::Status {
-    if (value >= 1 && value <= max) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("Hello.", field, " = ", value, ": must be in [1, ", max, "]"));
-  };
-  RETURN_IF_ERROR(check("num_blocks", info.num_blocks, limits.max_num_blocks));
-  RETURN_IF_ERROR(check("block_size", info.block_size, limits.max_block_size));
-  RETURN_IF_ERROR(
-      check("max_num_batched_tokens", info.max_num_batched_tokens, limits.max_num_batched_tokens));
-  RETURN_IF_ERROR(check("max_num_seqs", info.max_num_seqs, limits.max_num_seqs));
-  // Slots (block * block_size + offset) are 32-bit on both sides.
-  if (static_cast<int64_t>(info.num_blocks) * info.block_size > INT32_MAX) {
-    return absl::InvalidArgumentError("Hello: num_blocks x block_size exceeds 2^31 slots");
-  }
-  // A host:port peers dial (issue 28): printable, no spaces.
-  if (info.kv_transfer_address.size() > kMaxPeerAddressBytes ||
-      !std::all_of(info.kv_transfer_address.begin(), info.kv_transfer_address.end(),
-                   [](char c) { return c > ' ' && c < 127; })) {
-    return absl::InvalidArgumentError(absl::StrCat("Hello.kv_transfer_address: at most ",
-                                                   kMaxPeerAddressBytes, " printable characters"));
-  }
-  // Only logged, but it comes off the wire: short and plain.
-  if (info.kv_cache_dtype.size() > 16 ||
-      !std::all_of(info.kv_cache_dtype.begin(), info.kv_cache_dtype.end(),
-                   [](char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); })) {
-    return absl::InvalidArgumentError(
-        "Hello.kv_cache_dtype: at most 16 letters and digits, like \"bf16\"");
-  }
-  return absl::OkStatus();
-}
 
 namespace {
 
@@ -70,14 +37,16 @@ Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
 Cluster::~Cluster() {
   std::vector<WorkerLoop*> loops;
   {
+    absl::MutexLock place(&place_mu_);
     absl::MutexLock lock(&mu_);
     for (auto& w : workers_) {
-      w->alive = false;  // delivers nothing more
+      w->alive = false;
+      reporting_[w->loop->id()] = nullptr;  // delivers nothing more
       w->loop->Stop();
       loops.push_back(w->loop.get());
     }
   }
-  // Outside mu_: a loop may be reporting a last step, which takes it.
+  // Outside the locks: a loop may be reporting a last step, which takes them.
   for (WorkerLoop* loop : loops) loop->Join();
 }
 
@@ -99,7 +68,7 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
                  << config_.Fingerprint();
     return absl::InvalidArgumentError("the worker serves a different model than the router");
   }
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock place(&place_mu_);
   ReapLocked();
   const int live = static_cast<int>(
       std::count_if(workers_.begin(), workers_.end(), [](const auto& o) { return o->alive; }));
@@ -120,6 +89,10 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   auto w = std::make_unique<Worker>();
   w->loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
                                          options_.metrics, static_cast<WorkerLoopListener*>(this));
+  {
+    absl::MutexLock lock(&mu_);
+    reporting_.push_back(w->loop.get());  // before it has work: it reports nothing until then
+  }
   workers_.push_back(std::move(w));
   LOG(INFO) << "worker " << id << " joined: " << info.num_blocks << " blocks of " << info.block_size
             << " tokens, " << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV";
@@ -139,7 +112,7 @@ void Cluster::ReapLocked() {
 }
 
 void Cluster::RemoveWorker(int worker_id) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock place(&place_mu_);
   if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
   Worker* w = workers_[worker_id].get();
   if (!w->alive) return;
@@ -148,7 +121,7 @@ void Cluster::RemoveWorker(int worker_id) {
 }
 
 void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock place(&place_mu_);
   if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
   Worker* w = workers_[worker_id].get();
   if (!w->alive || w->draining) return;
@@ -156,9 +129,12 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
   const bool others = std::any_of(workers_.begin(), workers_.end(),
                                   [](const auto& o) { return o->alive && !o->draining; });
   int held = 0;  // sequences placed on it and not finished
-  for (const auto& [id, r] : requests_) {
-    for (size_t i = 0; i < r->worker.size(); ++i)
-      held += r->worker[i] == worker_id && !r->finished[i];
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, r] : requests_) {
+      for (size_t i = 0; i < r->worker.size(); ++i)
+        held += r->worker[i] == worker_id && !r->finished[i];
+    }
   }
   LOG(INFO) << "worker " << worker_id << " is draining with " << held << " sequences"
             << (others ? "; those not started yet move elsewhere" : "");
@@ -188,13 +164,6 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
                                         absl::Time give_up_at) {
   // The O(1) part of Validate: what sizes the router's own state and keeps the loops finite.
   RETURN_IF_ERROR(ValidateRequestLimits(request, max_model_len(), options_.engine.max_n));
-  absl::MutexLock lock(&mu_);
-  ReapLocked();
-  if (const int waiting = NumWaitingLocked(); waiting >= options_.max_waiting) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the router has ", waiting, " requests waiting; try again later"));
-  }
-  const int64_t id = next_request_id_++;
   auto r = std::make_shared<Request>();
   r->request = request;
   r->sink = std::move(sink);
@@ -203,31 +172,45 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   r->worker.assign(request.n, -1);
   r->num_unfinished = request.n;
   r->give_up_at = give_up_at;
-  requests_[id] = r;
+  absl::MutexLock place(&place_mu_);
+  ReapLocked();
+  if (const int waiting = NumWaitingLocked(); waiting >= options_.max_waiting) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the router has ", waiting, " requests waiting; try again later"));
+  }
+  int64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_request_id_++;
+    requests_[id] = std::move(r);
+  }
   PlaceLocked({.request_id = id, .request = request, .pull = std::nullopt});
   return id;
 }
 
 void Cluster::Abort(int64_t request_id) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock place(&place_mu_);
   EndLocked(request_id, absl::OkStatus());
 }
 
 void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
-  auto it = requests_.find(request_id);
-  if (it == requests_.end()) return;
-  for (int worker : it->second->worker) {
-    if (worker >= 0) workers_[worker]->loop->Abort(request_id);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) return;
+    for (int worker : it->second->worker) {
+      if (worker >= 0) workers_[worker]->loop->Abort(request_id);
+    }
+    if (!error.ok()) {
+      RequestUpdate out;
+      out.error = error;
+      out.finished = true;
+      it->second->sink(out);
+    }
+    requests_.erase(it);
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
   ApplyLocked(planner_.EndRequest(request_id));
-  if (!error.ok()) {
-    RequestUpdate out;
-    out.error = error;
-    out.finished = true;
-    it->second->sink(out);
-  }
-  requests_.erase(it);
 }
 
 void Cluster::Resume(int64_t request_id) {
@@ -235,24 +218,29 @@ void Cluster::Resume(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   for (int worker : it->second->worker) {
-    if (worker >= 0) workers_[worker]->loop->Resume();
+    if (worker >= 0 && reporting_[worker] != nullptr) reporting_[worker]->Resume();
   }
 }
 
 void Cluster::Tick(absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock place(&place_mu_);
   std::vector<int64_t> expired, stalled;
-  for (const QueuedRequest& work : parked_) {
-    auto it = requests_.find(work.request_id);
-    if (it != requests_.end() && it->second->give_up_at <= now) expired.push_back(work.request_id);
-  }
-  for (const auto& [id, r] : requests_) {
-    if (!r->request.paused || !r->request.paused->load(std::memory_order_relaxed)) {
-      r->paused_since = absl::InfiniteFuture();
-    } else if (r->paused_since == absl::InfiniteFuture()) {
-      r->paused_since = now;
-    } else if (now - r->paused_since >= options_.stall_timeout) {
-      stalled.push_back(id);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const QueuedRequest& work : parked_) {
+      auto it = requests_.find(work.request_id);
+      if (it != requests_.end() && it->second->give_up_at <= now) {
+        expired.push_back(work.request_id);
+      }
+    }
+    for (const auto& [id, r] : requests_) {
+      if (!r->request.paused || !r->request.paused->load(std::memory_order_relaxed)) {
+        r->paused_since = absl::InfiniteFuture();
+      } else if (r->paused_since == absl::InfiniteFuture()) {
+        r->paused_since = now;
+      } else if (now - r->paused_since >= options_.stall_timeout) {
+        stalled.push_back(id);
+      }
     }
   }
   for (int64_t id : expired) {
@@ -270,30 +258,35 @@ void Cluster::Tick(absl::Time now) {
   }
   EnforcePausedCapsLocked();
   ApplyLocked(planner_.GiveUpWaiting(now));
+  absl::MutexLock lock(&mu_);
   std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !requests_.contains(work.request_id);
   });
 }
 
 void Cluster::EnforcePausedCapsLocked() {
-  std::vector<PausedRequest> paused;
-  for (const auto& [id, r] : requests_) {
-    if (r->paused_since == absl::InfiniteFuture()) continue;
-    paused.push_back({.request_id = id,
-                      .paused_since = r->paused_since,
-                      .num_sequences = r->num_unfinished,
-                      .peer = &r->request.peer});
+  std::vector<PausedCancel> cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<PausedRequest> paused;
+    for (const auto& [id, r] : requests_) {
+      if (r->paused_since == absl::InfiniteFuture()) continue;
+      paused.push_back({.request_id = id,
+                        .paused_since = r->paused_since,
+                        .num_sequences = r->num_unfinished,
+                        .peer = &r->request.peer});
+    }
+    num_paused_ = 0;
+    for (const PausedRequest& p : paused) num_paused_ += p.num_sequences;
+    cancel = OverPausedCaps(std::move(paused), options_.paused_caps);
+    for (const PausedCancel& c : cancel) num_paused_ -= requests_.at(c.request_id)->num_unfinished;
   }
-  num_paused_ = 0;
-  for (const PausedRequest& p : paused) num_paused_ += p.num_sequences;
-  const std::vector<PausedCancel> cancel = OverPausedCaps(std::move(paused), options_.paused_caps);
   if (!cancel.empty()) {
     LOG_EVERY_N(WARNING, 100) << "cancelled " << cancel.size()
                               << " paused requests past a cap on paused sequences";
   }
   for (const PausedCancel& c : cancel) {
     const bool connection = c.cap == PausedCap::kConnection;
-    num_paused_ -= requests_.at(c.request_id)->num_unfinished;
     if (options_.metrics) {
       (connection ? options_.metrics->paused_cap_connection : options_.metrics->paused_cap_client)
           ->Add();
@@ -339,37 +332,45 @@ void Cluster::PlaceLocked(QueuedRequest work) {
 
 void Cluster::RemoveLocked(Worker* w) {
   const int worker_id = w->loop->id();
+  {
+    absl::MutexLock lock(&mu_);
+    reporting_[worker_id] = nullptr;  // its reports are no longer delivered
+  }
   w->alive = false;
   w->loop->Stop();
   placement_.ForgetWorker(worker_id);
   ApplyLocked(planner_.EndTransfersOf(SnapshotLocked(), worker_id));
   std::deque<QueuedRequest> queued = w->loop->TakeQueued();
-  int moved = 0;
-  for (auto& [request_id, r] : requests_) {
-    const int64_t id = request_id;  // clang before 16 cannot capture a structured binding
-    for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
-      if (r->worker[i] != worker_id || r->finished[i]) continue;
-      const bool in_inbox =
-          std::any_of(queued.begin(), queued.end(),
-                      [id](const QueuedRequest& work) { return work.request_id == id; });
-      if (in_inbox) continue;  // never started there: placed again below as it was
-      if (moved++ == 0) LOG(WARNING) << "moving the sequences of worker " << worker_id;
-      r->worker[i] = -1;
-      PlaceLocked(Resumed(id, *r, i));
+  std::vector<QueuedRequest> resumed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [request_id, r] : requests_) {
+      const int64_t id = request_id;  // clang before 16 cannot capture a structured binding
+      for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
+        if (r->worker[i] != worker_id || r->finished[i]) continue;
+        const bool in_inbox =
+            std::any_of(queued.begin(), queued.end(),
+                        [id](const QueuedRequest& work) { return work.request_id == id; });
+        if (in_inbox) continue;  // never started there: placed again below as it was
+        if (resumed.empty()) LOG(WARNING) << "moving the sequences of worker " << worker_id;
+        r->worker[i] = -1;
+        resumed.push_back(Resumed(id, *r, i));
+      }
     }
   }
+  for (QueuedRequest& work : resumed) PlaceLocked(std::move(work));
   for (QueuedRequest& work : queued) PlaceLocked(std::move(work));
 }
 
 void Cluster::OnFailed(int worker_id) {
-  TimedMutexLock lock(&mu_, &loop_waits_);
+  TimedMutexLock place(&place_mu_, &loop_waits_);
   Worker* w = workers_[worker_id].get();
   if (w->alive) RemoveLocked(w);
 }
 
 void Cluster::OnRefused(int worker_id, int64_t request_id) {
   TimedMutexLock lock(&mu_, &loop_waits_);
-  if (!workers_[worker_id]->alive) return;  // its requests were moved; another worker has it
+  if (reporting_[worker_id] == nullptr) return;  // its requests moved; another worker has it
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   RequestUpdate out;
@@ -380,40 +381,49 @@ void Cluster::OnRefused(int worker_id, int64_t request_id) {
 }
 
 void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) {
-  TimedMutexLock lock(&mu_, &loop_waits_);
-  Worker* w = workers_[worker_id].get();
-  if (!w->alive) return;  // its requests were moved; their new worker reports from here on
-  for (const SequenceUpdate& u : updates) {
-    auto it = requests_.find(u.request_id);
-    if (it == requests_.end()) continue;  // aborted
-    Request& r = *it->second;
-    if (u.new_token_ids.empty() && !u.finished) continue;  // a fork was created
-    r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.new_token_ids.begin(),
-                                  u.new_token_ids.end());
-    RequestUpdate out;
-    out.worker_id = worker_id;
-    out.seq_index = u.seq_index;
-    out.token_ids = u.new_token_ids;
-    out.samples = u.samples;
-    out.prompt_logprobs = u.prompt_logprobs;
-    out.embedding = u.embedding;
-    out.finished = u.finished;
-    out.finish_reason = u.finish_reason;
-    out.grammar_complete = u.grammar_complete;
-    out.num_prompt_tokens = u.num_prompt_tokens;
-    out.num_output_tokens = u.num_output_tokens;
-    out.num_cached_tokens = u.num_cached_tokens;
-    // Under mu_: keeps a request's updates in order across a worker change.
-    const bool keep_going = r.sink(out);
-    if (!keep_going && !u.finished && !r.finished[u.seq_index]) {
-      w->loop->Abort(u.request_id, u.seq_index);  // taken right after this step
-    }
-    if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
-      r.finished[u.seq_index] = true;
-      if (--r.num_unfinished == 0) requests_.erase(it);
-    }
+  WorkerLoop* loop;
+  {
+    TimedMutexLock lock(&mu_, &loop_waits_);
+    loop = reporting_[worker_id];
+    if (loop == nullptr) return;  // its requests moved; their new worker reports from here on
+    for (const SequenceUpdate& u : updates) Deliver(worker_id, u, *loop);
   }
-  if (options_.kv_transfer) MovePreemptedLocked(worker_id);
+  // Planned under place_mu_, only when the worker has sequences preempted for want of blocks.
+  if (options_.kv_transfer && loop->load().num_preempted > 0) {
+    TimedMutexLock place(&place_mu_, &loop_waits_);
+    MovePreemptedLocked(worker_id);
+  }
+}
+
+void Cluster::Deliver(int worker_id, const SequenceUpdate& u, WorkerLoop& loop) {
+  auto it = requests_.find(u.request_id);
+  if (it == requests_.end()) return;  // aborted
+  Request& r = *it->second;
+  if (u.new_token_ids.empty() && !u.finished) return;  // a fork was created
+  r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.new_token_ids.begin(),
+                                u.new_token_ids.end());
+  RequestUpdate out;
+  out.worker_id = worker_id;
+  out.seq_index = u.seq_index;
+  out.token_ids = u.new_token_ids;
+  out.samples = u.samples;
+  out.prompt_logprobs = u.prompt_logprobs;
+  out.embedding = u.embedding;
+  out.finished = u.finished;
+  out.finish_reason = u.finish_reason;
+  out.grammar_complete = u.grammar_complete;
+  out.num_prompt_tokens = u.num_prompt_tokens;
+  out.num_output_tokens = u.num_output_tokens;
+  out.num_cached_tokens = u.num_cached_tokens;
+  // Under mu_: keeps a request's updates in order across a worker change.
+  const bool keep_going = r.sink(out);
+  if (!keep_going && !u.finished && !r.finished[u.seq_index]) {
+    loop.Abort(u.request_id, u.seq_index);  // taken right after this step
+  }
+  if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
+    r.finished[u.seq_index] = true;
+    if (--r.num_unfinished == 0) requests_.erase(it);
+  }
 }
 
 QueuedRequest Cluster::Resumed(int64_t request_id, const Request& r, int seq_index) {
@@ -461,6 +471,7 @@ void Cluster::ApplyLocked(TransferActions actions) {
 }
 
 void Cluster::AssignLocked(const QueuedRequest& work, int worker_id) {
+  absl::MutexLock lock(&mu_);
   auto it = requests_.find(work.request_id);
   if (it == requests_.end()) return;
   for (int i = 0; i < work.request.n; ++i) {
@@ -486,20 +497,23 @@ void Cluster::MovePreemptedLocked(int worker_id) {
 }
 
 void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
-  TimedMutexLock lock(&mu_, &loop_waits_);
+  TimedMutexLock place(&place_mu_, &loop_waits_);
   ApplyLocked(planner_.OnEvents(SnapshotLocked(), worker_id, events));
 }
 
 void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
-  TimedMutexLock lock(&mu_, &loop_waits_);
+  TimedMutexLock place(&place_mu_, &loop_waits_);
   absl::flat_hash_map<int, int64_t> taken;  // blocks the moves need, by destination
   for (Scheduler::Detached& d : detached) {
-    auto it = requests_.find(d.request_id);
-    const Request* r = it == requests_.end() ? nullptr : it->second.get();
     std::optional<QueuedRequest> work;
-    if (r != nullptr && d.seq_index < static_cast<int>(r->worker.size()) &&
-        r->worker[d.seq_index] == worker_id && !r->finished[d.seq_index]) {
-      work = Resumed(d.request_id, *r, d.seq_index);
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = requests_.find(d.request_id);
+      const Request* r = it == requests_.end() ? nullptr : it->second.get();
+      if (r != nullptr && d.seq_index < static_cast<int>(r->worker.size()) &&
+          r->worker[d.seq_index] == worker_id && !r->finished[d.seq_index]) {
+        work = Resumed(d.request_id, *r, d.seq_index);
+      }
     }
     // Each move sees the ones before it (their requests wait at their destinations now).
     ApplyLocked(
@@ -508,7 +522,7 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
 }
 
 std::vector<WorkerStats> Cluster::worker_stats() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock place(&place_mu_);
   std::vector<WorkerStats> out;
   for (const auto& w : workers_) {
     if (!w->alive) continue;
@@ -528,6 +542,7 @@ std::vector<WorkerStats> Cluster::worker_stats() const {
 }
 
 ClusterStats Cluster::stats() const {
+  absl::MutexLock place(&place_mu_);
   absl::MutexLock lock(&mu_);
   ClusterStats s;
   s.num_loop_reports = loop_waits_.num_locks.load();
