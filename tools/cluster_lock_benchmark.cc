@@ -5,9 +5,12 @@
 //   wait_us_per_step   the loops' time waiting for that lock, over the steps they ran
 //   waited_reports     the share of reports that found the lock taken
 //   steps/s, tokens/s  the loops' steps and the tokens delivered, per wall second
+//   tokens_per_step    how full the steps were (fewer requests in flight: smaller steps)
+//   submit_us          this thread's time in Submit per request (it waits for the locks too)
 // Items = requests completed (64 prompt tokens, 32 of them shared by all, 32 output tokens).
 // 2 cores here: 8 loops and the submitter share them, as a router's threads do on a small host.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -105,6 +108,7 @@ void BM_LoopsReportToCluster(benchmark::State& state) {
   }
   InFlight flight;
   uint32_t next_prompt = 0;
+  double submit_seconds = 0;  // this thread's time in Submit (placement, and waits for the locks)
   auto submit = [&] {
     GenerationRequest r;
     r.prompt_ids.resize(kPromptTokens);
@@ -121,7 +125,10 @@ void BM_LoopsReportToCluster(benchmark::State& state) {
       if (u.finished) flight.Done();
       return true;
     };
+    const auto start = std::chrono::steady_clock::now();
     CHECK(cluster.Submit(r, sink).ok());
+    submit_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
   const ClusterStats before = cluster.stats();
@@ -148,6 +155,9 @@ void BM_LoopsReportToCluster(benchmark::State& state) {
   state.counters["steps/s"] = benchmark::Counter(steps, benchmark::Counter::kIsRate);
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_step"] = steps > 0 ? static_cast<double>(tokens) / steps : 0;
+  state.counters["submit_us"] =
+      submit_seconds * 1e6 / static_cast<double>(state.iterations() * kRequestsPerIteration);
   state.SetItemsProcessed(state.iterations() * kRequestsPerIteration);
 }
 BENCHMARK(BM_LoopsReportToCluster)
