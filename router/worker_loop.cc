@@ -57,7 +57,7 @@ void WorkerLoop::Abort(int64_t request_id, int seq_index) {
       return q != nullptr && q->request_id == request_id;
     }));
   }
-  mailbox_.emplace_back(std::in_place_type<AbortOrder>, request_id, seq_index);
+  mailbox_.emplace_back(std::in_place_type<AbortOrder>, AbortOrder{request_id, seq_index});
   wake_.Signal();
 }
 
