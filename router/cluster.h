@@ -7,7 +7,16 @@
 //
 // A worker whose Execute fails is dead: its unfinished sequences are resubmitted elsewhere with
 // the tokens generated so far; counter-based sampling makes their continuation identical.
-// Thread-safe. Lock order: mu_, then a WorkerLoop's own lock; sinks run under mu_.
+// Thread-safe, with two locks (order: place_mu_, then mu_, then a WorkerLoop's own):
+//
+//   place_mu_  where work goes: the workers (membership, draining), Placement's hints, the
+//              parked requests and the TransferPlanner. Submit, Tick, Abort, a worker joining,
+//              draining or leaving, and a worker's transfer reports take it.
+//   mu_        the request registry: each request's delivered tokens and where its sequences
+//              run, and its sink, which runs under it. A worker loop's after-step report
+//              (OnUpdates) takes only this one, briefly, so it never waits while the router
+//              places a request or plans a transfer for another worker; work under place_mu_
+//              takes mu_ only to register a request or record where a sequence went.
 #ifndef PAGODA_ROUTER_CLUSTER_H_
 #define PAGODA_ROUTER_CLUSTER_H_
 
@@ -25,31 +34,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/executor.h"
+#include "router/cluster_reports.h"
 #include "router/engine.h"
 #include "router/paused_caps.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
-#include "router/transfer_cost.h"
+#include "router/timed_lock.h"
+#include "router/transfer/planner.h"
+#include "router/worker_limits.h"
 #include "router/worker_loop.h"
 
 namespace pagoda {
-
-// What the router accepts from a worker's Hello. Everything in it crosses a port: ranges bound
-// the router's memory per worker (a block costs the router ~50 bytes of pool state) and keep
-// every slot index inside 32 bits.
-struct WorkerLimits {
-  int max_workers = 256;         // connected at once
-  int max_num_blocks = 1 << 21;  // per worker (2M blocks: ~100 MB of router state)
-  // Over the live workers: the router's memory budget for block state (4M blocks: ~200 MB;
-  // a 64 GB bf16 KV cache of Llama-3-8B is 32K blocks of 16 tokens).
-  int64_t max_total_blocks = int64_t{1} << 22;
-  int max_block_size = 1024;             // tokens per block
-  int max_num_batched_tokens = 1 << 20;  // per step
-  int max_num_seqs = 1 << 16;            // per step
-};
-
-// OK when `info` fits `limits`; INVALID_ARGUMENT naming the bad field otherwise.
-absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits);
 
 struct ClusterOptions {
   EngineOptions engine;
@@ -78,61 +73,10 @@ struct ClusterOptions {
   bool kv_transfer = true;
   int kv_transfer_min_tokens = 32;
   // A request waiting for another worker to hold (or first compute) its prefix waits at most
-  // this, and at most kWaitPrefills times what its own worker would take to compute the prefix
-  // (as measured): then a Tick queues it there to compute it. Only a stuck or swamped holder
-  // should hit it: once waited for, a prefix is cheapest waited for a little longer (the
-  // holder may prefill it batched with another prompt, in twice one prompt's time).
+  // this, and at most TransferPlanner::kWaitPrefills times what its own worker would take to
+  // compute the prefix (as measured): then a Tick queues it there to compute it. Only a stuck
+  // or swamped holder should hit it.
   absl::Duration kv_transfer_max_wait = absl::Seconds(60);
-  static constexpr double kWaitPrefills = 3;
-};
-
-// A request's progress as its sink sees it: one sequence's new tokens or its end.
-struct RequestUpdate {
-  absl::Status error;  // not OK: the request ended without running (e.g. no worker came)
-  int worker_id = -1;  // where the sequence ran this step
-  int seq_index = 0;
-  std::vector<int> token_ids;
-  std::vector<SampledToken> samples;
-  std::shared_ptr<const PromptLogprobs> prompt_logprobs;  // with the first token, when asked
-  std::vector<float> embedding;                           // an embedding's, with its end
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::kNone;
-  bool grammar_complete = false;  // SequenceUpdate's: the last token is text, not a stop token
-  int num_prompt_tokens = 0;
-  int num_output_tokens = 0;
-  int num_cached_tokens = 0;
-};
-// Called on a worker's loop thread; must not block. Returns false to end that sequence now
-// (e.g. its text reached a stop string): its worker drops it within a step.
-using RequestSink = std::function<bool(const RequestUpdate&)>;
-
-struct ClusterStats {
-  int num_workers = 0;           // connected
-  int num_draining_workers = 0;  // of those, shutting down (no new requests)
-  int block_size = 0;
-  int64_t num_blocks = 0;
-  int64_t num_used_blocks = 0;
-  int num_running = 0;
-  int num_waiting = 0;  // queued in schedulers and waiting for a worker, and not paused
-  int num_paused = 0;   // sequences of requests paused at the last Tick (their client not reading)
-  // Summed over every worker that ever joined (so they never decrease): steps that ran tokens,
-  // their wall time in the router's loop, and the part the workers spent in the forward pass.
-  int64_t num_steps = 0;
-  double step_seconds = 0;
-  double forward_seconds = 0;
-};
-
-// One connected worker's state, for per-worker gauges.
-struct WorkerStats {
-  int id = 0;
-  bool draining = false;
-  int64_t num_blocks = 0;
-  int64_t num_used_blocks = 0;
-  int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
-  int64_t num_slots_reserved = 0;  // ... of those their block tables hold
-  int block_size = 0;
-  int num_running = 0;
-  int num_waiting = 0;
 };
 
 class Cluster final : private WorkerLoopListener {
@@ -185,8 +129,8 @@ class Cluster final : private WorkerLoopListener {
 
  private:
   // A member of the cluster. The loop object stays after the worker dies (its cumulative step
-  // counters still count); ReapLocked joins its thread. Guarded by Cluster::mu_ (reached only
-  // through workers_, which the analysis checks).
+  // counters still count); ReapLocked joins its thread. Guarded by Cluster::place_mu_ (reached
+  // only through workers_, which the analysis checks).
   struct Worker {
     std::unique_ptr<WorkerLoop> loop;
     bool alive = true;
@@ -209,84 +153,68 @@ class Cluster final : private WorkerLoopListener {
 
   // WorkerLoopListener, on a worker's loop thread.
   void OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(place_mu_, mu_);
   void OnRefused(int worker_id, int64_t request_id) override ABSL_LOCKS_EXCLUDED(mu_);
-  void OnFailed(int worker_id) override ABSL_LOCKS_EXCLUDED(mu_);
-  void OnTransfers(int worker_id, const TransferEvents& events) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFailed(int worker_id) override ABSL_LOCKS_EXCLUDED(place_mu_, mu_);
+  void OnTransfers(int worker_id, const TransferEvents& events) override
+      ABSL_LOCKS_EXCLUDED(place_mu_, mu_);
   void OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(place_mu_, mu_);
 
-  // KV transfers (issue 28; cluster_transfers.cc).
-  struct Transfer {
-    int src = -1, dst = -1;
-    // While the source holds the blocks (Hold): the request, placed when it answers.
-    std::optional<QueuedRequest> work;
-    absl::Time give_up_at;               // while holding: then the request computes the prefix
-    std::vector<int> src_blocks;         // held on the source until the pull ends
-    std::vector<uint64_t> block_hashes;  // of the blocks that move
-    // Later requests for the same prefix on the same destination: queued there when the
-    // transfer ends (the blocks are then cached there), not pulled again.
-    std::vector<QueuedRequest> followers;
-  };
-  // Requests waiting in transfers (holding ones and followers) for `dst` (-1: any).
-  int NumWaitingInTransfersLocked(int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues the holding requests past their give_up_at on their destinations, to compute.
-  void GiveUpWaitingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues `work` on live worker `dst` as it is (no pull), else places it again.
-  void QueueLocked(QueuedRequest work, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `src` and `dst` can move K/V between them: both alive, with transfer addresses,
-  // the same block size and KV dtype.
-  bool CanTransferLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When another worker has more of work's prompt than `chosen` (by `owners`, the placement
-  // hints before the choice) and pulling it pays: asks that worker to hold the blocks, and
-  // takes the work (queued on `chosen` when the holder answers). False: queue it as usual.
-  bool StartPullLocked(int chosen, const std::vector<Placement::OwnerList>& owners,
-                       QueuedRequest* work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues `work` on `dst` with a pull of `src_blocks` (held on `src`), which hold the first
-  // `num_tokens` of `tokens` (the last block partly, for a moved sequence).
-  // `followers` wait for it to end (Transfer::followers).
-  void QueuePullLocked(QueuedRequest work, int src, int dst, std::vector<int> src_blocks,
-                       std::span<const int> tokens, int num_tokens,
-                       std::vector<QueuedRequest> followers = {})
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Blocks `dst` could take for sequences moved there now: half its free blocks, none while
-  // requests wait there (or it drains, or cannot transfer with `src`).
-  int64_t MoveRoomLocked(int src, int dst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The *Locked methods below hold place_mu_, never mu_: they take it to touch the registry.
+
+  // KV transfers (issue 28): the planner's view of the workers now, and its actions done.
+  TransferSnapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  void ApplyLocked(TransferActions actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  // Queues `work` on live worker `dst` as it is (with its pull, if any), else places it again.
+  void QueueLocked(QueuedRequest work, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  // Records that work's sequences run on `worker_id` (-1: nowhere yet).
+  void AssignLocked(const QueuedRequest& work, int worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // When a worker has sequences waiting after a preemption and another has room for them,
   // asks it to hand them over (OnDetached moves them with the blocks they had computed).
-  void MovePreemptedLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker left: the transfers it was part of end (their blocks released, their requests
-  // placed again).
-  void EndTransfersOfLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MovePreemptedLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  // Sequence `seq_index` of `r`, to go on elsewhere from the tokens it delivered.
+  // REQUIRES: mu_ held (it reads r).
+  static QueuedRequest Resumed(int64_t request_id, const Request& r, int seq_index);
+  // Hands one update to its request's sink (and records it) for OnUpdates.
+  void Deliver(int worker_id, const SequenceUpdate& u, WorkerLoop& loop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Joins the threads of dead workers whose loops have exited.
-  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Marks a worker dead and requeues every unfinished sequence that was on it.
-  void RemoveLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Chooses a live worker for `work` and queues it there (or parks it). New requests never go
   // to a draining worker; resumed sequences may, rather than wait.
-  void PlaceLocked(QueuedRequest work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PlaceLocked(QueuedRequest work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Ends a request with `error` (its sink's last update) and frees what it holds.
-  void EndLocked(int64_t request_id, const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLocked(int64_t request_id, const absl::Status& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Ends the oldest paused requests past options_.paused_caps; counts num_paused_.
-  void EnforcePausedCapsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnforcePausedCapsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Requests queued in the router, in schedulers or in loops' inboxes, not yet running.
-  int NumWaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int NumWaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
 
   // Constant after construction.
   const ModelConfig config_;
   const ClusterOptions options_;
 
+  mutable absl::Mutex place_mu_;
+  std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(place_mu_);  // by id
+  std::deque<QueuedRequest> parked_ ABSL_GUARDED_BY(place_mu_);  // waiting for a live worker
+  Placement placement_ ABSL_GUARDED_BY(place_mu_);
+  TransferPlanner planner_ ABSL_GUARDED_BY(place_mu_);  // after placement_, whose hints it keeps
+
   mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);  // by id; dead ones stay
   absl::flat_hash_map<int64_t, std::shared_ptr<Request>> requests_ ABSL_GUARDED_BY(mu_);
-  std::deque<QueuedRequest> parked_ ABSL_GUARDED_BY(mu_);  // waiting for a live worker
-  Placement placement_ ABSL_GUARDED_BY(mu_);
+  // Each worker's loop by id while its reports are delivered; null once it left (its sequences
+  // moved). Set with place_mu_ held too, as workers_ changes.
+  std::vector<WorkerLoop*> reporting_ ABSL_GUARDED_BY(mu_);
   int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   int num_paused_ ABSL_GUARDED_BY(mu_) = 0;  // sequences, at the last Tick
-  absl::flat_hash_map<int64_t, Transfer> transfers_ ABSL_GUARDED_BY(mu_);
-  int64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  TransferCost transfer_cost_ ABSL_GUARDED_BY(mu_);
+
+  LockWaits loop_waits_;  // the loops' waits for either lock (ClusterStats), counted outside
 };
 
 }  // namespace pagoda

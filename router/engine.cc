@@ -174,7 +174,11 @@ Engine::Engine(const ModelConfig& config, Executor* executor, const EngineOption
       options_(options),
       executor_(executor),
       proposer_(MakeDraftProposer(options.speculative)),
-      scheduler_(MakeSchedulerOptions(config, executor->info(), options, proposer_.get())) {}
+      scheduler_(MakeSchedulerOptions(config, executor->info(), options, proposer_.get())),
+      transfers_(&scheduler_, [this](int64_t request_id, const GenerationRequest& r,
+                                     std::optional<PulledTail> tail) {
+        return AddSequence(request_id, r, tail);
+      }) {}
 
 absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len, int max_n) {
   if (r.prompt_ids.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
@@ -283,11 +287,11 @@ absl::Status Engine::CheckAddable(int64_t request_id, const GenerationRequest& r
 }
 
 absl::Status Engine::AddValidatedRequest(int64_t request_id, const GenerationRequest& r) {
-  return AddSequence(request_id, r, PulledTail());
+  return AddSequence(request_id, r, std::nullopt);
 }
 
 absl::Status Engine::AddSequence(int64_t request_id, const GenerationRequest& r,
-                                 const PulledTail& tail) {
+                                 std::optional<PulledTail> tail) {
   RETURN_IF_ERROR(CheckAddable(request_id, r));
   const int num_prompt = static_cast<int>(r.prompt_ids.size());
   const int max_tokens =
@@ -312,9 +316,7 @@ absl::Status Engine::AddSequence(int64_t request_id, const GenerationRequest& r,
   seq->tokens.insert(seq->tokens.end(), r.output_ids.begin(), r.output_ids.end());
   // Resumed: everything before its last token was computed on another worker.
   if (!r.output_ids.empty()) seq->computed_high_water = seq->num_tokens() - 1;
-  seq->pulled_tail_block = tail.block;
-  seq->pulled_tail_index = tail.index;
-  seq->pulled_tail_tokens = tail.num_tokens;
+  seq->pulled_tail = tail;
   if (r.constraint != nullptr) {
     seq->constraint = r.constraint;
     seq->matcher.emplace(r.constraint->grammar);
@@ -341,7 +343,7 @@ absl::Status Engine::AddSequence(int64_t request_id, const GenerationRequest& r,
 }
 
 void Engine::AbortRequest(int64_t request_id) {
-  for (auto& [id, pull] : pulls_) pull.aborted |= pull.request_id == request_id;
+  transfers_.Abort(request_id);
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   for (const auto& [seq_index, seq_id] : it->second) scheduler_.Abort(seq_id);
@@ -349,10 +351,7 @@ void Engine::AbortRequest(int64_t request_id) {
 }
 
 bool Engine::AbortSequence(int64_t request_id, int seq_index) {
-  for (auto& [id, pull] : pulls_) {
-    pull.aborted |= pull.request_id == request_id && seq_index >= pull.request.first_seq_index &&
-                    seq_index < pull.request.first_seq_index + pull.request.n;
-  }
+  transfers_.Abort(request_id, seq_index);
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
   auto seq = it->second.find(seq_index);
@@ -365,21 +364,20 @@ bool Engine::AbortSequence(int64_t request_id, int seq_index) {
 
 absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   last_forward_seconds_ = 0;
-  ServeHolds();
-  std::vector<BlockPull> pulls = StartPulls();
+  std::vector<BlockPull> pulls = transfers_.BeforeSchedule();
   if (!scheduler_.has_work() && !scheduler_.has_pending_finishes() && pulls.empty() &&
-      !has_pulls_in_flight()) {
+      !transfers_.has_pulls_in_flight()) {
     return std::vector<SequenceUpdate>();
   }
   StepCommand command = scheduler_.Schedule();
   command.pulls = std::move(pulls);
   // Nothing else to do here: the worker answers when a pull ends, not at once.
-  command.await_transfers = command.scheduled.empty() && !pulls_.empty();
+  command.await_transfers = command.scheduled.empty() && transfers_.has_pulls();
   if (after_schedule_) after_schedule_();
   ASSIGN_OR_RETURN(const StepResult result, executor_->Execute(command));
   RETURN_IF_ERROR(CheckResult(command, result, config_.vocab_size, config_.dim,
                               [this](int64_t seq_id) { return scheduler_.sequence(seq_id); }));
-  RETURN_IF_ERROR(CheckTransfers(result));
+  RETURN_IF_ERROR(transfers_.CheckResult(result));
   last_forward_seconds_ = result.forward_seconds;
   last_step_tokens_ = 0;
   for (const ScheduledSequence& s : command.scheduled) {
@@ -387,7 +385,7 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   }
   scheduler_.RecordStepTime(command, result.forward_seconds);  // what drafts cost here
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
-  FinishPulls(result.transfers);
+  transfers_.AfterPostprocess(result);
   // Forget finished sequences, and requests once none of theirs is left here.
   for (const SequenceUpdate& u : updates) {
     if (!u.finished) continue;
@@ -397,6 +395,35 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
     if (it->second.empty()) requests_.erase(it);
   }
   return updates;
+}
+
+absl::Status Engine::AddPulledRequest(int64_t request_id, const GenerationRequest& request,
+                                      PullPlan plan) {
+  RETURN_IF_ERROR(CheckAddable(request_id, request));
+  transfers_.AddPull(request_id, request, std::move(plan));
+  return absl::OkStatus();
+}
+
+std::vector<Scheduler::Detached> Engine::DetachRunning() {
+  std::vector<Scheduler::Detached> out = scheduler_.DetachRunning();
+  Forget(out);
+  return out;
+}
+
+std::vector<Scheduler::Detached> Engine::DetachPreempted(int max_blocks) {
+  std::vector<Scheduler::Detached> out = scheduler_.DetachPreempted(max_blocks);
+  Forget(out);
+  return out;
+}
+
+void Engine::Forget(const std::vector<Scheduler::Detached>& detached) {
+  for (const Scheduler::Detached& d : detached) {
+    transfers_.CountHeld(static_cast<int64_t>(d.blocks.size()));
+    auto it = requests_.find(d.request_id);
+    if (it == requests_.end()) continue;
+    it->second.erase(d.seq_index);
+    if (it->second.empty()) requests_.erase(it);
+  }
 }
 
 }  // namespace pagoda

@@ -26,6 +26,8 @@
 #include "router/constraint.h"
 #include "router/scheduler.h"
 #include "router/speculative.h"
+#include "router/transfer/agent.h"
+#include "router/transfer/orders.h"
 
 namespace pagoda {
 
@@ -91,47 +93,6 @@ absl::Status ValidateRequest(const GenerationRequest& request, const ModelConfig
 // The part of ValidateRequest that costs O(1): everything but the scans of the token ids.
 absl::Status ValidateRequestLimits(const GenerationRequest& request, int max_model_len, int max_n);
 
-// KV transfers between workers (issue 28; engine_transfers.cc).
-// Blocks a request pulls from a peer before it runs: full blocks of its leading tokens (cached
-// here, a prefix hit), then optionally the partial block after them (a moved sequence's, which
-// its table takes).
-struct PullPlan {
-  int64_t transfer_id = 0;
-  std::string peer_address;     // the peer worker's Hello.kv_transfer_address
-  std::vector<int> src_blocks;  // the peer's ids: the full blocks, then the partial one if any
-  std::vector<int> tokens;      // the tokens of the full blocks (a whole number of blocks)
-  std::vector<uint64_t> block_hashes;  // their chained hashes (HashBlock)
-  int tail_tokens = 0;  // > 0: src_blocks ends with a block holding this many further tokens
-};
-
-// Blocks held here for a peer to pull.
-struct HoldOrder {
-  int64_t transfer_id = 0;
-  std::vector<int> tokens;  // full blocks of a prefix
-  std::vector<uint64_t> block_hashes;
-};
-
-// What happened to an engine's transfers since it was last asked.
-struct TransferEvents {
-  struct Held {
-    int64_t transfer_id = 0;
-    std::vector<int> blocks;  // held until Release; may be fewer than asked (or none)
-  };
-  struct Pulled {
-    int64_t transfer_id = 0;
-    bool started = false;  // false: ended before any byte moved (a local hit, no room, aborted)
-    bool ok = false;
-    std::string error;
-    int num_blocks = 0;  // blocks received
-    int num_tokens = 0;  // tokens the request does not compute thanks to them
-    int64_t bytes = 0;
-    double seconds = 0;
-  };
-  std::vector<Held> held;
-  std::vector<Pulled> pulled;
-  bool empty() const { return held.empty() && pulled.empty(); }
-};
-
 class Engine {
  public:
   // `executor` is not owned and must outlive the engine.
@@ -155,31 +116,22 @@ class Engine {
   // the step runs).
   void set_after_schedule(std::function<void()> hook) { after_schedule_ = std::move(hook); }
 
-  // KV transfers (issue 28; engine_transfers.cc).
-  // Holds the leading cached blocks of `order.tokens` for a peer until Release, answered in
-  // TakeTransferEvents().held at a later Step(): once all are cached, or no running sequence
-  // here is about to compute the next one (so a prefix being computed is computed once).
-  void Hold(HoldOrder order);
-  // Answers the hold orders that are ready (Step() does too, first).
-  void ServeHolds();
-  void Release(std::span<const int> blocks);  // blocks Hold or Detach* held
-  int64_t num_held_blocks() const { return num_held_blocks_; }
-  // Queues a request that first pulls `plan` (reported in TakeTransferEvents().pulled), then
-  // runs from those blocks; when the pull fails it computes them. The same errors as
+  // KV transfers (issue 28): holds, releases and events are the agent's.
+  TransferAgent& transfers() { return transfers_; }
+  const TransferAgent& transfers() const { return transfers_; }
+  // Queues a request that first pulls `plan` (reported in transfers().TakeEvents().pulled),
+  // then runs from those blocks; when the pull fails it computes them. The same errors as
   // AddValidatedRequest, before anything is pulled.
   absl::Status AddPulledRequest(int64_t request_id, const GenerationRequest& request,
                                 PullPlan plan);
-  // Takes the running sequences out (Scheduler::DetachRunning), their blocks held; the engine
-  // forgets them without an update.
+  // Takes the running sequences out (Scheduler::DetachRunning), their blocks held until
+  // transfers().Release; the engine forgets them without an update.
   std::vector<Scheduler::Detached> DetachRunning();
   // Takes sequences waiting after a preemption out (Scheduler::DetachPreempted), likewise.
   std::vector<Scheduler::Detached> DetachPreempted(int max_blocks);
-  TransferEvents TakeTransferEvents();
 
   // Work for Step(): sequences to run, pulls in flight, or holds waiting for a computation.
-  bool has_unfinished() const {
-    return scheduler_.has_work() || !pulls_.empty() || !holds_.empty();
-  }
+  bool has_unfinished() const { return scheduler_.has_work() || transfers_.has_work(); }
   // Query tokens of the last Step() (0 when it ran nothing).
   int last_step_tokens() const { return last_step_tokens_; }
   // The worker's forward-pass time in the last Step() (0 when it ran nothing).
@@ -188,32 +140,12 @@ class Engine {
   int max_model_len() const { return scheduler_.options().max_model_len; }
 
  private:
-  struct PulledTail {
-    int block = -1, index = 0, num_tokens = 0;
-  };
-  struct Pull {
-    PullPlan plan;
-    int64_t request_id = 0;
-    GenerationRequest request;
-    bool started = false;
-    bool aborted = false;
-    int num_local = 0;     // leading full blocks already cached here (not pulled)
-    std::vector<int> dst;  // held: the full blocks from num_local on, then the tail's
-    absl::Time start;
-  };
   absl::Status CheckAddable(int64_t request_id, const GenerationRequest& r) const;
-  absl::Status AddSequence(int64_t request_id, const GenerationRequest& r, const PulledTail& tail);
+  // Queues r's sequences; a pulled request's first takes the partial block its pull brought.
+  absl::Status AddSequence(int64_t request_id, const GenerationRequest& r,
+                           std::optional<PulledTail> tail);
   // Forgets detached sequences (they go on elsewhere); their blocks count as held.
   void Forget(const std::vector<Scheduler::Detached>& detached);
-  // The pulls to send with this step; a pull that needs nothing or cannot start ends here.
-  std::vector<BlockPull> StartPulls();
-  bool has_pulls_in_flight() const;
-  // INTERNAL when the worker reports a pull it was not asked for, twice, or out of range.
-  absl::Status CheckTransfers(const StepResult& result) const;
-  void FinishPulls(const std::vector<TransferResult>& results);
-  // Caches what a pull brought (when ok), then queues its request.
-  void EndPull(int64_t transfer_id, bool ok, const std::string& error, int64_t bytes,
-               double seconds);
 
   const ModelConfig config_;
   const EngineOptions options_;
@@ -227,10 +159,7 @@ class Engine {
   double last_forward_seconds_ = 0;
   int last_step_tokens_ = 0;
   std::function<void()> after_schedule_;
-  std::vector<HoldOrder> holds_;              // waiting for their blocks to be computed
-  absl::flat_hash_map<int64_t, Pull> pulls_;  // by transfer id
-  int64_t num_held_blocks_ = 0;               // by Hold and Detach*, not released
-  TransferEvents events_;
+  TransferAgent transfers_;  // after scheduler_, which it borrows
 };
 
 }  // namespace pagoda

@@ -143,7 +143,7 @@ class Scheduler {
   const KVCacheManager& kv() const { return kv_; }
   KVCacheManager& mutable_kv() { return kv_; }  // blocks held for transfers (issue 28)
 
-  // KV transfers between workers (issue 28; scheduler_transfers.cc).
+  // KV transfers between workers (issue 28).
   // Whether a running (or, with `waiting_too`, waiting) sequence that is not paused is about
   // to compute block `index` of a prefix whose chained hash there is `hash` (so a sequence or
   // a peer that wants it waits for it).
@@ -182,7 +182,7 @@ class Scheduler {
   // cached `num_cached_blocks`, so waiting for it turns that block into a cache hit.
   bool NextBlockIsBeingComputed(Sequence* seq, int num_cached_blocks);
   void Finish(Sequence* seq, FinishReason reason);
-  // Its pulled tail block (Sequence::pulled_tail_block) goes with `hit` when the hit covers
+  // Its pulled tail block (Sequence::pulled_tail) goes with `hit` when the hit covers
   // exactly the full blocks before it; otherwise (or with `use` false) it is released.
   // Returns the block to take, or -1.
   int TakePulledTail(Sequence* seq, const PrefixHit& hit, bool use);

@@ -21,6 +21,15 @@ namespace pagoda {
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 
+// A partial block a sequence moved here with its K/V brought (issue 28): its tokens
+// [index · block size, + num_tokens) are in held block `block`, after the `index` full blocks
+// the pull cached; admission takes it into the sequence's table.
+struct PulledTail {
+  int block = -1;
+  int index = 0;
+  int num_tokens = 0;
+};
+
 const char* FinishReasonName(FinishReason reason);  // "stop", "length", "abort", ""
 
 struct Sequence {
@@ -63,12 +72,8 @@ struct Sequence {
   // position 1 on; handed to the first update that samples.
   PromptLogprobs prompt_logprobs;
 
-  // KV transfers (issue 28). Moved here with its K/V: its tokens [pulled_tail_index · block
-  // size, + pulled_tail_tokens) are in held block pulled_tail_block (-1: none), after
-  // pulled_tail_index full blocks the pull cached; admission takes it into the table.
-  int pulled_tail_block = -1;
-  int pulled_tail_index = 0;
-  int pulled_tail_tokens = 0;
+  // KV transfers (issue 28): moved here with its K/V, until admission takes it.
+  std::optional<PulledTail> pulled_tail;
   // The most tokens it ever had computed (here, before a preemption, or on another worker):
   // computing below that again is recompute (Scheduler::num_recomputed_tokens).
   int computed_high_water = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "glog/logging.h"
@@ -36,27 +37,31 @@ WorkerLoop::~WorkerLoop() {
   Join();
 }
 
-void WorkerLoop::Add(QueuedRequest request) {
+template <typename T>
+void WorkerLoop::Post(T message) {
   absl::MutexLock lock(&mu_);
-  inbox_.push_back(std::move(request));
+  if constexpr (std::is_same_v<T, QueuedRequest>) ++num_queued_;
+  // Built in place: GCC 12 sees a moved variant's other alternatives as uninitialized.
+  mailbox_.emplace_back(std::in_place_type<T>, std::move(message));
   wake_.Signal();
 }
+
+void WorkerLoop::Add(QueuedRequest request) { Post(std::move(request)); }
 
 void WorkerLoop::Abort(int64_t request_id, int seq_index) {
   absl::MutexLock lock(&mu_);
-  // Not taken into the engine yet: it never starts (the loop adds before it would abort).
+  // Not taken into the engine yet: it never starts.
   if (seq_index < 0) {
-    std::erase_if(inbox_, [&](const QueuedRequest& q) { return q.request_id == request_id; });
+    num_queued_ -= static_cast<int>(std::erase_if(mailbox_, [&](const Message& m) {
+      const auto* q = std::get_if<QueuedRequest>(&m);
+      return q != nullptr && q->request_id == request_id;
+    }));
   }
-  aborts_.push_back({request_id, seq_index});
+  mailbox_.emplace_back(std::in_place_type<AbortOrder>, AbortOrder{request_id, seq_index});
   wake_.Signal();
 }
 
-void WorkerLoop::Resume() {
-  absl::MutexLock lock(&mu_);
-  resumed_ = true;
-  wake_.Signal();
-}
+void WorkerLoop::Resume() { Post(ResumeOrder{}); }
 
 void WorkerLoop::Drain(std::function<void()> on_drained) {
   absl::MutexLock lock(&mu_);
@@ -64,34 +69,23 @@ void WorkerLoop::Drain(std::function<void()> on_drained) {
   wake_.Signal();
 }
 
-void WorkerLoop::Hold(HoldOrder order) {
-  absl::MutexLock lock(&mu_);
-  holds_.push_back(std::move(order));
-  wake_.Signal();
-}
+void WorkerLoop::Hold(HoldOrder order) { Post(std::move(order)); }
 
-void WorkerLoop::Release(std::vector<int> blocks) {
-  absl::MutexLock lock(&mu_);
-  releases_.push_back(std::move(blocks));
-  wake_.Signal();
-}
+void WorkerLoop::Release(std::vector<int> blocks) { Post(ReleaseOrder{std::move(blocks)}); }
 
-void WorkerLoop::Detach() {
-  absl::MutexLock lock(&mu_);
-  detach_ = true;
-  wake_.Signal();
-}
+void WorkerLoop::Detach() { Post(DetachOrder{}); }
 
-void WorkerLoop::DetachPreempted(int max_blocks) {
-  absl::MutexLock lock(&mu_);
-  detach_preempted_blocks_ = std::max(detach_preempted_blocks_, max_blocks);
-  wake_.Signal();
-}
+void WorkerLoop::DetachPreempted(int max_blocks) { Post(DetachPreemptedOrder{max_blocks}); }
 
 std::deque<QueuedRequest> WorkerLoop::TakeQueued() {
   absl::MutexLock lock(&mu_);
   std::deque<QueuedRequest> queued;
-  queued.swap(inbox_);
+  std::erase_if(mailbox_, [&](Message& m) {
+    auto* q = std::get_if<QueuedRequest>(&m);
+    if (q != nullptr) queued.push_back(std::move(*q));
+    return q != nullptr;
+  });
+  num_queued_ = 0;
   return queued;
 }
 
@@ -123,83 +117,54 @@ WorkerLoop::Load WorkerLoop::load() const {
   l.forward_seconds = forward_micros_.load() * 1e-6;
   l.prefill_forward_seconds = prefill_forward_micros_.load() * 1e-6;
   l.num_prefill_tokens = num_prefill_tokens_.load();
-  absl::MutexLock lock(&mu_);  // the loop moves the inbox into the scheduler under it
-  l.num_waiting = num_waiting_.load() + static_cast<int>(inbox_.size());
+  absl::MutexLock lock(&mu_);  // the loop moves the mailbox into the scheduler under it
+  l.num_waiting = num_waiting_.load() + num_queued_;
   return l;
 }
 
 void WorkerLoop::Run() {
   for (;;) {
-    std::deque<QueuedRequest> adds;
-    std::vector<AbortOrder> aborts;
+    std::deque<Message> messages;
     std::function<void()> drained;
-    std::vector<HoldOrder> holds;
-    std::vector<std::vector<int>> releases;
-    bool detach = false;
-    int detach_preempted_blocks = 0;
     const bool busy = engine_->has_unfinished() || engine_->scheduler().has_pending_finishes();
-    const bool holding = engine_->num_held_blocks() > 0;
+    const bool holding = engine_->transfers().num_held_blocks() > 0;
     {
       absl::MutexLock lock(&mu_);
-      while (!busy && !stopped_ && inbox_.empty() && aborts_.empty() && holds_.empty() &&
-             releases_.empty() && !detach_ && detach_preempted_blocks_ == 0 &&
-             !(on_drained_ && !holding) && !resumed_) {
+      while (!busy && !stopped_ && mailbox_.empty() && !(on_drained_ && !holding)) {
         wake_.Wait(&mu_);
       }
-      resumed_ = false;
       if (stopped_) break;
-      if (!busy && !holding && inbox_.empty() && on_drained_) {
+      if (!busy && !holding && num_queued_ == 0 && on_drained_) {
         drained = std::move(on_drained_);
         on_drained_ = nullptr;
       }
-      adds.swap(inbox_);
-      aborts.swap(aborts_);
-      holds.swap(holds_);
-      releases.swap(releases_);
-      std::swap(detach, detach_);
-      std::swap(detach_preempted_blocks, detach_preempted_blocks_);
+      messages.swap(mailbox_);
       // Still waiting, now in the scheduler: counted until the step publishes the exact number,
-      // so --max-waiting never misses a request between the inbox and the scheduler.
-      num_waiting_ += static_cast<int>(adds.size());
+      // so --max-waiting never misses a request between the mailbox and the scheduler.
+      num_waiting_ += num_queued_;
+      num_queued_ = 0;
     }
     if (drained) {
       LOG(INFO) << "worker " << id_ << " is drained";
       drained();
     }
-    for (const AbortOrder& abort : aborts) {
-      if (abort.seq_index < 0) {
-        engine_->AbortRequest(abort.request_id);
-      } else {
-        engine_->AbortSequence(abort.request_id, abort.seq_index);
-      }
-    }
-    for (const std::vector<int>& blocks : releases) engine_->Release(blocks);
-    if (detach || detach_preempted_blocks > 0) {
+    Batch batch;
+    for (Message& message : messages) Handle(std::move(message), &batch);
+    if (batch.detach || batch.detach_preempted_blocks > 0) {
       std::vector<Scheduler::Detached> detached;
-      if (detach) detached = engine_->DetachRunning();
-      if (detach_preempted_blocks > 0) {
+      if (batch.detach) detached = engine_->DetachRunning();
+      if (batch.detach_preempted_blocks > 0) {
         std::vector<Scheduler::Detached> preempted =
-            engine_->DetachPreempted(detach_preempted_blocks);
+            engine_->DetachPreempted(batch.detach_preempted_blocks);
         std::move(preempted.begin(), preempted.end(), std::back_inserter(detached));
         num_preempted_ = engine_->scheduler().num_waiting_preempted();
       }
       if (!detached.empty()) listener_->OnDetached(id_, std::move(detached));
     }
-    for (QueuedRequest& add : adds) {
-      const absl::Status added =
-          add.pull.has_value()
-              ? engine_->AddPulledRequest(add.request_id, add.request, std::move(*add.pull))
-              : engine_->AddValidatedRequest(add.request_id, add.request);
-      if (!added.ok()) {
-        LOG(WARNING) << "worker " << id_ << " refused request " << add.request_id << ": " << added;
-        listener_->OnRefused(id_, add.request_id);
-      }
-    }
-    // After the adds: a hold waits for a prefix a request just queued here will compute.
-    for (HoldOrder& hold : holds) engine_->Hold(std::move(hold));
-    // Answered before the step: the peer that waits for them need not wait for it too.
-    if (!holds.empty()) engine_->ServeHolds();
-    if (TransferEvents events = engine_->TakeTransferEvents(); !events.empty()) {
+    // After the batch's requests: a hold waits for a prefix a request just queued here will
+    // compute. Answered before the step: the peer that waits for them need not wait for it too.
+    if (batch.held) engine_->transfers().ServeHolds();
+    if (TransferEvents events = engine_->transfers().TakeEvents(); !events.empty()) {
       listener_->OnTransfers(id_, events);
     }
     const absl::Time step_start = absl::Now();
@@ -214,7 +179,7 @@ void WorkerLoop::Run() {
     // finish sees this worker's blocks already freed.
     Publish(*updates, step_start);
     listener_->OnUpdates(id_, *updates);
-    if (TransferEvents events = engine_->TakeTransferEvents(); !events.empty()) {
+    if (TransferEvents events = engine_->transfers().TakeEvents(); !events.empty()) {
       listener_->OnTransfers(id_, events);
     }
   }
@@ -224,6 +189,34 @@ void WorkerLoop::Run() {
   if (step_seconds_ != nullptr) metrics_->registry->Remove(step_seconds_);
   absl::MutexLock lock(&mu_);
   exited_ = true;
+}
+
+void WorkerLoop::Handle(Message message, Batch* batch) {
+  if (auto* add = std::get_if<QueuedRequest>(&message)) {
+    const absl::Status added =
+        add->pull.has_value()
+            ? engine_->AddPulledRequest(add->request_id, add->request, std::move(*add->pull))
+            : engine_->AddValidatedRequest(add->request_id, add->request);
+    if (!added.ok()) {
+      LOG(WARNING) << "worker " << id_ << " refused request " << add->request_id << ": " << added;
+      listener_->OnRefused(id_, add->request_id);
+    }
+  } else if (auto* abort = std::get_if<AbortOrder>(&message)) {
+    if (abort->seq_index < 0) {
+      engine_->AbortRequest(abort->request_id);
+    } else {
+      engine_->AbortSequence(abort->request_id, abort->seq_index);
+    }
+  } else if (auto* hold = std::get_if<HoldOrder>(&message)) {
+    engine_->transfers().Hold(std::move(*hold));
+    batch->held = true;
+  } else if (auto* release = std::get_if<ReleaseOrder>(&message)) {
+    engine_->transfers().Release(release->blocks);
+  } else if (std::holds_alternative<DetachOrder>(message)) {
+    batch->detach = true;
+  } else if (auto* detach = std::get_if<DetachPreemptedOrder>(&message)) {
+    batch->detach_preempted_blocks = std::max(batch->detach_preempted_blocks, detach->max_blocks);
+  }  // ResumeOrder: the wake was all it asked for
 }
 
 void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time step_start) {

@@ -1,8 +1,8 @@
-// One worker's loop (DESIGN §3): a thread that owns the worker's Engine, moves the requests
-// and aborts queued for it into the engine, steps it while it has work, and reports every
-// step to its listener:
+// One worker's loop (DESIGN §3): a thread that owns the worker's Engine, moves the messages
+// queued for it (requests, aborts, transfer orders) into the engine in the order they came,
+// steps it while it has work, and reports every step to its listener:
 //
-//   wait for work → inbox and aborts into the Engine → Step() → publish load → listener
+//   wait for work → mailbox into the Engine → Step() → publish load → listener
 //
 // Thread-safe: any thread queues work and reads the load figures; only the loop's thread
 // touches the Engine. Callers may hold their own lock when they call in (the Cluster does); the
@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -118,12 +119,35 @@ class WorkerLoop {
   Load load() const;
 
  private:
+  // The messages of its mailbox, one per call that queues work.
   struct AbortOrder {
     int64_t request_id;
     int seq_index;  // -1: every sequence of the request
   };
+  struct ResumeOrder {};  // only wakes the loop
+  struct ReleaseOrder {
+    std::vector<int> blocks;
+  };
+  struct DetachOrder {};
+  struct DetachPreemptedOrder {
+    int max_blocks;
+  };
+  using Message = std::variant<QueuedRequest, AbortOrder, ResumeOrder, HoldOrder, ReleaseOrder,
+                               DetachOrder, DetachPreemptedOrder>;
+  // What a batch of messages leaves for after it: detaches are done once per batch, after its
+  // aborts, with the most blocks any DetachPreempted asked for.
+  struct Batch {
+    bool detach = false;
+    int detach_preempted_blocks = 0;
+    bool held = false;  // a Hold came: answer the ready ones before the step
+  };
 
   void Run();
+  // Carries one message into the engine (the loop's thread).
+  void Handle(Message message, Batch* batch);
+  // Queues a message of type T and wakes the loop.
+  template <typename T>
+  void Post(T message) ABSL_LOCKS_EXCLUDED(mu_);
   // Feeds the metrics and the load figures after a step that started at `step_start`.
   void Publish(const std::vector<SequenceUpdate>& updates, absl::Time step_start);
   // A finished loop holds nothing: its load figures fall to zero (the cumulative ones stay).
@@ -141,14 +165,9 @@ class WorkerLoop {
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
-  std::deque<QueuedRequest> inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<AbortOrder> aborts_ ABSL_GUARDED_BY(mu_);
-  std::vector<HoldOrder> holds_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<int>> releases_ ABSL_GUARDED_BY(mu_);
-  bool detach_ ABSL_GUARDED_BY(mu_) = false;
-  int detach_preempted_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Message> mailbox_ ABSL_GUARDED_BY(mu_);  // in the order they came
+  int num_queued_ ABSL_GUARDED_BY(mu_) = 0;           // of those, requests (QueuedRequest)
   std::function<void()> on_drained_ ABSL_GUARDED_BY(mu_);
-  bool resumed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool exited_ ABSL_GUARDED_BY(mu_) = false;
 
@@ -157,7 +176,7 @@ class WorkerLoop {
   int64_t reported_recomputed_ = 0;
   SpecDecodeStats reported_spec_;
 
-  // Written by the loop's thread, read by any (num_waiting_ also under mu_, with inbox_).
+  // Written by the loop's thread, read by any (num_waiting_ also under mu_, with mailbox_).
   std::atomic<int64_t> num_used_blocks_{0}, num_slots_used_{0}, num_slots_reserved_{0};
   std::atomic<int> num_running_{0}, num_waiting_{0}, num_preempted_{0};
   std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};

@@ -357,12 +357,12 @@ TEST_F(EngineTest, PreemptedSequencesDetachWithTheirCachedBlocks) {
     with_blocks += !d.blocks.empty();
   }
   EXPECT_GT(with_blocks, 0) << "a sequence preempted this step still has cached blocks";
-  EXPECT_EQ(engine_->num_held_blocks(), held);
+  EXPECT_EQ(engine_->transfers().num_held_blocks(), held);
   for (const Scheduler::Detached& d : detached) {
-    engine_->Release(d.blocks);
+    engine_->transfers().Release(d.blocks);
     results.erase(d.request_id);
   }
-  EXPECT_EQ(engine_->num_held_blocks(), 0);
+  EXPECT_EQ(engine_->transfers().num_held_blocks(), 0);
   // The rest run to their ends, and nothing leaks.
   RunAll(std::move(results));
 }

@@ -1,26 +1,28 @@
-// The Engine's part in KV transfers between workers (issue 28): blocks it holds for a peer to
-// pull, and requests that pull blocks from a peer before they run. The worker runs the pulls
-// beside its steps (StepCommand.pulls); the Cluster decides who pulls what from whom.
+#include "router/transfer/agent.h"
+
 #include <cmath>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "router/engine.h"
 
 namespace pagoda {
 
-void Engine::Hold(HoldOrder order) { holds_.push_back(std::move(order)); }
+TransferAgent::TransferAgent(Scheduler* scheduler, Arrive arrive)
+    : scheduler_(scheduler), arrive_(std::move(arrive)) {}
 
-void Engine::ServeHolds() {
-  KVCacheManager& kv = scheduler_.mutable_kv();
+void TransferAgent::Hold(HoldOrder order) { holds_.push_back(std::move(order)); }
+
+void TransferAgent::ServeHolds() {
+  KVCacheManager& kv = scheduler_->mutable_kv();
   std::erase_if(holds_, [&](HoldOrder& order) {
     std::vector<int> blocks = kv.HoldCachedPrefix(order.tokens, order.block_hashes);
     const size_t cached = blocks.size();
     if (cached < order.block_hashes.size() &&
-        scheduler_.IsComputingBlock(static_cast<int>(cached), order.block_hashes[cached],
-                                    /*waiting_too=*/true)) {
+        scheduler_->IsComputingBlock(static_cast<int>(cached), order.block_hashes[cached],
+                                     /*waiting_too=*/true)) {
       kv.Release(blocks);  // asked again after the step that computes it
       return false;
     }
@@ -32,15 +34,15 @@ void Engine::ServeHolds() {
   });
 }
 
-void Engine::Release(std::span<const int> blocks) {
-  scheduler_.mutable_kv().Release(blocks);
+void TransferAgent::Release(std::span<const int> blocks) {
+  scheduler_->mutable_kv().Release(blocks);
   num_held_blocks_ -= static_cast<int64_t>(blocks.size());
 }
 
-absl::Status Engine::AddPulledRequest(int64_t request_id, const GenerationRequest& request,
-                                      PullPlan plan) {
-  RETURN_IF_ERROR(CheckAddable(request_id, request));
-  const int bs = scheduler_.options().block_size;
+void TransferAgent::CountHeld(int64_t num_blocks) { num_held_blocks_ += num_blocks; }
+
+void TransferAgent::AddPull(int64_t request_id, const GenerationRequest& request, PullPlan plan) {
+  const int bs = scheduler_->options().block_size;
   const size_t num_full = plan.block_hashes.size();
   CHECK_EQ(plan.tokens.size(), num_full * bs) << "a pull plan covers whole blocks";
   CHECK_EQ(plan.src_blocks.size(), num_full + (plan.tail_tokens > 0 ? 1 : 0));
@@ -49,21 +51,30 @@ absl::Status Engine::AddPulledRequest(int64_t request_id, const GenerationReques
   Pull& pull = pulls_[id];
   pull.plan = std::move(plan);
   pull.request_id = request_id;
-  pull.request = request;
-  return absl::OkStatus();
+  pull.request = std::make_shared<const GenerationRequest>(request);
 }
 
-bool Engine::has_pulls_in_flight() const {
+void TransferAgent::Abort(int64_t request_id, int seq_index) {
+  for (auto& [id, pull] : pulls_) {
+    const GenerationRequest& r = *pull.request;
+    pull.aborted |=
+        pull.request_id == request_id &&
+        (seq_index < 0 || (seq_index >= r.first_seq_index && seq_index < r.first_seq_index + r.n));
+  }
+}
+
+bool TransferAgent::has_pulls_in_flight() const {
   for (const auto& [id, pull] : pulls_) {
     if (pull.started) return true;
   }
   return false;
 }
 
-std::vector<BlockPull> Engine::StartPulls() {
+std::vector<BlockPull> TransferAgent::BeforeSchedule() {
+  ServeHolds();
   std::vector<BlockPull> out;
   std::vector<std::pair<int64_t, std::string>> ended;  // with why ("": a local hit)
-  KVCacheManager& kv = scheduler_.mutable_kv();
+  KVCacheManager& kv = scheduler_->mutable_kv();
   for (auto& [id, pull] : pulls_) {
     if (pull.started) continue;
     const PullPlan& plan = pull.plan;
@@ -92,7 +103,7 @@ std::vector<BlockPull> Engine::StartPulls() {
   return out;
 }
 
-absl::Status Engine::CheckTransfers(const StepResult& result) const {
+absl::Status TransferAgent::CheckResult(const StepResult& result) const {
   absl::flat_hash_set<int64_t> seen;
   for (const TransferResult& t : result.transfers) {
     auto it = pulls_.find(t.transfer_id);
@@ -108,31 +119,32 @@ absl::Status Engine::CheckTransfers(const StepResult& result) const {
   return absl::OkStatus();
 }
 
-void Engine::FinishPulls(const std::vector<TransferResult>& results) {
-  for (const TransferResult& t : results) {
+void TransferAgent::AfterPostprocess(const StepResult& result) {
+  for (const TransferResult& t : result.transfers) {
     // Only logged: it comes off the wire.
     EndPull(t.transfer_id, t.ok, t.error.substr(0, 256), t.bytes, t.seconds);
   }
 }
 
-void Engine::EndPull(int64_t transfer_id, bool ok, const std::string& error, int64_t bytes,
-                     double seconds) {
+void TransferAgent::EndPull(int64_t transfer_id, bool ok, const std::string& error, int64_t bytes,
+                            double seconds) {
   auto it = pulls_.find(transfer_id);
   Pull pull = std::move(it->second);
   pulls_.erase(it);
-  KVCacheManager& kv = scheduler_.mutable_kv();
+  KVCacheManager& kv = scheduler_->mutable_kv();
   const PullPlan& plan = pull.plan;
-  const int bs = scheduler_.options().block_size;
+  const int bs = scheduler_->options().block_size;
   const int num_full = static_cast<int>(plan.block_hashes.size());
   const int num_pulled_full = pull.started ? num_full - pull.num_local : 0;
-  PulledTail tail;
+  std::optional<PulledTail> tail;
   if (ok && pull.started) {
     const std::span<const int> full = std::span(pull.dst).first(num_pulled_full);
     kv.CacheHeldBlocks(full, std::span(plan.tokens).subspan(pull.num_local * bs),
                        std::span(plan.block_hashes).subspan(pull.num_local));
     kv.Release(full);
     if (plan.tail_tokens > 0) {
-      tail = {.block = pull.dst.back(), .index = num_full, .num_tokens = plan.tail_tokens};
+      tail =
+          PulledTail{.block = pull.dst.back(), .index = num_full, .num_tokens = plan.tail_tokens};
     }
   } else {
     kv.Release(pull.dst);
@@ -142,7 +154,7 @@ void Engine::EndPull(int64_t transfer_id, bool ok, const std::string& error, int
   report.ok = ok;
   report.error = error;
   report.num_blocks = ok ? static_cast<int>(pull.dst.size()) : 0;
-  report.num_tokens = ok ? num_pulled_full * bs + (tail.block >= 0 ? tail.num_tokens : 0) : 0;
+  report.num_tokens = ok ? num_pulled_full * bs + (tail.has_value() ? tail->num_tokens : 0) : 0;
   report.bytes = bytes;
   report.seconds = pull.started ? seconds : 0;
   report.started = pull.started;
@@ -151,39 +163,17 @@ void Engine::EndPull(int64_t transfer_id, bool ok, const std::string& error, int
                  << " failed; its tokens are computed instead: " << error;
   }
   if (pull.aborted) {
-    if (tail.block >= 0) kv.Release(std::span<const int>(&tail.block, 1));
+    if (tail.has_value()) kv.Release(std::span<const int>(&tail->block, 1));
     return;
   }
-  if (const absl::Status added = AddSequence(pull.request_id, pull.request, tail); !added.ok()) {
+  if (const absl::Status added = arrive_(pull.request_id, *pull.request, tail); !added.ok()) {
     // Checked when it came; only a sequence added under the same id since can clash.
     LOG(WARNING) << "request " << pull.request_id << " after its pull: " << added;
-    if (tail.block >= 0) kv.Release(std::span<const int>(&tail.block, 1));
+    if (tail.has_value()) kv.Release(std::span<const int>(&tail->block, 1));
   }
 }
 
-std::vector<Scheduler::Detached> Engine::DetachRunning() {
-  std::vector<Scheduler::Detached> out = scheduler_.DetachRunning();
-  Forget(out);
-  return out;
-}
-
-std::vector<Scheduler::Detached> Engine::DetachPreempted(int max_blocks) {
-  std::vector<Scheduler::Detached> out = scheduler_.DetachPreempted(max_blocks);
-  Forget(out);
-  return out;
-}
-
-void Engine::Forget(const std::vector<Scheduler::Detached>& detached) {
-  for (const Scheduler::Detached& d : detached) {
-    num_held_blocks_ += static_cast<int64_t>(d.blocks.size());
-    auto it = requests_.find(d.request_id);
-    if (it == requests_.end()) continue;
-    it->second.erase(d.seq_index);
-    if (it->second.empty()) requests_.erase(it);
-  }
-}
-
-TransferEvents Engine::TakeTransferEvents() {
+TransferEvents TransferAgent::TakeEvents() {
   TransferEvents out;
   std::swap(out, events_);
   return out;
