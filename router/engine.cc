@@ -22,9 +22,9 @@ SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInf
                                               : config.max_seq_len;
   s.num_blocks = worker.num_blocks;
   s.block_size = worker.block_size;
-  s.proposer = proposer;
-  s.num_speculative_tokens = options.speculative.num_speculative_tokens;
-  s.max_speculative_step_tokens = options.speculative.max_step_tokens;
+  s.drafts = {.proposer = proposer,
+              .num_speculative_tokens = options.speculative.num_speculative_tokens,
+              .max_step_tokens = options.speculative.max_step_tokens};
   return s;
 }
 
@@ -246,7 +246,8 @@ absl::StatusOr<std::vector<SequenceUpdate>> Engine::Step() {
   for (const ScheduledSequence& s : command.scheduled) {
     last_step_tokens_ += static_cast<int>(s.token_ids.size());
   }
-  scheduler_.RecordStepTime(command, result.forward_seconds);  // what drafts cost here
+  // What a step of this size costs here, which decides where drafts pay.
+  scheduler_.mutable_drafts().RecordStepTime(command, result.forward_seconds);
   std::vector<SequenceUpdate> updates = scheduler_.Postprocess(result);
   FinishPulls(result.transfers);
   // Forget finished sequences, and requests once none of theirs is left here.
