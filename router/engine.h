@@ -25,7 +25,7 @@
 #include "common/model/model_config.h"
 #include "router/constraint.h"
 #include "router/scheduler.h"
-#include "router/speculative.h"
+#include "router/spec/speculative.h"
 #include "router/transfer/agent.h"
 #include "router/transfer/orders.h"
 

@@ -22,7 +22,7 @@
 #include "glog/logging.h"
 #include "router/api/openai_embeddings.h"
 #include "router/router_server.h"
-#include "router/speculative.h"
+#include "router/spec/speculative.h"
 
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
 ABSL_FLAG(int, worker_port, 50052, "port workers dial");

@@ -22,7 +22,7 @@ const char* FinishReasonName(FinishReason reason) {
 }
 
 Scheduler::Scheduler(const SchedulerOptions& options)
-    : options_(options), kv_(options.num_blocks, options.block_size) {
+    : options_(options), kv_(options.num_blocks, options.block_size), drafts_(options.drafts) {
   CHECK_GT(options.max_model_len, 0);
   CHECK_GT(options.max_num_batched_tokens, 0);
   CHECK_GT(options.max_num_seqs, 0);
@@ -65,9 +65,7 @@ void Scheduler::Add(std::unique_ptr<Sequence> seq, bool front) {
 
 void Scheduler::Finish(Sequence* seq, FinishReason reason) {
   // Its output may draft for other requests (the suffix index).
-  if (options_.proposer != nullptr && seq->num_output_tokens() > 0) {
-    options_.proposer->Finished(seq->tokens, seq->num_prompt_tokens);
-  }
+  if (seq->num_output_tokens() > 0) drafts_.Finished(seq->tokens, seq->num_prompt_tokens);
   kv_.Free(seq->id);
   TakePulledTail(seq, PrefixHit(), /*use=*/false);
   if (seq->on_worker) finished_on_worker_.push_back(seq->id);
@@ -343,9 +341,62 @@ StepCommand Scheduler::Schedule() {
       budget -= n;
     }
   }
-  if (options_.proposer != nullptr) AddDrafts(budget, logit_budget, &cmd);
+  if (drafts_.enabled()) AddDrafts(budget, logit_budget, &cmd);
   cmd.finished_ids.swap(finished_on_worker_);
   return cmd;
+}
+
+void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
+  draft_slots_.clear();
+  for (size_t i = 0; i < last_step_.size(); ++i) {
+    const Scheduled& step = last_step_[i];
+    Sequence* seq = step.seq;
+    // Decoding one token, unconstrained (a grammar's mask depends on the tokens before it),
+    // past its first output token and its forks.
+    if (!step.sample || step.num_tokens != 1 || step.prompt_logprobs || seq->matcher.has_value() ||
+        seq->num_output_tokens() < 1 || seq->num_pending_forks > 0 ||
+        seq->num_computed_tokens + 1 != seq->num_tokens()) {
+      continue;
+    }
+    // Every draft token may be kept, with one more after it: max_tokens and the model length
+    // bound the draft as they bound the output.
+    draft_slots_.push_back({.index = i,
+                            .tokens = seq->tokens,
+                            .first_position = seq->num_computed_tokens + 1,
+                            .max_tokens = std::min(seq->max_tokens - seq->num_output_tokens() - 1,
+                                                   seq->max_total_tokens - seq->num_tokens() - 1),
+                            .acceptance = &seq->acceptance});
+  }
+  drafts_.Plan(cmd->scheduled, draft_slots_, budget, logit_budget,
+               [&](const DraftSlot& slot, std::span<const int> draft) {
+                 return CommitDraft(slot.index, draft, cmd);
+               });
+}
+
+bool Scheduler::CommitDraft(size_t i, std::span<const int> draft, StepCommand* cmd) {
+  Scheduled& step = last_step_[i];
+  Sequence* seq = step.seq;
+  const int n = static_cast<int>(draft.size());
+  const int begin = seq->num_computed_tokens, end = begin + 1 + n;
+  if (!kv_.CanAppend(seq->id, begin, end)) return false;  // a draft never preempts
+  kv_.Append(seq->id, begin, end, &cmd->block_copies);
+  ScheduledSequence& out = cmd->scheduled[i];  // Emit added both in the same order
+  out.token_ids.insert(out.token_ids.end(), draft.begin(), draft.end());
+  out.num_draft_tokens = n;
+  const std::vector<int>& table = kv_.block_table(seq->id);
+  out.new_block_ids.assign(table.begin() + out.num_kept_blocks, table.end());
+  seq->num_synced_blocks = static_cast<int>(table.size());
+  step.num_tokens += n;
+  step.num_draft = n;
+  return true;
+}
+
+void Scheduler::SettleDraft(Sequence* seq, int num_draft, int num_kept) {
+  drafts_.Settle(&seq->acceptance, num_draft, num_kept);
+  if (num_kept < num_draft) {
+    kv_.Truncate(seq->id, seq->num_computed_tokens);
+    seq->num_synced_blocks = std::min<int>(seq->num_synced_blocks, kv_.block_table(seq->id).size());
+  }
 }
 
 const Sequence* Scheduler::sequence(int64_t seq_id) const {

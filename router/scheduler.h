@@ -6,9 +6,12 @@
 //                waiting sequences (prefix-cache lookup, then CanAllocate/Allocate; short
 //                of a slot or of blocks, a paused running sequence is preempted); one
 //                whose next prompt block a running sequence is about to compute waits for it
-//                (32 requests with one system prompt compute it once, not 32 times)
+//                (32 requests with one system prompt compute it once, not 32 times) →
+//                drafts for decoding sequences, chosen by the DraftPlanner (router/spec/), given
+//                blocks here (never by preempting)
 //   Postprocess(result): advance num_computed, cache full blocks, append sampled tokens,
-//                finish on a stop token or a length limit.
+//                finish on a stop token or a length limit; a draft's rejected tokens give their
+//                blocks back, and the planner learns what was kept.
 //
 // Thread-compatible: one loop drives it.
 #ifndef PAGODA_ROUTER_SCHEDULER_H_
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -25,8 +29,7 @@
 #include "common/step.h"
 #include "router/kv_cache_manager.h"
 #include "router/sequence.h"
-#include "router/spec/step_time.h"
-#include "router/speculative.h"
+#include "router/spec/draft_planner.h"
 
 namespace pagoda {
 
@@ -47,21 +50,9 @@ struct SchedulerOptions {
   int max_model_len = 0;  // prompt + output tokens per sequence
   int num_blocks = 0;     // the worker's pool
   int block_size = 16;
-  // Speculative decoding (router/speculative.h): null proposer = off. A decoding sequence gets
-  // a draft of up to num_speculative_tokens where it is expected to pay for its cost (the
-  // worker's step times, RecordStepTime); until those are measured, while the step has fewer
-  // than max_speculative_step_tokens query tokens. A draft never preempts anything.
-  DraftProposer* proposer = nullptr;  // Not owned.
-  int num_speculative_tokens = 0;
-  int max_speculative_step_tokens = 0;
-};
-
-// Speculative decoding's counts (vLLM's spec_decode metrics).
-struct SpecDecodeStats {
-  int64_t num_drafts = 0;                      // sequence-steps that carried a draft
-  int64_t num_draft_tokens = 0;                // tokens drafted
-  int64_t num_accepted_tokens = 0;             // draft tokens the worker kept
-  std::vector<int64_t> accepted_per_position;  // [i]: drafts whose token i was kept
+  // Speculative decoding (router/spec/draft_planner.h): null proposer = off. The planner
+  // chooses the drafts; the scheduler gives them blocks, and a draft never preempts anything.
+  DraftPlannerOptions drafts;
 };
 
 // What a step did to one sequence.
@@ -102,9 +93,6 @@ class Scheduler {
   void Abort(int64_t seq_id);
 
   StepCommand Schedule();
-  // The worker's forward time for `step` (the last Schedule()'s): what a decoding step of its
-  // size costs there, which decides where drafts pay (scheduler_drafts.cc).
-  void RecordStepTime(const StepCommand& step, double forward_seconds);
   // REQUIRES: `result` answers the last Schedule(). (scheduler_postprocess.cc)
   std::vector<SequenceUpdate> Postprocess(const StepResult& result);
 
@@ -129,8 +117,10 @@ class Scheduler {
   // Tokens computed again that a sequence had computed before (after a preemption, a failover
   // or a move without its K/V).
   int64_t num_recomputed_tokens() const { return num_recomputed_tokens_; }
-  const SpecDecodeStats& spec_stats() const { return spec_stats_; }
-  const StepTimeModel& step_time() const { return step_time_; }
+  // Speculative decoding's policy: the Engine feeds it the worker's step times.
+  const DraftPlanner& drafts() const { return drafts_; }
+  DraftPlanner& mutable_drafts() { return drafts_; }
+  const SpecDecodeStats& spec_stats() const { return drafts_.stats(); }
   // Of those, the paused sequences preempted to admit a waiting one.
   int64_t num_paused_preemptions() const { return num_paused_preemptions_; }
   // Over the running sequences: KV slots holding tokens, and slots their block tables reserve
@@ -195,18 +185,14 @@ class Scheduler {
   static void GatherPromptLogprobs(const PromptLogprobs& in, Sequence* seq);
   // Adds seq's work (new-sequence record, block delta, tokens) to the command.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
-  // Speculative decoding (scheduler_drafts.cc): gives decoding sequences of this step a draft
-  // where it pays and the step's tokens and logit rows allow it.
+  // Speculative decoding: the sequences of this step that may get a draft go to the planner,
+  // which gives them one where it pays and the step's tokens and logit rows allow it.
   void AddDrafts(int budget, int logit_budget, StepCommand* cmd);
-  // AddDrafts before the step time is known: drafts while the step is small.
-  void AddDraftsWhileSmall(int budget, int logit_budget, StepCommand* cmd);
-  // The most draft tokens last_step_[i] may get (0: none, e.g. it is not decoding one token).
-  int MaxDraft(size_t i, int budget, int logit_budget) const;
-  // Appends the first n tokens of draft_ to last_step_[i]'s sequence and the command; false
-  // when its blocks cannot grow without preempting.
-  bool CommitDraft(size_t i, int n, StepCommand* cmd);
-  // The step kept `num_kept` of seq's `num_draft` draft tokens: counts them, and frees the
-  // blocks past seq's computed tokens.
+  // Appends `draft` to last_step_[i]'s sequence and the command, with the blocks it needs;
+  // false when those cannot grow without preempting.
+  bool CommitDraft(size_t i, std::span<const int> draft, StepCommand* cmd);
+  // The step kept `num_kept` of seq's `num_draft` draft tokens: the planner learns from it, and
+  // the blocks past seq's computed tokens are freed.
   void SettleDraft(Sequence* seq, int num_draft, int num_kept);
 
   const SchedulerOptions options_;
@@ -229,12 +215,8 @@ class Scheduler {
   int64_t num_paused_preemptions_ = 0;
   int64_t num_recomputed_tokens_ = 0;
   std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
-  std::vector<int> draft_;      // scratch for AddDrafts
-  SpecDecodeStats spec_stats_;
-  StepTimeModel step_time_;
-  // Acceptance by position over all the drafts verified here (slowly moving): the rates of a
-  // sequence that has had none verified yet.
-  AcceptanceStats worker_acceptance_{{.alpha = 0.05f}};
+  DraftPlanner drafts_;
+  std::vector<DraftSlot> draft_slots_;  // scratch for AddDrafts
 };
 
 }  // namespace pagoda

@@ -8,7 +8,7 @@
 //                     token and a draft of Q - 1 (speculative decoding's verification, logits
 //                     at all Q rows; items = steps). Q = 1 is a plain decode step. Where its
 //                     time leaves BM_Verify/1's is where a wider draft stops being nearly free
-//                     (router/speculative.h, --speculative-max-step-tokens).
+//                     (router/spec/speculative.h, --speculative-max-step-tokens).
 // Shape: $PAGODA_BENCH_SHAPE (default stories110M; see common/model/random_weights.cc), or a
 // model in $PAGODA_BENCH_MODEL: a GGUF file, a llama2.c checkpoint or an HF directory, loaded
 // as the worker loads it. Threads: OMP_NUM_THREADS. Kernels: PAGODA_ISA.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 namespace pagoda {
 namespace {
@@ -67,6 +68,26 @@ Sampler::Sampler(int vocab_size)
       raw_(vocab_size),
       probs_(vocab_size),
       candidates_(vocab_size) {}
+
+int Sampler::VerifyDraft(float* logits, std::span<const int> draft, const SamplingParams& params,
+                         int num_prompt_tokens, int seq_index, std::span<const int> stop_ids,
+                         std::span<const uint64_t> allowed, int64_t seq_id,
+                         std::vector<int>* tokens, std::vector<SampledToken>* out) {
+  const int num_draft = static_cast<int>(draft.size());
+  // Row i samples after draft token i - 1 was accepted: as decoding one token at a time.
+  for (int i = 0; i <= num_draft; ++i) {
+    float* row_logits = logits + static_cast<size_t>(i) * vocab_size_;
+    const std::span<const int> all(*tokens);
+    SampledToken token = Sample(row_logits, params, all.first(num_prompt_tokens),
+                                all.subspan(num_prompt_tokens), seq_index, stop_ids, allowed);
+    token.seq_id = seq_id;
+    tokens->push_back(token.token_id);
+    const bool accepted = i < num_draft && token.token_id == draft[i];
+    out->push_back(std::move(token));
+    if (!accepted) return i;
+  }
+  return num_draft;  // (not reached: the row past the draft is never accepted)
+}
 
 void Sampler::AppendPromptLogprob(const float* logits, int token, int top_n, PromptLogprobs* out) {
   const int n = vocab_size_;

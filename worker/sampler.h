@@ -33,6 +33,19 @@ class Sampler {
                       std::span<const int> output, int seq_index,
                       std::span<const int> stop_ids = {}, std::span<const uint64_t> allowed = {});
 
+  // Verifies a draft (speculative decoding) by sampling as decoding one token at a time would:
+  // `logits` holds draft.size() + 1 rows of vocab_size, row i computed after `*tokens` and the
+  // draft's first i tokens. Row by row, samples a token (seeing the tokens sampled before it),
+  // appends it to `*tokens` and its report, with `seq_id`, to `*out`, and stops after the first
+  // token that differs from the draft's (or after the row past the whole draft). `*tokens` is
+  // the sequence's prompt (its first num_prompt_tokens) and output so far; the other arguments
+  // are Sample's. Returns the draft tokens kept (the samples but the last). An empty draft
+  // samples one token. REQUIRES: as Sample's.
+  int VerifyDraft(float* logits, std::span<const int> draft, const SamplingParams& params,
+                  int num_prompt_tokens, int seq_index, std::span<const int> stop_ids,
+                  std::span<const uint64_t> allowed, int64_t seq_id, std::vector<int>* tokens,
+                  std::vector<SampledToken>* out);
+
   // Appends to `out` the log probability of `token` under `logits` (the model's own
   // distribution: no bias, penalty or temperature), its rank (1 = the most likely; ties
   // count for it) and the `top_n` most likely tokens. REQUIRES: token in [0, vocab_size),

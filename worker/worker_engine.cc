@@ -352,19 +352,10 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
         for (int t : sched.allowed_ids) allowed_[t >> 6] |= uint64_t{1} << (t & 63);
         allowed = allowed_;
       }
-      // Row i samples after draft token i - 1 was accepted: as decoding one token at a time.
-      for (int i = 0; i <= draft; ++i) {
-        float* row_logits = logits + static_cast<size_t>(row + i) * vocab;
-        const std::span<const int> all(s.tokens);
-        SampledToken token =
-            sampler_.Sample(row_logits, s.sampling, all.first(s.num_prompt_tokens),
-                            all.subspan(s.num_prompt_tokens), s.seq_index, s.stop_ids, allowed);
-        token.seq_id = sched.seq_id;
-        s.tokens.push_back(token.token_id);
-        const bool accepted = i < draft && token.token_id == sched.token_ids[n - draft + i];
-        result.sampled.push_back(std::move(token));
-        if (!accepted) break;
-      }
+      sampler_.VerifyDraft(logits + static_cast<size_t>(row) * vocab,
+                           std::span(sched.token_ids).last(draft), s.sampling, s.num_prompt_tokens,
+                           s.seq_index, s.stop_ids, allowed, sched.seq_id, &s.tokens,
+                           &result.sampled);
       row += draft + 1;
     }
   }

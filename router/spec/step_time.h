@@ -6,7 +6,7 @@
 // position i reads i + 1), older steps weighted down by `decay` per step. On a CPU `a` is the
 // pass over the weights (every step reads them all), `b` a token's share of the matrix
 // products and `c` one key's share of attention. Speculative decoding asks whether a step with
-// more draft tokens yields more tokens per second (router/scheduler_drafts.cc): a draft token
+// more draft tokens yields more tokens per second (router/spec/draft_planner.h): a draft token
 // costs b + c·(its keys).
 //
 //   1.1B random weights, memory-bound:  a ≈ 75 ms, b ≈ 2–9 ms   a draft token costs a few %

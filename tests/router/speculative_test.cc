@@ -205,7 +205,7 @@ TEST_F(SpeculativeTest, DraftsOnlyWhereTheyPayForTheirCost) {
     for (int round = 0; round < 3; ++round) {  // a story told three times: drafts are right
       id = Add(c.prompt_ids);
       while (engine_->has_unfinished()) {
-        const bool measured = engine_->scheduler().step_time().ready();
+        const bool measured = engine_->scheduler().drafts().step_time().ready();
         ASSERT_TRUE(StepInto(results));
         if (!measured) continue;
         ++steps;
@@ -215,7 +215,7 @@ TEST_F(SpeculativeTest, DraftsOnlyWhereTheyPayForTheirCost) {
     }
     ExpectNothingLeaked();
     ASSERT_GT(steps, 100) << pays;
-    const StepTimeModel& time = engine_->scheduler().step_time();
+    const StepTimeModel& time = engine_->scheduler().drafts().step_time();
     EXPECT_NEAR(time.a(), pays ? 0.05 : 0, 1e-9);
     EXPECT_NEAR(time.b(), 0.001, 1e-9);
     if (pays) {

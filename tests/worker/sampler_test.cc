@@ -256,5 +256,56 @@ TEST(SamplingParamsTest, ValidateNamesTheField) {
   EXPECT_NE(p.Validate().message().find("logit_bias"), std::string::npos);
 }
 
+// A draft's rows (Sampler::VerifyDraft): each samples as decoding one token at a time would,
+// seeing the tokens sampled before it (here through a presence penalty that turns the greedy
+// choice between 7 and 8), and verification stops after the first token the draft did not have.
+TEST(SamplerTest, VerifyDraftSamplesAsOneTokenAtATimeAndStopsAtTheFirstDifference) {
+  constexpr int kVocabSize = 50;
+  std::vector<float> row(kVocabSize, 0.0f);
+  row[7] = 2.0f;
+  row[8] = 1.9f;
+  SamplingParams p;
+  p.temperature = 0;
+  p.presence_penalty = 0.5f;
+  const std::vector<int> prompt = {1, 2};
+  // One token at a time: 7, then 8 (7 penalized), then 7 (both penalized).
+  std::vector<int> expected;
+  {
+    Sampler sampler(kVocabSize);
+    std::vector<int> output;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<float> logits = row;
+      output.push_back(sampler.Sample(logits.data(), p, prompt, output, 0).token_id);
+    }
+    expected = output;
+    ASSERT_EQ(expected, (std::vector<int>{7, 8, 7}));
+  }
+  struct Case {
+    std::vector<int> draft;
+    int kept;
+  };
+  for (const Case& c : {Case{{7, 8, 9}, 2}, Case{{7, 8}, 2}, Case{{7}, 1}, Case{{}, 0},
+                        Case{{3, 8, 7}, 0}, Case{{7, 9, 7}, 1}}) {
+    Sampler sampler(kVocabSize);
+    const int num_rows = static_cast<int>(c.draft.size()) + 1;
+    std::vector<float> logits;
+    for (int r = 0; r < num_rows; ++r) logits.insert(logits.end(), row.begin(), row.end());
+    std::vector<int> tokens = prompt;
+    std::vector<SampledToken> out;
+    out.push_back(SampledToken{.seq_id = 9, .token_id = 0, .logprob = 0, .top_logprobs = {}});
+    EXPECT_EQ(
+        sampler.VerifyDraft(logits.data(), c.draft, p, 2, 0, {}, {}, /*seq_id=*/5, &tokens, &out),
+        c.kept);
+    ASSERT_EQ(out.size(), 1u + c.kept + 1) << "draft of " << c.draft.size();
+    std::vector<int> sampled(tokens.begin() + 2, tokens.end());
+    EXPECT_EQ(sampled, std::vector<int>(expected.begin(), expected.begin() + c.kept + 1));
+    for (size_t i = 1; i < out.size(); ++i) {
+      EXPECT_EQ(out[i].seq_id, 5);
+      EXPECT_EQ(out[i].token_id, sampled[i - 1]);
+    }
+    EXPECT_EQ(out[0].seq_id, 9);
+  }
+}
+
 }  // namespace
 }  // namespace pagoda

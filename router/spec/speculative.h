@@ -7,8 +7,8 @@
 //
 // Drafts are point guesses (no draft model's distribution), so verification is sampling as
 // without a draft: greedy and seeded outputs are the same tokens with speculation on or off.
-#ifndef PAGODA_ROUTER_SPECULATIVE_H_
-#define PAGODA_ROUTER_SPECULATIVE_H_
+#ifndef PAGODA_ROUTER_SPEC_SPECULATIVE_H_
+#define PAGODA_ROUTER_SPEC_SPECULATIVE_H_
 
 #include <memory>
 #include <span>
@@ -19,8 +19,6 @@
 #include "router/spec/suffix_index.h"
 
 namespace pagoda {
-
-struct Sequence;
 
 enum class SpeculativeMethod {
   kOff,
@@ -38,7 +36,7 @@ struct SpeculativeOptions {
   SpeculativeMethod method = SpeculativeMethod::kOff;
   int num_speculative_tokens = 8;  // draft tokens per sequence per step, at most
   // Drafts go where they pay for their measured cost (the worker's step times; see
-  // router/scheduler_drafts.cc). Until those are measured, only while a step has fewer query
+  // router/spec/draft_planner.h). Until those are measured, only while a step has fewer query
   // tokens than this: below it a step costs about what one token costs where the weights'
   // read dominates.
   int max_step_tokens = 16;
@@ -71,4 +69,4 @@ std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeOptions& optio
 
 }  // namespace pagoda
 
-#endif  // PAGODA_ROUTER_SPECULATIVE_H_
+#endif  // PAGODA_ROUTER_SPEC_SPECULATIVE_H_

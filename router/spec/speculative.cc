@@ -1,4 +1,4 @@
-#include "router/speculative.h"
+#include "router/spec/speculative.h"
 
 #include <algorithm>
 #include <string>
