@@ -20,20 +20,17 @@ import threading
 import time
 
 
+def status_mib(pid, field):
+    """A field of /proc/PID/status ("VmRSS", "VmHWM") in MiB; -1 when absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return -1
+
+
 def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return -1
-
-
-def hwm_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return -1
+    return status_mib(pid, "VmRSS")
 
 
 def reset_hwm(pid):
@@ -116,7 +113,7 @@ def main():
     done.set()
     sampler.join()
     after = rss_mib(a.router_pid)
-    hwm = f", VmHWM {hwm_mib(a.router_pid):.0f} MiB" if hwm_reset else ""
+    hwm = f", VmHWM {status_mib(a.router_pid, 'VmHWM'):.0f} MiB" if hwm_reset else ""
     print(f"{a.clients} clients x {a.mib} MiB ({a.kind}): RSS {before:.0f} MiB -> peak "
           f"{peak[0]:.0f} MiB{hwm} -> {after:.0f} MiB after; statuses {sorted(set(statuses))}, "
           f"{retries[0]} retries after 503, {took:.1f} s")

@@ -33,6 +33,17 @@ int PeerPort(int fd) {
   return addr.sin_family == AF_INET ? ntohs(addr.sin_port) : -1;
 }
 
+// A blocking client socket connected to 127.0.0.1:port.
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
 // This process's socket that `server_port` accepted from `client_port`; -1 when none.
 int AcceptedSocket(int server_port, int client_port) {
   DIR* dir = opendir("/proc/self/fd");
@@ -71,12 +82,7 @@ class GuardedHttpServerTest : public ::testing::Test {
 // A reply goes out in pieces; Nagle's algorithm held the second for the client's delayed ACK,
 // ~40 ms on every request after the first on a keep-alive connection.
 TEST_F(GuardedHttpServerTest, AcceptedSocketsSendWithoutDelay) {
-  const int client = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port_));
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int client = ConnectLoopback(port_);
   // Answered, and kept alive: the server's socket is open while we look at it.
   const std::string request = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(send(client, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
@@ -113,15 +119,6 @@ TEST(GuardedHttpServerKeyTest, AHeadWithoutTheKeyIsRefusedBeforeItsBody) {
   const int port = server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
   std::thread thread = server.ListenInBackground();
-  auto connect_to = [&] {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    return fd;
-  };
   auto read_all = [](int fd) {
     std::string out;
     char buf[4096];
@@ -131,7 +128,7 @@ TEST(GuardedHttpServerKeyTest, AHeadWithoutTheKeyIsRefusedBeforeItsBody) {
   // Heads that would take the whole budget, without the key: each is answered 401 at once.
   std::vector<int> held;
   for (int i = 0; i < 4; ++i) {
-    const int fd = connect_to();
+    const int fd = ConnectLoopback(port);
     const std::string head =
         "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
         "Content-Length: 1048576\r\n\r\n";
@@ -140,7 +137,7 @@ TEST(GuardedHttpServerKeyTest, AHeadWithoutTheKeyIsRefusedBeforeItsBody) {
     held.push_back(fd);
   }
   // With the key, a body of the whole budget is served.
-  const int fd = connect_to();
+  const int fd = ConnectLoopback(port);
   const std::string body(1 << 20, 'a');
   const std::string request = absl::StrCat(
       "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nConnection: close\r\n"
