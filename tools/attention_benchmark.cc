@@ -1,14 +1,20 @@
-// Paged attention alone, in the decode shape of stories110M (12 heads of 64, block 16):
-//   BM_DecodeAttention/S/C/D/P S sequences, one query each, C tokens of context, K/V stored as
-//                              D (0 = f32, 1 = bf16, 2 = f16; the label names it), the first
-//                              P tokens' blocks shared by all (a common system prompt)
-// Reports the K/V bytes read per second (the kernel's roof is memory bandwidth).
+// Paged attention alone, decode shapes (block 16):
+//   BM_DecodeAttention/S/C/D/P    stories110M's heads (12 heads of 64, no GQA): S sequences,
+//                                 one query each, C tokens of context, K/V stored as D (0 = f32,
+//                                 1 = bf16, 2 = f16; the label names it), the first P tokens'
+//                                 blocks shared by all (a common system prompt)
+//   BM_DecodeAttention1B/S/C/D    one layer of TinyLlama-1.1B's (32 query heads of 64 over 4 KV
+//                                 heads), the depths of issue 42: 4k to 16k
+// Reports the K/V bytes per second and `roof`, the bytes read's share of the read bandwidth sampled
+// (tools/roofline.h) between the timed calls: the kernel's roof is memory bandwidth.
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "tools/roofline.h"
 #include "worker/huge_page_buffer.h"
 #include "worker/kernels/isa.h"
 #include "worker/kv_dtype.h"
@@ -17,29 +23,49 @@
 namespace pagoda {
 namespace {
 
-// A pool of `n` elements of `dtype`, all equal to `value`.
-HugePageBuffer FilledPool(size_t n, KvDtype dtype, float value) {
+// A pool of `n` elements of `dtype`, random in [-1, 1) (no two pages alike: see roofline.h).
+HugePageBuffer RandomPool(size_t n, KvDtype dtype, uint32_t seed) {
   HugePageBuffer pool((n * KvDtypeBytes(dtype) + sizeof(float) - 1) / sizeof(float));
-  const std::vector<float> values(n, value);
-  ConvertFromFloat(values.data(), static_cast<int>(n), dtype, pool.data());
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(1 << 16);
+  for (size_t i = 0; i < n; i += values.size()) {
+    for (float& x : values) x = dist(rng);
+    const size_t count = std::min(values.size(), n - i);
+    ConvertFromFloat(values.data(), static_cast<int>(count), dtype,
+                     reinterpret_cast<char*>(pool.data()) + i * KvDtypeBytes(dtype));
+  }
   return pool;
 }
 
-void BM_DecodeAttention(benchmark::State& state) {
-  const int num_seqs = static_cast<int>(state.range(0)), ctx = static_cast<int>(state.range(1));
-  const auto dtype = static_cast<KvDtype>(state.range(2));
-  const AttentionShape shape{12, 12, 64, 16};
+// Read bandwidth samples of one benchmark (GB/s over all of them).
+class Bandwidth {
+ public:
+  void Sample() {
+    static roofline::ReadBuffer* buffer = new roofline::ReadBuffer;
+    seconds_ += buffer->ReadOnce();
+    bytes_ += roofline::ReadBuffer::kBytes;
+  }
+  double gbs() const { return bytes_ / seconds_ / 1e9; }
+
+ private:
+  double bytes_ = 0, seconds_ = 0;
+};
+
+void RunDecodeAttention(benchmark::State& state, const AttentionShape& shape, int num_seqs, int ctx,
+                        KvDtype dtype, int shared_tokens) {
   const int blocks_per_seq = (ctx + shape.block_size - 1) / shape.block_size;
   const int num_blocks = num_seqs * blocks_per_seq;
-  const size_t block_elems = static_cast<size_t>(shape.num_kv_heads) * shape.block_size * 64;
-  const HugePageBuffer k = FilledPool(num_blocks * block_elems, dtype, 0.01f);
-  const HugePageBuffer v = FilledPool(num_blocks * block_elems, dtype, 0.02f);
+  const size_t block_elems =
+      static_cast<size_t>(shape.num_kv_heads) * shape.block_size * shape.head_dim;
+  const HugePageBuffer k = RandomPool(num_blocks * block_elems, dtype, 1);
+  const HugePageBuffer v = RandomPool(num_blocks * block_elems, dtype, 2);
   std::vector<int> ids(num_blocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(1));  // scattered, as in a busy pool
   // The first `shared` tokens' blocks are the same for every sequence (one system prompt, in
   // the prefix cache): every table starts with sequence 0's.
-  const int shared_blocks = static_cast<int>(state.range(3)) / shape.block_size;
+  const int shared_blocks = shared_tokens / shape.block_size;
   for (int s = 1; s < num_seqs; ++s) {
     std::copy_n(ids.begin(), shared_blocks, ids.begin() + s * blocks_per_seq);
   }
@@ -47,21 +73,54 @@ void BM_DecodeAttention(benchmark::State& state) {
   for (int s = 0; s < num_seqs; ++s) {
     seqs.push_back({s, 1, ctx - 1, &ids[s * blocks_per_seq]});
   }
-  std::vector<float> q(num_seqs * 768, 0.1f), out(num_seqs * 768);
+  const int row = shape.num_heads * shape.head_dim;
+  std::vector<float> q(static_cast<size_t>(num_seqs) * row, 0.1f), out(q.size());
   const KvLayerView kv{k.data(), v.data(), dtype};
+  Bandwidth bandwidth;
+  bandwidth.Sample();
+  int64_t iteration = 0;
   for (auto _ : state) {
-    PagedAttention(ActiveKernels(), shape, seqs, q.data(), 768, kv, out.data());
+    if (++iteration % 16 == 0) {
+      state.PauseTiming();
+      bandwidth.Sample();
+      state.ResumeTiming();
+    }
+    PagedAttention(ActiveKernels(), shape, seqs, q.data(), row, kv, out.data());
     benchmark::DoNotOptimize(out.data());
   }
+  bandwidth.Sample();
+  // Bytes processed count every sequence's whole context, as if none were shared; the roof
+  // counts the bytes read, shared blocks once.
+  const double token_bytes = 2.0 * shape.num_kv_heads * shape.head_dim * KvDtypeBytes(dtype);
+  const double tokens_read = static_cast<double>(num_seqs - 1) * (ctx - shared_tokens) + ctx;
   state.SetLabel(KvDtypeName(dtype));
-  state.SetBytesProcessed(state.iterations() * num_seqs * static_cast<int64_t>(ctx) * 768 * 2 *
-                          KvDtypeBytes(dtype));
+  state.SetBytesProcessed(
+      static_cast<int64_t>(token_bytes * num_seqs * ctx * static_cast<double>(state.iterations())));
+  state.counters["roof"] = benchmark::Counter(
+      token_bytes * tokens_read * static_cast<double>(state.iterations()) / (bandwidth.gbs() * 1e9),
+      benchmark::Counter::kIsRate);
+  state.counters["read_GBps"] = bandwidth.gbs();
+}
+
+void BM_DecodeAttention(benchmark::State& state) {
+  RunDecodeAttention(state, AttentionShape{12, 12, 64, 16}, static_cast<int>(state.range(0)),
+                     static_cast<int>(state.range(1)), static_cast<KvDtype>(state.range(2)),
+                     static_cast<int>(state.range(3)));
+}
+
+void BM_DecodeAttention1B(benchmark::State& state) {
+  RunDecodeAttention(state, AttentionShape{32, 4, 64, 16}, static_cast<int>(state.range(0)),
+                     static_cast<int>(state.range(1)), static_cast<KvDtype>(state.range(2)), 0);
 }
 
 BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{1}, {512}, {0, 1, 2}, {0}})
     ->ArgsProduct({{32}, {133, 512}, {0, 1, 2}, {0}})
     ->ArgsProduct({{32}, {512}, {0, 1, 2}, {352}});
+BENCHMARK(BM_DecodeAttention1B)
+    ->ArgsProduct({{1, 8}, {4096, 8192, 16384}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace pagoda

@@ -4,6 +4,12 @@
 //                     time is how long a step with a P-token prefill chunk holds every decode
 //                     (P up to the model's context)
 //   BM_Decode/S       one step of S sequences that are decoding    (items = tokens generated)
+//   BM_PrefillDeep/P  BM_Prefill at 4k-32k tokens, one iteration each (a 16k prefill of the
+//                     1.1B shape takes minutes); prefill runs in chunks of 2,048 tokens
+//   BM_DecodeAt/S/D   one decode step of S sequences, each D tokens deep (items = tokens
+//                     generated); the D cached tokens are never computed: the sequences are
+//                     handed to the worker as prefix-cache hits on blocks no one wrote, whose
+//                     contents do not change the speed (so no S x D-token prefill first)
 //   BM_Verify/Q       one sequence's step of Q query tokens after a 256-token prompt: its last
 //                     token and a draft of Q - 1 (speculative decoding's verification, logits
 //                     at all Q rows; items = steps). Q = 1 is a plain decode step. Where its
@@ -16,19 +22,25 @@
 // int4 once it exists); unset: f32 for a random model, auto (per tensor) for a file.
 // bf16 weights' arithmetic: $PAGODA_BENCH_COMPUTE = auto (default), f32 or bf16 (--compute-dtype);
 // which bf16 engine: PAGODA_MATMUL = ours or onednn (worker/linear.h).
-// KV cache element type: $PAGODA_BENCH_KV = f32 (default), bf16 or f16 (in the context).
+// KV cache element type: $PAGODA_BENCH_KV = f32 (default), bf16 or f16 (in the context); its
+// size: $PAGODA_BENCH_KV_GIB (default 1; rows that do not fit it are skipped, with a message).
+// Context of a named shape: $PAGODA_BENCH_CONTEXT tokens (default the shape's own, 2,048 for
+// 1B): the depth rows need 32,768.
 // Beside tok/s each reports GFLOP/s (matmuls and attention) and roof: the share of this
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
 // per step (tools/roofline.h, for the ISA in use). The FMA peak is measured at start; the read
 // bandwidth is sampled between the timed steps (read_GBps: bytes over seconds of the samples),
 // because a shared VM's bandwidth moves by 2x within seconds (docs/BENCHMARKS.md §19). Either
-// can be fixed by $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS.
+// can be fixed by $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS. The bytes count the K/V each step
+// reads beside the weights; kv_share is the K/V's part of them.
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "benchmark/benchmark.h"
 #include "common/dtype_flags.h"
@@ -58,6 +70,9 @@ const KvDtype kBenchKv = [] {
   return *dtype;
 }();
 
+// Query rows of a sequence that share each K/V block load (kTileRows in paged_attention.cc).
+constexpr int kAttentionTileRows = 16;
+
 struct Bench {
   ModelConfig config;
   std::unique_ptr<InProcessExecutor> executor;
@@ -76,10 +91,12 @@ struct Bench {
     while (engine->has_unfinished()) CHECK(engine->Step().ok());
   }
 
-  // Work of a step: `rows` tokens at context lengths ctx_first, ctx_first + 1, ... (each
-  // attends to that many positions), `logits` rows through the classifier.
+  // Work of a step: `rows` tokens at context lengths ctx_first, ctx_first + ctx_step, ... (each
+  // attends to that many positions), `logits` rows through the classifier. Rows of one sequence
+  // (ctx_step 1) read each K/V block once per tile of kAttentionTileRows (paged_attention.cc).
   struct Work {
     double flops = 0, bytes = 0;
+    double kv_bytes = 0;  // of `bytes`
   };
   Work StepWork(int rows, int ctx_first, int ctx_step, int logits) const {
     const ModelConfig& c = config;
@@ -92,9 +109,11 @@ struct Bench {
     w.bytes = weight_bytes * (layer_weights * c.num_layers + classifier);
     for (int r = 0; r < rows; ++r) {
       const double ctx = ctx_first + static_cast<double>(r) * ctx_step;
-      w.flops += 4 * ctx * q * c.num_layers;                   // q·k and p·v
-      w.bytes += kv_elem_bytes * 2 * ctx * kv * c.num_layers;  // K and V read
+      w.flops += 4 * ctx * q * c.num_layers;                      // q·k and p·v
+      w.kv_bytes += kv_elem_bytes * 2 * ctx * kv * c.num_layers;  // K and V read
     }
+    if (ctx_step == 1) w.kv_bytes /= std::min(rows, kAttentionTileRows);
+    w.bytes += w.kv_bytes;
     return w;
   }
   // Weights of every matrix, the embedding table included.
@@ -147,6 +166,7 @@ void ReportWork(benchmark::State& state, const Bench& b, const Bench::Work& w) {
   // Roof seconds per second spent: 1.0 when every step runs at the roof.
   state.counters["roof"] = benchmark::Counter(b.RoofSeconds(w), benchmark::Counter::kIsRate);
   state.counters["read_GBps"] = b.read_gbs;
+  state.counters["kv_share"] = w.bytes > 0 ? w.kv_bytes / w.bytes : 0;
 }
 
 // Starts the bandwidth samples of one benchmark.
@@ -176,6 +196,10 @@ Bench& GetBench() {
       const char* shape = std::getenv("PAGODA_BENCH_SHAPE");
       ModelConfig c;
       CHECK(NamedModelConfig(shape ? shape : "stories110M", &c)) << shape;
+      if (const char* context = std::getenv("PAGODA_BENCH_CONTEXT")) {
+        c.max_seq_len = std::atoi(context);
+        CHECK_GT(c.max_seq_len, 0) << "PAGODA_BENCH_CONTEXT=" << context;
+      }
       auto s = WeightSource::FromWeights(RandomModelWeights(c, 1));
       CHECK(s.ok()) << s.status();
       source = *std::move(s);
@@ -195,7 +219,9 @@ Bench& GetBench() {
     }
     wo.kv_cache_dtype = kBenchKv;
     b->kv_elem_bytes = KvDtypeBytes(kBenchKv);
-    wo.kv_cache_bytes = 1LL << 30;
+    const char* kv_gib = std::getenv("PAGODA_BENCH_KV_GIB");
+    wo.kv_cache_bytes = static_cast<int64_t>((kv_gib ? std::atof(kv_gib) : 1.0) * (1LL << 30));
+    CHECK_GT(wo.kv_cache_bytes, 0) << "PAGODA_BENCH_KV_GIB=" << kv_gib;
     wo.max_num_batched_tokens = 2048;
     auto worker = WorkerEngine::Create(*source, wo);
     CHECK(worker.ok()) << worker.status();
@@ -237,6 +263,7 @@ void BM_Prefill(benchmark::State& state) {
   Bench::Work w = b.StepWork(prompt_len, 1, 1, 1);
   w.flops *= state.iterations();
   w.bytes *= state.iterations();
+  w.kv_bytes *= state.iterations();
   ReportWork(state, b, w);
 }
 
@@ -260,10 +287,94 @@ void BM_Decode(benchmark::State& state) {
     const Bench::Work w = b.StepWork(num_seqs, ctx++, 0, num_seqs);
     total.flops += w.flops;
     total.bytes += w.bytes;
+    total.kv_bytes += w.kv_bytes;
   }
   state.SetItemsProcessed(state.iterations() * num_seqs);
   ReportWork(state, b, total);
   b.RunToCompletion();  // after the timed loop: not measured
+}
+
+// BM_Prefill at lengths the short rows' shapes cannot hold: skipped where the context is shorter.
+void BM_PrefillDeep(benchmark::State& state) {
+  if (state.range(0) >= GetBench().config.max_seq_len) {
+    state.SkipWithError("longer than the context ($PAGODA_BENCH_CONTEXT)");
+    return;
+  }
+  BM_Prefill(state);
+}
+
+// A step id and sequence ids no Engine step uses.
+int64_t NextDirectStepId() {
+  static int64_t step_id = int64_t{1} << 40;
+  return step_id++;
+}
+
+// Drives the executor directly: S sequences start as prefix-cache hits of D tokens on blocks
+// no step wrote (zeros, or what an earlier benchmark left: any finite K/V runs at the same
+// speed), then every timed step decodes the token at position D again. It uses the pool's last
+// blocks, as BM_Verify does.
+void BM_DecodeAt(benchmark::State& state) {
+  Bench& b = GetBench();
+  const int num_seqs = static_cast<int>(state.range(0)), depth = static_cast<int>(state.range(1));
+  const WorkerInfo& info = b.executor->info();
+  const int blocks_per_seq = depth / info.block_size + 1;  // positions 0..depth
+  if (depth + 1 > b.config.max_seq_len) {
+    state.SkipWithError("deeper than the context ($PAGODA_BENCH_CONTEXT)");
+    return;
+  }
+  if (num_seqs * blocks_per_seq > info.num_blocks) {
+    state.SkipWithError("the KV pool is too small ($PAGODA_BENCH_KV_GIB)");
+    return;
+  }
+  StepCommand start;
+  start.step_id = NextDirectStepId();
+  std::vector<int64_t> seq_ids;
+  int next_block = info.num_blocks - num_seqs * blocks_per_seq;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int64_t seq_id = (int64_t{1} << 40) + b.next_request_id++;
+    seq_ids.push_back(seq_id);
+    NewSequence& fresh = start.new_sequences.emplace_back();
+    fresh.seq_id = seq_id;
+    fresh.sampling.temperature = 0;
+    fresh.prompt_ids = b.RandomPrompt(depth + 1);
+    std::vector<int> blocks(blocks_per_seq);
+    std::iota(blocks.begin(), blocks.end(), next_block);
+    next_block += blocks_per_seq;
+    start.scheduled.push_back({.seq_id = seq_id,
+                               .token_ids = {fresh.prompt_ids.back()},
+                               .num_computed_tokens = depth,
+                               .num_kept_blocks = 0,
+                               .new_block_ids = std::move(blocks),
+                               .sample = true});
+  }
+  CHECK(b.executor->Execute(start).ok());
+  StepCommand decode;
+  for (const ScheduledSequence& s : start.scheduled) {
+    decode.scheduled.push_back({.seq_id = s.seq_id,
+                                .token_ids = s.token_ids,
+                                .num_computed_tokens = depth,
+                                .num_kept_blocks = blocks_per_seq,
+                                .new_block_ids = {},
+                                .sample = true});
+  }
+  StartSamples(b);
+  int64_t iteration = 0;
+  for (auto _ : state) {
+    MaybeSample(state, b, iteration++, 2);
+    decode.step_id = NextDirectStepId();
+    const absl::StatusOr<StepResult> result = b.executor->Execute(decode);
+    CHECK(result.ok()) << result.status();
+  }
+  state.SetItemsProcessed(state.iterations() * num_seqs);
+  Bench::Work w = b.StepWork(num_seqs, depth + 1, 0, num_seqs);
+  w.flops *= state.iterations();
+  w.bytes *= state.iterations();
+  w.kv_bytes *= state.iterations();
+  ReportWork(state, b, w);
+  StepCommand finish;
+  finish.step_id = NextDirectStepId();
+  finish.finished_ids = seq_ids;
+  CHECK(b.executor->Execute(finish).ok());
 }
 
 // Drives the executor directly (the Engine schedules a draft only where its proposer finds one):
@@ -280,9 +391,8 @@ void BM_Verify(benchmark::State& state) {
   std::vector<int> blocks;
   for (int i = 0; i < num_blocks; ++i) blocks.push_back(info.num_blocks - num_blocks + i);
   const int64_t seq_id = (int64_t{1} << 40) + b.next_request_id++;
-  static int64_t step_id = int64_t{1} << 40;
   StepCommand prefill;
-  prefill.step_id = step_id++;
+  prefill.step_id = NextDirectStepId();
   NewSequence& fresh = prefill.new_sequences.emplace_back();
   fresh.seq_id = seq_id;
   fresh.sampling.temperature = 0;
@@ -308,7 +418,7 @@ void BM_Verify(benchmark::State& state) {
   int64_t iteration = 0;
   for (auto _ : state) {
     MaybeSample(state, b, iteration++, 4);
-    verify.step_id = step_id++;
+    verify.step_id = NextDirectStepId();
     const absl::StatusOr<StepResult> result = b.executor->Execute(verify);
     CHECK(result.ok()) << result.status();
   }
@@ -316,9 +426,10 @@ void BM_Verify(benchmark::State& state) {
   Bench::Work w = b.StepWork(q, prompt_len + 1, 1, q);
   w.flops *= state.iterations();
   w.bytes *= state.iterations();
+  w.kv_bytes *= state.iterations();
   ReportWork(state, b, w);
   StepCommand finish;
-  finish.step_id = step_id++;
+  finish.step_id = NextDirectStepId();
   finish.finished_ids.push_back(seq_id);
   CHECK(b.executor->Execute(finish).ok());
 }
@@ -336,6 +447,21 @@ BENCHMARK(BM_Decode)
     ->Arg(32)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(200)
+    ->UseRealTime();
+// The lengths people run (issue 42): PAGODA_BENCH_SHAPE=1B PAGODA_BENCH_CONTEXT=32768, and a
+// KV pool to hold them (docs/BENCHMARKS.md §28).
+BENCHMARK(BM_PrefillDeep)
+    ->Arg(4096)
+    ->Arg(8192)
+    ->Arg(16384)
+    ->Arg(32768)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+BENCHMARK(BM_DecodeAt)
+    ->ArgsProduct({{1, 8, 32}, {0, 4096, 8192, 16384}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(20)
     ->UseRealTime();
 BENCHMARK(BM_Verify)
     ->Arg(1)

@@ -3,7 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -13,6 +15,9 @@ namespace {
 
 // Query rows of one sequence handled together, sharing every K/V block load.
 constexpr int kTileRows = 16;
+// A part of a context split across threads has at least this many blocks (of 16 tokens: 512),
+// so merging the parts costs nothing next to reading them.
+constexpr int kMinSplitBlocks = 32;
 
 // Rows [row_begin, row_end) of a sequence (or of a group's gathered rows) against KV heads
 // [head_begin, head_end). A block's heads are contiguous in the pool, so one item reads each
@@ -21,6 +26,17 @@ struct WorkItem {
   int seq;  // or group
   int head_begin, head_end;
   int row_begin, row_end;
+  // A part of a split context: blocks [block_begin, block_end) of the table, its states left
+  // in the parts' buffer at `part_states` floats; block_end -1: not split.
+  int block_begin = 0, block_end = -1;
+  size_t part_states = 0;
+};
+
+// A work item whose context is split into `num_parts` consecutive items of the parts list,
+// merged after they all ran.
+struct SplitItem {
+  WorkItem whole;
+  int first_part, num_parts;
 };
 
 // Sequences whose tables begin with the same `num_blocks` blocks, all below every member's
@@ -58,7 +74,9 @@ void AddItems(int num_units, const std::function<int(int)>& rows_of, int num_kv_
 
 // Reused across calls: they grow to the largest step once, then never allocate.
 struct Buffers {
-  std::vector<WorkItem> shared_items, items;
+  std::vector<WorkItem> shared_items, items, parts;
+  std::vector<SplitItem> splits;
+  std::vector<float> part_states;
   std::vector<Group> groups;
   std::vector<int> order, group_of, state_row;  // group_of: -1 for none
   std::vector<std::pair<int, int>> shared;      // (blocks shared with the lead, sequence)
@@ -129,6 +147,84 @@ int GroupSharedPrefixes(std::span<const AttentionSequence> seqs, int bs, Buffers
   return num_state_rows;
 }
 
+// Blocks a sequence's rows read.
+int BlocksOf(const AttentionSequence& seq, int block_size) {
+  return (seq.start_pos + seq.num_rows - 1) / block_size + 1;
+}
+
+// When there are fewer items than threads, splits each item of an ungrouped sequence with a
+// long context into parts of consecutive blocks (at least kMinSplitBlocks each), so that every
+// thread has about two: a lone long decode would else use as many threads as it has KV heads.
+// Moves the split items from `items` to `splits`, their parts to `parts`.
+void SplitLongContexts(std::span<const AttentionSequence> seqs, const AttentionShape& shape,
+                       const std::vector<int>& group_of, Buffers& b) {
+  b.parts.clear();
+  b.splits.clear();
+  const int threads = omp_get_max_threads();
+  const int num_items = static_cast<int>(b.items.size());
+  if (num_items == 0 || num_items >= threads) return;
+  const int group_size = shape.num_heads / shape.num_kv_heads;
+  const int wanted = (2 * threads + num_items - 1) / num_items;
+  size_t floats = 0;
+  int kept = 0;
+  for (const WorkItem& item : b.items) {
+    const AttentionSequence& seq = seqs[item.seq];
+    const int blocks = BlocksOf(seq, shape.block_size);
+    const int num_parts = std::min(wanted, blocks / kMinSplitBlocks);
+    if (group_of[item.seq] >= 0 || num_parts < 2) {
+      b.items[kept++] = item;
+      continue;
+    }
+    b.splits.push_back({item, static_cast<int>(b.parts.size()), num_parts});
+    const int tile_heads = (item.head_end - item.head_begin) * group_size;
+    const size_t states = static_cast<size_t>(item.row_end - item.row_begin) * tile_heads;
+    for (int p = 0; p < num_parts; ++p) {
+      WorkItem part = item;
+      part.block_begin = blocks * p / num_parts;
+      part.block_end = blocks * (p + 1) / num_parts;
+      part.part_states = floats;
+      floats += states * (shape.head_dim + 2);
+      b.parts.push_back(part);
+    }
+  }
+  b.items.resize(kept);
+  b.part_states.resize(floats);
+}
+
+// Merges a split item's parts (each m | l | o over the item's states, as the kernel leaves
+// them) by the online-softmax rule and writes the normalised rows to `out`.
+void MergeParts(const SplitItem& split, const std::vector<WorkItem>& parts,
+                const AttentionShape& shape, const AttentionSequence& seq, const float* part_states,
+                float* out) {
+  const WorkItem& item = split.whole;
+  const int hd = shape.head_dim, group_size = shape.num_heads / shape.num_kv_heads;
+  const int tile_heads = (item.head_end - item.head_begin) * group_size;
+  const int states = (item.row_end - item.row_begin) * tile_heads;
+  const int out_stride = shape.num_heads * hd;
+  for (int s = 0; s < states; ++s) {
+    const int r = item.row_begin + s / tile_heads, i = s % tile_heads;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int p = 0; p < split.num_parts; ++p) {
+      m = std::max(m, part_states[parts[split.first_part + p].part_states + s]);
+    }
+    float* dst = out + static_cast<size_t>(seq.first_row + r) * out_stride +
+                 static_cast<size_t>(item.head_begin * group_size + i) * hd;
+    std::fill_n(dst, hd, 0.0f);
+    float l = 0;
+    for (int p = 0; p < split.num_parts; ++p) {
+      const float* base = part_states + parts[split.first_part + p].part_states;
+      const float part_m = base[s];
+      if (part_m == -std::numeric_limits<float>::infinity()) continue;  // saw none of them
+      const float c = std::exp(part_m - m);
+      l += base[states + s] * c;
+      const float* o = base + 2 * states + static_cast<size_t>(s) * hd;
+      for (int d = 0; d < hd; ++d) dst[d] += o[d] * c;
+    }
+    const float inv = 1.0f / l;
+    for (int d = 0; d < hd; ++d) dst[d] *= inv;
+  }
+}
+
 }  // namespace
 
 void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
@@ -172,6 +268,10 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
       shape.num_kv_heads, &shared_items);
   AddItems(
       num_seqs, [&](int s) { return seqs[s].num_rows; }, shape.num_kv_heads, &items);
+  SplitLongContexts(seqs, shape, group_of, buffers);
+  std::vector<WorkItem>& parts = buffers.parts;
+  std::vector<SplitItem>& splits = buffers.splits;
+  std::vector<float>& part_states = buffers.part_states;
 
   // Copies a tile's states between the kernel's scratch and `states` (to_scratch: resume).
   auto move_states = [&](const WorkItem& item, int first_state_row, float* scratch,
@@ -221,6 +321,8 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
 
   const int num_shared_items = static_cast<int>(shared_items.size());
   const int num_items = static_cast<int>(items.size());
+  const int num_parts = static_cast<int>(parts.size());
+  const int num_splits = static_cast<int>(splits.size());
 #pragma omp parallel
   {
     static thread_local std::vector<float> scratch;
@@ -255,6 +357,28 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
         t.resume = true;
       }
       kernels.attention(t);
+    }
+    // The parts of split contexts, each left unnormalised in part_states, then merged.
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < num_parts; ++i) {
+      const WorkItem& item = parts[i];
+      const AttentionSequence& seq = seqs[item.seq];
+      const int tile_heads = (item.head_end - item.head_begin) * group_size;
+      const int tile_states = (item.row_end - item.row_begin) * tile_heads;
+      scratch.resize(AttentionScratchFloats(item.row_end - item.row_begin, tile_heads, hd, bs));
+      AttentionTile t = tile(item, seq.start_pos, seq.block_table,
+                             q + static_cast<size_t>(seq.first_row) * q_stride, q_stride, nullptr,
+                             scratch.data());
+      t.block_begin = item.block_begin;
+      t.block_end = item.block_end;
+      t.finish = false;
+      kernels.attention(t);
+      std::copy_n(scratch.data(), static_cast<size_t>(tile_states) * (hd + 2),
+                  part_states.data() + item.part_states);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < num_splits; ++i) {
+      MergeParts(splits[i], parts, shape, seqs[splits[i].whole.seq], part_states.data(), out);
     }
   }
 }

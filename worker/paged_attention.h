@@ -43,6 +43,9 @@ struct AttentionSequence {
 // rows are widened to f32 block by block as the kernel reads them.
 // out: (T, num_heads * head_dim). Rows not covered by `seqs` are left untouched.
 // Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`.
+// With fewer of those than threads, a long context (of sequences sharing no blocks) is split
+// into parts of consecutive blocks on different threads, whose (m, l, o) are merged by the rule
+// above: the same result up to f32 rounding (the sums are grouped otherwise), not bit for bit.
 void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
                     std::span<const AttentionSequence> seqs, const float* q, int q_stride,
                     const KvLayerView& kv, float* out);

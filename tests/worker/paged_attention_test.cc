@@ -177,9 +177,45 @@ INSTANTIATE_TEST_SUITE_P(
                            // Head sizes no vector width divides, or only AVX2's: the
                            // element-wise tails, in partial blocks.
                            Case{2, 16, {{0, 19}, {33, 1}, {5, 4}}, 20},
-                           Case{1, 8, {{0, 11}, {17, 1}}, 24}),
+                           Case{1, 8, {{0, 11}, {17, 1}}, 24},
+                           // A lone long decode, and a lone chunk deep in a context: fewer
+                           // (sequence, KV head) items than the 3 threads, so their blocks are
+                           // split between threads and merged.
+                           Case{4, 16, {{2000, 1}}, 64}, Case{2, 16, {{1100, 5}}, 64}),
                        ::testing::ValuesIn(SupportedKernels()),
                        ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16)));
+
+// A long context split across threads gives what one thread (no split) gives, up to rounding.
+TEST(PagedAttentionSplitTest, SplitContextMatchesOneThread) {
+  const AttentionShape shape{.num_heads = 8, .num_kv_heads = 1, .head_dim = 64, .block_size = 16};
+  const int ctx = 4000, blocks = (ctx + shape.block_size - 1) / shape.block_size;
+  const size_t block_floats = static_cast<size_t>(shape.block_size) * shape.head_dim;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> k(blocks * block_floats), v(k.size());
+  for (float& x : k) x = normal(rng);
+  for (float& x : v) x = normal(rng);
+  std::vector<int> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  const AttentionSequence seq{0, 1, ctx - 1, table.data()};
+  std::vector<float> q(shape.num_heads * shape.head_dim);
+  for (float& x : q) x = normal(rng);
+  for (const Kernels* kernels : SupportedKernels()) {
+    std::vector<float> one(q.size(), NAN), split(q.size(), NAN);
+    omp_set_num_threads(1);
+    PagedAttention(*kernels, shape, std::span(&seq, 1), q.data(), 0, {k.data(), v.data()},
+                   one.data());
+    omp_set_num_threads(8);  // one item, 8 threads: split into 7 parts of 35-36 blocks
+    PagedAttention(*kernels, shape, std::span(&seq, 1), q.data(), 0, {k.data(), v.data()},
+                   split.data());
+    for (size_t i = 0; i < q.size(); ++i) {
+      ASSERT_NEAR(one[i], split[i], 1e-5) << i << " " << kernels->name;
+    }
+    EXPECT_NE(std::memcmp(one.data(), split.data(), q.size() * sizeof(float)), 0)
+        << "not split: the test covers nothing";
+  }
+}
 
 // Sequences whose tables begin with the same blocks (a system prompt in the prefix cache, the
 // n samples of one prompt) read those blocks once for all of them. The result must be exactly,

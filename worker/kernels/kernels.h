@@ -193,9 +193,11 @@ struct Kernels {
 // Whether `kernels` can multiply bf16 weights in bf16 (gemm_bf16dot).
 inline bool HasBf16Compute(const Kernels& kernels) { return kernels.gemm_bf16dot != nullptr; }
 
-// Floats of scratch an AttentionTile needs.
+// Floats of scratch an AttentionTile needs: its states, then two blocks' scores and one block of
+// K and of V widened to f32.
 inline size_t AttentionScratchFloats(int rows, int query_heads, int head_dim, int block_size) {
-  return static_cast<size_t>(rows) * query_heads * (head_dim + 2) + block_size;
+  return static_cast<size_t>(rows) * query_heads * (head_dim + 2) +
+         static_cast<size_t>(block_size) * (2 + 2 * head_dim);
 }
 
 namespace avx2 {
