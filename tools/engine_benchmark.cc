@@ -309,6 +309,20 @@ int64_t NextDirectStepId() {
   return step_id++;
 }
 
+// The timed loop of a benchmark that sends `command` straight to the executor, a fresh step id
+// each time, with a read-bandwidth sample every `sample_every` iterations.
+void ExecuteEachIteration(benchmark::State& state, Bench& b, StepCommand& command,
+                          int sample_every) {
+  StartSamples(b);
+  int64_t iteration = 0;
+  for (auto _ : state) {
+    MaybeSample(state, b, iteration++, sample_every);
+    command.step_id = NextDirectStepId();
+    const absl::StatusOr<StepResult> result = b.executor->Execute(command);
+    CHECK(result.ok()) << result.status();
+  }
+}
+
 // Drives the executor directly: S sequences start as prefix-cache hits of D tokens on blocks
 // no step wrote (zeros, or what an earlier benchmark left: any finite K/V runs at the same
 // speed), then every timed step decodes the token at position D again. It uses the pool's last
@@ -357,14 +371,7 @@ void BM_DecodeAt(benchmark::State& state) {
                                 .new_block_ids = {},
                                 .sample = true});
   }
-  StartSamples(b);
-  int64_t iteration = 0;
-  for (auto _ : state) {
-    MaybeSample(state, b, iteration++, 2);
-    decode.step_id = NextDirectStepId();
-    const absl::StatusOr<StepResult> result = b.executor->Execute(decode);
-    CHECK(result.ok()) << result.status();
-  }
+  ExecuteEachIteration(state, b, decode, /*sample_every=*/2);
   state.SetItemsProcessed(state.iterations() * num_seqs);
   Bench::Work w = b.StepWork(num_seqs, depth + 1, 0, num_seqs);
   w.flops *= state.iterations();
@@ -414,14 +421,7 @@ void BM_Verify(benchmark::State& state) {
                               .new_block_ids = {},
                               .sample = true,
                               .num_draft_tokens = q - 1});
-  StartSamples(b);
-  int64_t iteration = 0;
-  for (auto _ : state) {
-    MaybeSample(state, b, iteration++, 4);
-    verify.step_id = NextDirectStepId();
-    const absl::StatusOr<StepResult> result = b.executor->Execute(verify);
-    CHECK(result.ok()) << result.status();
-  }
+  ExecuteEachIteration(state, b, verify, /*sample_every=*/4);
   state.SetItemsProcessed(state.iterations());
   Bench::Work w = b.StepWork(q, prompt_len + 1, 1, q);
   w.flops *= state.iterations();
