@@ -30,7 +30,7 @@
 // machine's roof the steps reach, the roof being max(flops / FMA peak, bytes / read bandwidth)
 // per step (tools/roofline.h, for the ISA in use). The FMA peak is measured at start; the read
 // bandwidth is sampled between the timed steps (read_GBps: bytes over seconds of the samples),
-// because a shared VM's bandwidth moves by 2x within seconds (docs/BENCHMARKS.md §19). Either
+// because a shared VM's bandwidth moves by 2x within seconds (docs/BENCHMARKS.md §20). Either
 // can be fixed by $PAGODA_ROOF_GFLOPS and $PAGODA_ROOF_GBS. The bytes count the K/V each step
 // reads beside the weights; kv_share is the K/V's part of them.
 #include <algorithm>
