@@ -17,10 +17,10 @@
 #include "cli/render_template_command.h"
 #include "cli/run_command.h"
 #include "cli/tokenize_command.h"
-#include "common/dtype_flags.h"
 #include "common/process/command_line.h"
 #include "common/process/secret.h"
 #include "glog/logging.h"
+#include "worker/worker_flags.h"
 #include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -52,24 +52,8 @@ ABSL_FLAG(int, n, 1, "samples per prompt");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the model's end-of-text tokens");
 ABSL_FLAG(bool, json, false, "print one JSON object per output, in input order");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
-ABSL_FLAG(std::string, weight_dtype, "auto",
-          "how the matrices are stored: f32, bf16 (half the bytes), int8 (Q8_0's blocks of 32) "
-          "or int4 (Q4_0's blocks of 32); auto: each tensor as its file stores it (F32 and F16: "
-          "f32, BF16: bf16, Q8_0: int8, Q4_0/Q4_K: int4, Q6_K: q6_k)");
-ABSL_FLAG(std::string, compute_dtype, "auto",
-          "what bf16 weights are multiplied in: bf16 (activations rounded to bf16, f32 sums; "
-          "needs AVX512_BF16), f32 (exact products), or auto: bf16 where the CPU has it");
-ABSL_FLAG(std::string, kv_cache_mb, "auto",
-          "KV cache size in MiB, or auto: half the memory available after the weights load, at "
-          "most --max-num-seqs sequences of the model's context");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto",
-          "K/V element type: f32, bf16 or f16 (twice the tokens in --kv-cache-mb), or auto: f32");
-ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
-ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
           "tokens per step (chunked-prefill budget; docs/BENCHMARKS.md §8)");
-ABSL_FLAG(int, max_num_seqs, 256, "sequences per step");
-ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "the router's public address, HOST:PORT");
 // Repeatable: every --stop=S is read from argv (RepeatedFlagValues); Abseil keeps the last.
 ABSL_FLAG(std::string, stop, "",
@@ -132,6 +116,13 @@ constexpr char kUsage[] =
     "  render-template  (--template-file=T | --model=DIR) --context-file=C.json [--now=TIME]:\n"
     "            prints a chat template's rendering\n";
 
+// `pagoda run`'s engine: the worker's own flags (worker_flags.h) and the step budget.
+std::vector<std::string> EngineFlags() {
+  std::vector<std::string> names = {"max_model_len", "max_num_batched_tokens"};
+  for (std::string& name : pagoda::WorkerEngineFlagNames()) names.push_back(std::move(name));
+  return names;
+}
+
 pagoda::ProgramUsage Usage() {
   return {"pagoda",
           kUsage,
@@ -142,10 +133,7 @@ pagoda::ProgramUsage Usage() {
                {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                 "presence_penalty", "frequency_penalty", "seed", "n", "ignore_eos"},
                {"run", "generate"}},
-              {"Engine (run)",
-               {"max_model_len", "weight_dtype", "compute_dtype", "kv_cache_mb", "kv_cache_dtype",
-                "num_kv_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "threads"},
-               {"run"}},
+              {"Engine (run)", EngineFlags(), {"run"}},
               {"Router client (generate, bench)",
                {"server", "api_key", "timeout"},
                {"generate", "bench"}},
@@ -227,38 +215,13 @@ int Run() {
   o.json = absl::GetFlag(FLAGS_json);
   o.sampling = SamplingFromFlags();
   o.overrides = OverridesFromFlags();
-  absl::StatusOr<int64_t> kv_bytes = pagoda::ParseKvCacheMb(absl::GetFlag(FLAGS_kv_cache_mb));
-  if (!kv_bytes.ok()) {
-    std::cerr << "error: " << kv_bytes.status().message() << "\n";
+  absl::StatusOr<pagoda::WorkerOptions> worker = pagoda::WorkerOptionsFromFlags();
+  if (!worker.ok()) {
+    std::cerr << "error: " << worker.status().message() << "\n";
     return 2;
   }
-  o.worker.kv_cache_bytes = *kv_bytes;
-  absl::StatusOr<pagoda::KvDtype> kv_dtype =
-      pagoda::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
-  if (!kv_dtype.ok()) {
-    std::cerr << "error: " << kv_dtype.status().message() << "\n";
-    return 2;
-  }
-  o.worker.kv_cache_dtype = *kv_dtype;
-  o.worker.num_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
-  o.worker.block_size = absl::GetFlag(FLAGS_block_size);
+  o.worker = *worker;
   o.worker.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-  o.worker.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
-  o.worker.threads = absl::GetFlag(FLAGS_threads);
-  absl::StatusOr<std::optional<pagoda::WeightDtype>> weight_dtype =
-      pagoda::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
-  if (!weight_dtype.ok()) {
-    std::cerr << "error: " << weight_dtype.status().message() << "\n";
-    return 2;
-  }
-  o.worker.weight_dtype = *weight_dtype;
-  absl::StatusOr<pagoda::ComputeDtype> compute_dtype =
-      pagoda::ParseComputeDtypeFlag("compute-dtype", absl::GetFlag(FLAGS_compute_dtype));
-  if (!compute_dtype.ok()) {
-    std::cerr << "error: " << compute_dtype.status().message() << "\n";
-    return 2;
-  }
-  o.worker.compute_dtype = *compute_dtype;
   o.engine.max_num_batched_tokens = o.worker.max_num_batched_tokens;
   o.engine.max_num_seqs = o.worker.max_num_seqs;
   o.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);

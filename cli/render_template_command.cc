@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/jinja/chat_template.h"
+#include "lib/jinja/chat_template.h"
 
 namespace pagoda {
 namespace {

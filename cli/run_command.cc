@@ -6,8 +6,8 @@
 #include "common/json.h"
 #include "common/model/model_loader.h"
 #include "common/status_macros.h"
-#include "common/text/incremental_decoder.h"
-#include "common/text/tokenizer_loader.h"
+#include "lib/text/incremental_decoder.h"
+#include "lib/text/tokenizer_loader.h"
 #include "router/api/request_policy.h"
 #include "worker/in_process_executor.h"
 

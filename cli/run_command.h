@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/sampling_params.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 #include "worker/worker_options.h"
 
 namespace pagoda {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "common/text/tokenizer_loader.h"
+#include "lib/text/tokenizer_loader.h"
 
 namespace pagoda {
 

@@ -208,7 +208,7 @@ StepResult FromProto(const v1::StepResult& in) {
     const int n = std::min(p.top_token_ids_size(), p.top_logprobs_size());
     for (int i = 0; i < n; ++i) t.top_logprobs.push_back({p.top_token_ids(i), p.top_logprobs(i)});
   }
-  // Sizes are the router's to check (router/step_check.h).
+  // Sizes are the router's to check (router/core/step_check.h).
   for (const v1::PromptLogprobs& p : in.prompt_logprobs()) {
     PromptLogprobs& l = out.prompt_logprobs.emplace_back();
     l.seq_id = p.seq_id();

@@ -20,7 +20,7 @@
 #include "common/process/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "router/api/openai_embeddings.h"
+#include "router/api/openai/openai_embeddings.h"
 #include "router/router_server.h"
 #include "router/spec/speculative.h"
 

@@ -9,17 +9,18 @@
 #include "absl/strings/str_format.h"
 #include "common/model/model_loader.h"
 #include "common/model/weights_digest.h"
+#include "common/process/grpc_security.h"
 #include "common/status_macros.h"
-#include "common/text/tokenizer_loader.h"
 #include "glog/logging.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "lib/text/tokenizer_loader.h"
 #include "router/api/generation_service.h"
-#include "router/api/openai_server.h"
+#include "router/api/openai/openai_server.h"
 #include "router/api/reflection_service.h"
-#include "router/grpc_port_limits.h"
-#include "router/worker_link_service.h"
+#include "router/link/grpc_port_limits.h"
+#include "router/link/worker_link_service.h"
 
 namespace pagoda {
 namespace {
@@ -211,7 +212,7 @@ absl::Status RouterServer::Listen() {
   worker_link_ = std::make_unique<WorkerLinkService>(cluster_.get(), link);
   grpc::ServerBuilder worker_builder;
   worker_builder.AddListeningPort(absl::StrCat(host, ":", options_.worker_port),
-                                  WorkerPortCredentials(options_.worker_tls), &worker_port_);
+                                  ServerCredentialsFor(options_.worker_tls), &worker_port_);
   worker_builder.RegisterService(worker_link_.get());
   // One handler thread per connected worker, and brief ones for calls refused or timed out
   // before their Hello: bounded, so strangers cannot keep a real worker out.

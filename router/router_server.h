@@ -26,16 +26,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/jinja/chat_template.h"
 #include "common/process/http_server.h"
 #include "common/process/metrics.h"
 #include "common/process/secret.h"
-#include "common/text/tokenizer.h"
-#include "router/api/cors.h"
-#include "router/api/tools/tool_call_format.h"
-#include "router/cluster.h"
-#include "router/local_workers.h"
-#include "router/router_metrics.h"
+#include "lib/jinja/chat_template.h"
+#include "lib/text/tokenizer.h"
+#include "router/api/openai/cors.h"
+#include "router/api/openai/tools/tool_call_format.h"
+#include "router/core/cluster.h"
+#include "router/core/router_metrics.h"
+#include "router/link/local_workers.h"
 
 namespace grpc {
 class Server;

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -eq 0 ]; then
   mapfile -t files < <(git ls-files '*.cc' '*.h' 2>/dev/null ||
-                       find cli common proto router tests tools worker -name '*.cc' -o -name '*.h')
+                       find cli common lib proto router tests tools worker -name '*.cc' -o -name '*.h')
 else
   files=("$@")
 fi

@@ -19,7 +19,7 @@
 #include "common/executor.h"
 #include "common/step.h"
 #include "glog/logging.h"
-#include "router/cluster.h"
+#include "router/core/cluster.h"
 
 namespace pagoda {
 namespace {

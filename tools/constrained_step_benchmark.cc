@@ -1,5 +1,5 @@
 // What structured output costs the router per step: 32 streams under one JSON Schema, each
-// needing its token mask (router/constraint.h FillAllowed: the mask and its wire form) before
+// needing its token mask (router/core/constraint.h FillAllowed: the mask and its wire form) before
 // every step and advancing its matcher by its sampled token after. The streams write one
 // document each, token by token (the tokenizer's encoding of a valid document), starting at
 // staggered points, so one step sees 32 different grammar states.
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/grammar/json_schema.h"
 #include "common/model/model_config.h"
-#include "common/text/tokenizer_loader.h"
+#include "lib/grammar/json_schema.h"
+#include "lib/text/tokenizer_loader.h"
 #include "router/api/constraint_compiler.h"
-#include "router/constraint.h"
+#include "router/core/constraint.h"
 
 namespace pagoda {
 namespace {

@@ -49,7 +49,7 @@
 #include "common/model/random_weights.h"
 #include "common/step.h"
 #include "glog/logging.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 #include "tools/roofline.h"
 #include "worker/in_process_executor.h"
 #include "worker/kernels/isa.h"

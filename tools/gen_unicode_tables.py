@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes common/text/unicode_tables.inc: code point ranges of Unicode letters (\\p{L}), numbers
+"""Writes lib/text/unicode_tables.inc: code point ranges of Unicode letters (\\p{L}), numbers
 (\\p{N}) and White_Space (\\s), from Python's unicodedata, for the byte-level BPE
 pre-tokenizer. Rerun to move to a newer Unicode version:
-    python3 tools/gen_unicode_tables.py > common/text/unicode_tables.inc"""
+    python3 tools/gen_unicode_tables.py > lib/text/unicode_tables.inc"""
 import sys
 import unicodedata
 

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "common/grammar/grammar.h"
-#include "common/grammar/grammar_matcher.h"
-#include "common/grammar/json_schema.h"
-#include "common/grammar/token_masker.h"
-#include "common/grammar/token_vocabulary.h"
-#include "common/text/tokenizer_loader.h"
+#include "lib/grammar/grammar.h"
+#include "lib/grammar/grammar_matcher.h"
+#include "lib/grammar/json_schema.h"
+#include "lib/grammar/token_masker.h"
+#include "lib/grammar/token_vocabulary.h"
+#include "lib/text/tokenizer_loader.h"
 
 namespace pagoda {
 namespace {
@@ -28,7 +28,7 @@ std::string SharedDir() {
   return env != nullptr ? env : PAGODA_DEFAULT_SHARED_DIR;
 }
 
-// As tests/common/grammar/test_vocabulary.h: special tokens get no bytes.
+// As tests/lib/grammar/test_vocabulary.h: special tokens get no bytes.
 std::shared_ptr<const TokenVocabulary> Vocabulary(int which) {
   static std::map<int, std::shared_ptr<const TokenVocabulary>> loaded;
   auto& v = loaded[which];

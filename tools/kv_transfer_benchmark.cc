@@ -13,8 +13,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/model/random_weights.h"
-#include "worker/kv_puller_service.h"
-#include "worker/kv_transfer_service.h"
+#include "worker/transfer/kv_puller_service.h"
+#include "worker/transfer/kv_transfer_service.h"
 #include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, shape, "1B", "the model shape (pagoda-make-model's --shape)");

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "router/api/tools/tool_call_parser.h"
+#include "router/api/openai/tools/tool_call_parser.h"
 
 namespace pagoda {
 namespace {

@@ -18,10 +18,10 @@
 #include "common/model/weight_source.h"
 #include "common/step.h"
 #include "worker/kv_pool.h"
-#include "worker/kv_puller.h"
-#include "worker/kv_transfers.h"
 #include "worker/llama_model.h"
 #include "worker/sampler.h"
+#include "worker/transfer/kv_puller.h"
+#include "worker/transfer/kv_transfers.h"
 #include "worker/worker_options.h"
 
 namespace pagoda {

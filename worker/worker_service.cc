@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/process/grpc_security.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/worker.grpc.pb.h"
@@ -28,15 +29,14 @@ WorkerService::WorkerService(std::unique_ptr<WorkerEngine> engine,
 
 void WorkerService::Drain() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (draining_) return;
-    draining_ = true;
+    draining_ = true;  // wakes the backoff and the heartbeat thread (their Await)
   }
   LOG(INFO) << "draining: no new work; waiting up to "
             << std::chrono::duration<double>(options_.drain_timeout).count()
             << " s for the sequences here to finish";
   SetReady(false);
-  cv_.notify_all();
 }
 
 void WorkerService::SetReady(bool ready) {
@@ -54,30 +54,24 @@ int WorkerService::Run() {
     engine_->Reset();
     // A connection that lasted a while resets the backoff; quick failures back off to 5 s.
     if (Clock::now() - start > std::chrono::seconds(10)) backoff = std::chrono::milliseconds(100);
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, backoff, [&] { return draining_; })) return 0;
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&draining_), absl::FromChrono(backoff))) return 0;
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
 }
 
 WorkerService::Outcome WorkerService::ServeOneConnection() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (draining_) return Outcome::kDone;  // nothing here to drain
   }
-  auto channel = grpc::CreateChannel(
-      options_.router_address, options_.tls
-                                   ? grpc::SslCredentials({.pem_root_certs = options_.tls_pem.ca,
-                                                           .pem_private_key = options_.tls_pem.key,
-                                                           .pem_cert_chain = options_.tls_pem.cert})
-                                   : grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(options_.router_address,
+                                     ChannelCredentialsFor(options_.tls, options_.tls_pem));
   auto stub = v1::WorkerLink::NewStub(channel);
   grpc::ClientContext context;
-  if (!options_.worker_token.empty()) {
-    context.AddMetadata("authorization", "Bearer " + options_.worker_token);
-  }
+  AddBearerToken(options_.worker_token, &context);
   std::unique_ptr<Stream> stream = stub->Connect(&context);
-  std::mutex write_mu;  // one writer at a time: results, heartbeats and the drain share it
+  absl::Mutex write_mu;  // one writer at a time: results, heartbeats and the drain share it
 
   v1::WorkerMessage hello;
   ToProto(engine_->info(), hello.mutable_hello());
@@ -105,12 +99,16 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
   // the call when the drain outlasts its timeout.
   bool done = false;  // guarded by mu_
   std::thread sender([&] {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     bool drain_sent = false;
     Clock::time_point give_up = Clock::time_point::max();
+    // Read under mu_ (Await evaluates it holding the lock).
+    const auto wanted = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return done || (draining_ && !drain_sent);
+    };
     for (;;) {
       const auto wake = std::min(Clock::now() + std::chrono::seconds(1), give_up);
-      cv_.wait_until(lock, wake, [&] { return done || (draining_ && !drain_sent); });
+      mu_.AwaitWithTimeout(absl::Condition(&wanted), absl::FromChrono(wake - Clock::now()));
       if (done) return;
       v1::WorkerMessage message;
       if (draining_ && !drain_sent) {
@@ -124,12 +122,12 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
       } else {
         message.mutable_heartbeat()->set_sent_unix_micros(NowMicros());
       }
-      std::lock_guard<std::mutex> write_lock(write_mu);
+      absl::MutexLock write_lock(&write_mu);
       if (!stream->Write(message)) return;
     }
   });
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!draining_) SetReady(true);
   }
 
@@ -150,16 +148,15 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
       out.mutable_result()->set_error(std::string(result.status().message()));
       LOG(ERROR) << "rejected step: " << result.status();
     }
-    std::lock_guard<std::mutex> write_lock(write_mu);
+    absl::MutexLock write_lock(&write_mu);
     if (!stream->Write(out)) break;
   }
   bool draining;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    done = true;
+    absl::MutexLock lock(&mu_);
+    done = true;  // ends the sender's Await
     draining = draining_;
   }
-  cv_.notify_all();
   sender.join();
   if (drained) {
     stream->WritesDone();

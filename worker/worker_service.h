@@ -9,11 +9,12 @@
 #define PAGODA_WORKER_WORKER_SERVICE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "common/process/secret.h"
 #include "worker/worker_engine.h"
@@ -54,9 +55,8 @@ class WorkerService {
   std::unique_ptr<WorkerEngine> engine_;
   const WorkerServiceOptions options_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;  // wakes the backoff and the heartbeat thread
-  bool draining_ = false;       // guarded by mu_
+  absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pagoda

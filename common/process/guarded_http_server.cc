@@ -80,8 +80,8 @@ const char* Reason(int status) {
   }
 }
 
-// The error `code` and `type` as OpenAI's error object spells them (router/api/openai_error.h,
-// which this layer cannot see: it serves workers' metrics too).
+// The error `code` and `type` as OpenAI's error object spells them
+// (router/api/openai/openai_error.h, which this layer cannot see: it serves workers' metrics too).
 const char* ErrorCode(int status) {
   switch (status) {
     case 400:

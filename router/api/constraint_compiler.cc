@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/grammar/grammar.h"
-#include "common/grammar/token_masker.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "lib/grammar/grammar.h"
+#include "lib/grammar/token_masker.h"
 
 namespace pagoda {
 

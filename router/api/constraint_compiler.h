@@ -18,10 +18,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grammar/token_vocabulary.h"
 #include "common/model/model_config.h"
-#include "common/text/tokenizer.h"
-#include "router/constraint.h"
+#include "lib/grammar/token_vocabulary.h"
+#include "lib/text/tokenizer.h"
+#include "router/core/constraint.h"
 
 namespace pagoda {
 

@@ -6,13 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grammar/json_schema.h"
+#include "common/process/grpc_security.h"
 #include "common/process/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "lib/grammar/json_schema.h"
 #include "router/api/generation_stream.h"
 #include "router/api/request_policy.h"
-#include "router/sequence.h"
+#include "router/core/sequence.h"
 
 namespace pagoda {
 namespace {
@@ -231,13 +232,7 @@ grpc::Status GenerationService::Admit(const grpc::CallbackServerContext& context
 }
 
 grpc::Status GenerationService::CheckApiKey(const grpc::CallbackServerContext& context) const {
-  if (api_key_.empty()) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
-  auto auth = metadata.find("authorization");
-  if (auth != metadata.end() &&
-      BearerMatches(std::string_view(auth->second.data(), auth->second.size()), api_key_)) {
-    return grpc::Status::OK;
-  }
+  if (CallCarriesToken(context, api_key_)) return grpc::Status::OK;
   if (metrics_) metrics_->refused_api_key->Add();
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "missing or wrong API key: send metadata authorization: Bearer <key>");

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/text/tokenizer.h"
+#include "lib/text/tokenizer.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "router/api/constraint_compiler.h"
-#include "router/cluster.h"
+#include "router/core/cluster.h"
 
 namespace pagoda {
 

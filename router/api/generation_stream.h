@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "router/api/request_output.h"
-#include "router/cluster.h"
+#include "router/core/cluster.h"
 
 namespace pagoda {
 

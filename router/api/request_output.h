@@ -14,9 +14,9 @@
 
 #include "common/step.h"
 #include "router/api/text_assembler.h"
-#include "router/cluster.h"
-#include "router/router_metrics.h"
-#include "router/sequence.h"
+#include "router/core/cluster.h"
+#include "router/core/router_metrics.h"
+#include "router/core/sequence.h"
 
 namespace pagoda {
 

@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "common/model/model_config.h"
 #include "common/sampling_params.h"
-#include "common/text/tokenizer.h"
+#include "lib/text/tokenizer.h"
 
 namespace pagoda {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/text/incremental_decoder.h"
+#include "lib/text/incremental_decoder.h"
 
 namespace pagoda {
 

@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 
 namespace pagoda {
 

@@ -24,13 +24,13 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/step.h"
-#include "router/scheduler.h"
-#include "router/sequence.h"
+#include "router/core/scheduler.h"
+#include "router/core/sequence.h"
 #include "router/transfer/orders.h"
 
 namespace pagoda {
 
-struct GenerationRequest;  // router/engine.h, which includes this header
+struct GenerationRequest;  // router/core/engine.h, which includes this header
 
 class TransferAgent {
  public:

@@ -5,7 +5,7 @@
 
 #include "absl/algorithm/container.h"
 #include "glog/logging.h"
-#include "router/block_pool.h"
+#include "router/core/block_pool.h"
 
 namespace pagoda {
 namespace {

@@ -27,11 +27,11 @@
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "common/model/model_config.h"
-#include "router/engine.h"
-#include "router/placement.h"
-#include "router/router_metrics.h"
-#include "router/transfer_cost.h"
-#include "router/worker_loop.h"
+#include "router/core/engine.h"
+#include "router/core/placement.h"
+#include "router/core/router_metrics.h"
+#include "router/core/worker_loop.h"
+#include "router/transfer/transfer_cost.h"
 
 namespace pagoda {
 

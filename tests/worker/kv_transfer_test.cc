@@ -11,8 +11,8 @@
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
-#include "worker/kv_puller_service.h"
-#include "worker/kv_transfer_service.h"
+#include "worker/transfer/kv_puller_service.h"
+#include "worker/transfer/kv_transfer_service.h"
 #include "worker/worker_engine.h"
 
 namespace pagoda {

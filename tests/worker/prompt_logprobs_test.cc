@@ -9,7 +9,7 @@
 
 #include "common/model/llama2c_checkpoint.h"
 #include "gtest/gtest.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 #include "tests/common/model/reference_model.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"

@@ -20,7 +20,7 @@
 #include "common/numeric.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 #include "tests/common/model/gguf_writer.h"
 #include "tests/test_util.h"
 #include "tests/worker/teacher_forcing.h"

@@ -16,7 +16,7 @@
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 #include "tests/common/model/model_runs.h"
 #include "tests/common/model/reference_model.h"
 #include "tests/test_util.h"

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "glog/logging.h"
-#include "router/engine.h"
+#include "router/core/engine.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
 #include "worker/llama_model.h"

@@ -8,11 +8,11 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/model/llama2c_checkpoint.h"
-#include "common/text/llama2c_tokenizer.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/router/test_workers.h"
+#include "lib/text/llama2c_tokenizer.h"
+#include "tests/router/core/test_workers.h"
 #include "tests/test_util.h"
 
 namespace pagoda {

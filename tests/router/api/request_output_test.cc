@@ -3,8 +3,8 @@
 // those of one token per step, stop strings and stop tokens included.
 #include "router/api/request_output.h"
 
-#include "common/text/llama2c_tokenizer.h"
 #include "gtest/gtest.h"
+#include "lib/text/llama2c_tokenizer.h"
 #include "tests/test_util.h"
 
 namespace pagoda {

@@ -1,8 +1,8 @@
 #include "router/api/request_policy.h"
 
-#include "common/text/llama2c_tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/text/llama2c_tokenizer.h"
 #include "tests/test_util.h"
 
 namespace pagoda {

@@ -1,8 +1,8 @@
 #include "router/api/text_assembler.h"
 
-#include "common/text/llama2c_tokenizer.h"
-#include "common/text/utf8.h"
 #include "gtest/gtest.h"
+#include "lib/text/llama2c_tokenizer.h"
+#include "lib/text/utf8.h"
 #include "tests/test_util.h"
 
 namespace pagoda {

@@ -5,7 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "router/block_pool.h"
+#include "router/core/block_pool.h"
 
 namespace pagoda {
 namespace {

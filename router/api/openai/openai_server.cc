@@ -1,0 +1,462 @@
+#include "router/api/openai/openai_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/json.h"
+#include "common/process/guarded_http_server.h"
+#include "common/process/http_head.h"
+#include "common/process/http_server.h"
+#include "common/process/secret.h"
+#include "common/process/version.h"
+#include "glog/logging.h"
+#include "router/api/generation_stream.h"
+#include "router/api/openai/call_writer.h"
+#include "router/api/openai/openai_embeddings.h"
+#include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_request.h"
+#include "router/api/openai/openai_response.h"
+#include "router/api/openai/request_json.h"
+#include "router/api/openai/responses_output.h"
+#include "router/api/request_policy.h"
+
+namespace pagoda {
+namespace {
+
+// Requests larger than this are refused before they are read (413).
+constexpr size_t kMaxBodyBytes = 32 << 20;
+// A body nesting deeper, with more keys, or whose tree would cost more than twice its size is
+// refused while it is parsed (request_json.h): ordered_json looks each key up by a linear scan
+// of its object (200k keys were 40 s of a core), and a node a value made a 32 MiB body of
+// token ids ~570 MB.
+RequestJsonLimits BodyLimits(std::vector<std::string> id_fields = {}) {
+  RequestJsonLimits limits;  // 64 levels, 1024 keys an object, 100k in all
+  limits.id_fields = std::move(id_fields);
+  return limits;
+}
+// How long the HTTP thread waits for output before it looks again.
+constexpr absl::Duration kTakeWait = absl::Milliseconds(500);
+
+void Send(httplib::Response& res, const OpenAiError& error) {
+  res.status = error.http_status;
+  res.set_content(error.Body(), "application/json");
+}
+
+void SendError(httplib::Response& res, int status, std::string message, std::string param = "",
+               std::string code = "") {
+  Send(res, MakeOpenAiError(status, std::move(message), std::move(param), std::move(code)));
+}
+
+// A core error as OpenAI's: INVALID_ARGUMENT names its field first, which becomes `param`.
+void SendStatus(httplib::Response& res, const absl::Status& status) { Send(res, ErrorOf(status)); }
+
+}  // namespace
+
+class OpenAiServer::Api {
+ public:
+  Api(Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
+      OpenAiServerOptions options)
+      : cluster_(cluster),
+        tokenizer_(tokenizer),
+        cors_(options.cors),
+        options_(std::move(options)),
+        constraints_(tokenizer, cluster->config()) {
+    context_.cluster = cluster;
+    context_.constraints = &constraints_;
+    context_.tokenizer = tokenizer;
+    context_.chat_template = chat_template;
+    context_.tool_format = options_.tool_format;
+    context_.reasoning_format = options_.reasoning_format;
+    if (tokenizer->bos_id() >= 0)
+      context_.bos_token = tokenizer->TokenBytes(-1, tokenizer->bos_id());
+    if (tokenizer->eos_id() >= 0)
+      context_.eos_token = tokenizer->TokenBytes(-1, tokenizer->eos_id());
+  }
+
+  void Register(httplib::Server* s) {
+    s->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Generate(req, res, /*chat=*/false);
+    });
+    s->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Generate(req, res, /*chat=*/true);
+    });
+    s->Post("/v1/responses",
+            [this](const httplib::Request& req, httplib::Response& res) { Respond(req, res); });
+    s->Post("/v1/embeddings",
+            [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
+    s->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      OrderedJson model = {{"id", options_.model_name},
+                           {"object", "model"},
+                           {"created", started_at_},
+                           {"owned_by", "pagoda"},
+                           {"root", options_.model_name},
+                           {"parent", nullptr},
+                           {"max_model_len", cluster_->max_model_len()}};
+      SendJson(res,
+               OrderedJson{{"object", "list"}, {"data", OrderedJson::array({std::move(model)})}});
+    });
+    s->Post("/tokenize",
+            [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
+    s->Post("/detokenize",
+            [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
+    s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const bool ready = !options_.ready || options_.ready();
+      res.status = ready ? 200 : 503;
+      res.set_content(ready ? "" : "no worker is ready\n", "text/plain");
+    });
+    s->Get("/version", [](const httplib::Request&, httplib::Response& res) {
+      SendJson(res, OrderedJson{{"version", Version()}, {"commit", GitCommit()}});
+    });
+    s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
+      res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    if (cors_.enabled()) {
+      s->Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+        res.status = 204;
+        if (!IsPreflight(req)) return res.set_header("Allow", "GET, POST, OPTIONS");
+        for (const auto& [name, value] :
+             cors_.PreflightHeaders(req.get_header_value("Origin"),
+                                    req.get_header_value("Access-Control-Request-Method"),
+                                    req.get_header_value("Access-Control-Request-Headers"))) {
+          res.set_header(name, value);
+        }
+      });
+      // Every other answer (errors and streams too) says which origin may read it.
+      s->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (IsPreflight(req)) return;
+        for (const auto& [name, value] : cors_.ResponseHeaders(req.get_header_value("Origin"))) {
+          res.set_header(name, value);
+        }
+      });
+    }
+    s->set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+          // A bug, not the client's: its text stays in the log, not in a header.
+          LOG(ERROR) << "exception serving " << req.method << " " << req.path;
+          SendError(res, 500, "internal error");
+        });
+    s->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 400 && GuardedHttpServer::BodyCutOff()) res.status = 413;
+      const int status = res.status;
+      if (status == 404) return SendError(res, 404, absl::StrCat("no route ", req.path));
+      if (status == 413) return SendError(res, 413, "the request body is too large");
+      SendError(res, status, absl::StrCat("HTTP ", status));
+    });
+  }
+
+  // Whether a request's head (its bytes through the blank line) may be served: it carries the
+  // key, or asks for an open path (health, version, metrics, a CORS preflight). The server's
+  // loop asks before it reads a body byte or reserves any share of the body budget.
+  bool HeadAuthorized(absl::string_view head) const {
+    if (options_.api_key.empty()) return true;
+    const absl::string_view auth = HttpHeaderValue(head, "Authorization");
+    if (BearerMatches(std::string_view(auth.data(), auth.size()), options_.api_key)) return true;
+    // "METHOD target HTTP/1.1": the path is the target without its query.
+    const absl::string_view line = head.substr(0, head.find("\r\n"));
+    const size_t space = line.find(' ');
+    const absl::string_view method = line.substr(0, space);
+    absl::string_view path = space == absl::string_view::npos ? "" : line.substr(space + 1);
+    path = path.substr(0, std::min(path.find(' '), path.find('?')));
+    if (path == "/health" || path == "/version" || path == "/metrics" ||
+        cors_.IsPreflight(method, HttpHeaderValue(head, "Origin"),
+                          HttpHeaderValue(head, "Access-Control-Request-Method"))) {
+      return true;
+    }
+    if (options_.metrics) options_.metrics->refused_api_key->Add();
+    return false;
+  }
+
+  // The CORS header lines of an answer to this head (what the server's loop refuses too).
+  std::string CorsHeaderLines(absl::string_view head) const {
+    std::string lines;
+    for (const auto& [name, value] : cors_.ResponseHeaders(HttpHeaderValue(head, "Origin"))) {
+      absl::StrAppend(&lines, name, ": ", value, "\r\n");
+    }
+    return lines;
+  }
+
+ private:
+  static void SendJson(httplib::Response& res, const OrderedJson& j) {
+    res.set_content(j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace),
+                    "application/json");
+  }
+
+  bool IsPreflight(const httplib::Request& req) const {
+    return cors_.IsPreflight(req.method, req.get_header_value("Origin"),
+                             req.get_header_value("Access-Control-Request-Method"));
+  }
+
+  // The body as a JSON object, or false after answering 400 (413 when too large). Lists of
+  // token ids under `id_fields` stay compact (request_json.h).
+  static bool ParseBody(const httplib::Request& req, httplib::Response& res, OrderedJson* body,
+                        std::vector<std::string> id_fields = {}) {
+    if (req.body.size() > kMaxBodyBytes) {
+      SendError(res, 413, absl::StrCat("the request body passes ", kMaxBodyBytes, " bytes"));
+      return false;
+    }
+    absl::StatusOr<OrderedJson> parsed =
+        ParseRequestJson(req.body, BodyLimits(std::move(id_fields)));
+    // A limit names itself; text that is not JSON gets the message clients know.
+    if (!parsed.ok() && !absl::EndsWith(parsed.status().message(), kNotJson)) {
+      SendError(res, 400, std::string(parsed.status().message()));
+      return false;
+    }
+    if (!parsed.ok() || !parsed->is_object()) {
+      SendError(res, 400, "the request body must be a JSON object");
+      return false;
+    }
+    *body = *std::move(parsed);
+    return true;
+  }
+
+  void Generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    OrderedJson body;
+    std::vector<std::string> id_fields;
+    if (!chat) id_fields = {"prompt"};
+    if (!ParseBody(req, res, &body, std::move(id_fields))) return;
+    absl::StatusOr<OpenAiCall> call =
+        chat ? ParseChatRequest(body, context_) : ParseCompletionRequest(body, context_);
+    if (!call.ok()) return SendStatus(res, call.status());
+    if (!CheckModel(call->model, res)) return;
+    Run(std::make_shared<CompletionWriter>(std::make_unique<OpenAiCall>(*std::move(call)),
+                                           tokenizer_, options_.model_name, options_.fingerprint),
+        InOpenAiFieldNames, req, res);
+  }
+
+  void Respond(const httplib::Request& req, httplib::Response& res) {
+    OrderedJson body;
+    if (!ParseBody(req, res, &body)) return;
+    absl::StatusOr<ResponsesCall> call = ParseResponsesRequest(body, context_);
+    if (!call.ok()) return SendStatus(res, call.status());
+    if (!CheckModel(call->chat.model, res)) return;
+    Run(std::make_shared<ResponsesOutput>(*std::move(call), options_.model_name),
+        InResponsesFieldNames, req, res);
+  }
+
+  // Submits the writer's call and answers with its output. `in_field_names` names a refused
+  // request's fields as the endpoint does.
+  void Run(std::shared_ptr<CallWriter> writer, absl::Status (*in_field_names)(const absl::Status&),
+           const httplib::Request& req, httplib::Response& res) {
+    const OpenAiCall& call = writer->call();
+    auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
+    if (absl::Status s = stream->Submit(call.requests, call.stops,
+                                        WorkerWaitEnd(std::nullopt, absl::Now()), PeerOf(req));
+        !s.ok()) {
+      return SendStatus(res, in_field_names(s));
+    }
+    // Nothing is answered before the call has output, its end or an error: a call that no
+    // worker takes in time is a 503, not a stream that fails.
+    auto first = std::make_shared<GenerationStream::Taken>();
+    while (first->chunks.empty() && !first->done) *first = stream->Take(kTakeWait);
+    if (!first->error.ok()) return SendStatus(res, first->error);
+    if (!call.stream) {
+      for (GenerationStream::Taken taken = std::move(*first);; taken = stream->Take(kTakeWait)) {
+        writer->Add(taken.chunks);
+        stream->Sent(taken.num_tokens());
+        if (!taken.error.ok()) return SendStatus(res, taken.error);
+        if (taken.done) break;
+        // Nobody would read the answer: the sequences' slots and blocks go to others.
+        if (GuardedHttpServer::ClientGone()) return stream->Abort();
+      }
+      res.set_content(writer->Body(), "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    auto opened = std::make_shared<bool>(false);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [stream, writer, first, opened](size_t, httplib::DataSink& sink) {
+          auto send = [&sink](const std::string& bytes) {
+            return bytes.empty() || sink.write(bytes.data(), bytes.size());
+          };
+          GenerationStream::Taken taken;
+          if (*opened) {
+            taken = stream->Take(kTakeWait);
+          } else {
+            *opened = true;
+            if (!send(writer->Opening())) return false;
+            taken = std::move(*first);
+          }
+          // A write that fails is a client that went away: the provider's false ends the
+          // call, and the releaser aborts its sequences.
+          if (!send(writer->Events(taken.chunks))) return false;
+          stream->Sent(taken.num_tokens());
+          if (!taken.done) return true;
+          if (!send(taken.error.ok() ? writer->Closing() : writer->Failed(taken.error))) {
+            return false;
+          }
+          sink.done();
+          return true;
+        },
+        [stream](bool) { stream->Abort(); });
+  }
+
+  // The client is the socket's address, the connection the socket (one stream at a time).
+  static RequestPeer PeerOf(const httplib::Request& req) {
+    return {.client = req.remote_addr,
+            .connection = absl::StrCat(req.remote_addr, ":", req.remote_port)};
+  }
+
+  bool CheckModel(const std::string& model, httplib::Response& res) {
+    if (model.empty() || model == options_.model_name) return true;
+    SendError(res, 404,
+              absl::StrCat("the model `", model, "` does not exist; this server serves `",
+                           options_.model_name, "`"),
+              "model", "model_not_found");
+    return false;
+  }
+
+  // Each input is its own request through the same steps as generation; the answer waits for
+  // all of them.
+  void Embed(const httplib::Request& req, httplib::Response& res) {
+    OrderedJson body;
+    if (!ParseBody(req, res, &body, {"input"})) return;
+    absl::StatusOr<EmbeddingCall> call = ParseEmbeddingRequest(body, context_, options_.pooling);
+    if (!call.ok()) return SendStatus(res, call.status());
+    if (!CheckModel(call->model, res)) return;
+    GenerationStream stream(cluster_, tokenizer_, options_.metrics);
+    if (absl::Status s =
+            stream.Submit(call->requests, {}, WorkerWaitEnd(std::nullopt, absl::Now()));
+        !s.ok()) {
+      return SendStatus(res, InOpenAiFieldNames(s));
+    }
+    std::vector<std::vector<float>> embeddings(call->requests.size());
+    int64_t prompt_tokens = 0;
+    for (;;) {
+      GenerationStream::Taken taken = stream.Take(kTakeWait);
+      for (OutputChunk& c : taken.chunks) {
+        if (c.index >= 0 && c.index < static_cast<int>(embeddings.size())) {
+          embeddings[c.index] = std::move(c.embedding);
+          prompt_tokens += c.prompt_tokens;
+        }
+      }
+      if (!taken.error.ok()) return SendStatus(res, taken.error);
+      if (taken.done) break;
+      if (GuardedHttpServer::ClientGone()) return stream.Abort();
+    }
+    res.set_content(EmbeddingResponseBody(*call, embeddings, prompt_tokens, options_.model_name),
+                    "application/json");
+  }
+
+  void Tokenize(const httplib::Request& req, httplib::Response& res) {
+    OrderedJson body;
+    if (!ParseBody(req, res, &body)) return;
+    std::string text;
+    bool add_special_tokens = true;
+    if (body.contains("messages")) {
+      absl::StatusOr<std::string> rendered = RenderChat(body, context_);
+      if (!rendered.ok()) return SendStatus(res, rendered.status());
+      text = *std::move(rendered);
+      add_special_tokens = false;
+    } else if (body.contains("prompt") && body["prompt"].is_string()) {
+      text = body["prompt"].get<std::string>();
+    } else {
+      return SendError(res, 400, "prompt: must be a string (or send messages)", "prompt");
+    }
+    if (auto it = body.find("add_special_tokens"); it != body.end()) {
+      if (!it->is_boolean()) {
+        return SendError(res, 400, "add_special_tokens: must be true or false",
+                         "add_special_tokens", kInvalidType);
+      }
+      add_special_tokens = it->get<bool>();
+    }
+    absl::StatusOr<std::vector<int>> ids =
+        EncodePrompt(*tokenizer_, text, cluster_->max_model_len(), "prompt", add_special_tokens);
+    if (!ids.ok()) return SendStatus(res, ids.status());
+    SendJson(res, OrderedJson{{"count", ids->size()},
+                              {"max_model_len", cluster_->max_model_len()},
+                              {"tokens", *ids}});
+  }
+
+  void Detokenize(const httplib::Request& req, httplib::Response& res) {
+    OrderedJson body;
+    if (!ParseBody(req, res, &body, {"tokens"})) return;
+    const auto it = body.find("tokens");
+    std::vector<int> ids;
+    bool ok = it != body.end() && (it->is_array() || IsIdList(*it));
+    if (ok && IsIdList(*it)) {
+      ok = IdListSize(*it) <= cluster_->max_model_len();
+      if (ok) AppendIdList(*it, &ids);
+    } else if (ok) {
+      ok = it->size() <= static_cast<size_t>(cluster_->max_model_len());
+      for (size_t i = 0; ok && i < it->size(); ++i) {
+        const OrderedJson& id = (*it)[i];
+        ok = id.is_number_integer() && id.get<int64_t>() >= 0 &&
+             id.get<int64_t>() < tokenizer_->vocab_size();
+        if (ok) ids.push_back(id.get<int>());
+      }
+    }
+    // A compact list's ids are in [0, 2^31) already.
+    ok = ok &&
+         std::all_of(ids.begin(), ids.end(), [&](int id) { return id < tokenizer_->vocab_size(); });
+    if (!ok) {
+      return SendError(res, 400,
+                       absl::StrCat("tokens: must be a list of at most ", cluster_->max_model_len(),
+                                    " ids in [0, ", tokenizer_->vocab_size(), ")"),
+                       "tokens");
+    }
+    SendJson(res, OrderedJson{{"prompt", tokenizer_->Decode(ids)}});
+  }
+
+  Cluster* const cluster_;
+  const Tokenizer* const tokenizer_;
+  const CorsPolicy cors_;
+  const OpenAiServerOptions options_;
+  ConstraintCompiler constraints_;
+  OpenAiContext context_;
+  const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());
+};
+
+absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
+    Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
+    OpenAiServerOptions options) {
+  std::unique_ptr<OpenAiServer> server(new OpenAiServer());
+  HttpGuardOptions limits;
+  limits.threads = options.threads;
+  limits.head.max_body_bytes = kMaxBodyBytes;
+  server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
+  // Every request's key on its head, before its body is read (401 from the server's loop).
+  limits.head_authorized = [api = server->api_.get()](absl::string_view head) {
+    return api->HeadAuthorized(head);
+  };
+  limits.refusal_headers = [api = server->api_.get()](absl::string_view head) {
+    return api->CorsHeaderLines(head);
+  };
+  server->server_ = std::make_unique<GuardedHttpServer>(limits);
+  GuardedHttpServer* s = server->server_.get();
+  UseExclusivePort(s);
+  server->api_->Register(s);
+  const int port = options.port == 0
+                       ? s->bind_to_any_port(options.host)
+                       : (s->bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on HTTP port ", options.host, ":", options.port));
+  }
+  server->port_ = port;
+  server->thread_ = s->ListenInBackground();
+  LOG(INFO) << "OpenAI-compatible HTTP API on " << options.host << ":" << port;
+  return server;
+}
+
+OpenAiServer::OpenAiServer() = default;
+OpenAiServer::~OpenAiServer() { Stop(); }
+
+void OpenAiServer::Stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+  server_->Shutdown();
+}
+
+}  // namespace pagoda

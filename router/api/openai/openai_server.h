@@ -1,0 +1,82 @@
+// The OpenAI-compatible HTTP API (vLLM's routes) on cpp-httplib, over the same Cluster as the
+// gRPC service:
+//
+//   POST /v1/completions, /v1/chat/completions   (JSON, or server-sent events with stream)
+//   POST /v1/responses         (OpenAI's Responses API, stateless: openai_responses.h)
+//   POST /v1/embeddings        (pooled as OpenAiServerOptions::pooling says)
+//   GET  /v1/models            POST /tokenize, /detokenize
+//   GET  /health (200 when a worker is ready, else 503), /version, /metrics
+//
+// Translation only: a call becomes core requests (openai_request), runs in a GenerationStream,
+// and its chunks become OpenAI's objects (openai_response). Nothing is answered before the call
+// has output: with no worker ready it waits kWorkerWait for one (as a gRPC call waits until
+// its deadline), then answers 503. Errors are OpenAI's object {"error": {"message", "type",
+// "param", "code"}}: 400 a bad field (named in param), 401 a missing or wrong API key, 404 an
+// unknown model or path, 429 the queue is full, 503 no worker came. A streaming client that
+// goes away aborts its sequences. With CORS origins set (OpenAiServerOptions::cors), every
+// response carries the Access-Control-* headers for an allowed Origin, and a preflight
+// (OPTIONS) is answered 204 without the API key; without them OPTIONS is not served.
+#ifndef PAGODA_ROUTER_API_OPENAI_OPENAI_SERVER_H_
+#define PAGODA_ROUTER_API_OPENAI_OPENAI_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "common/process/metrics.h"
+#include "lib/jinja/chat_template.h"
+#include "lib/text/tokenizer.h"
+#include "router/api/openai/cors.h"
+#include "router/api/openai/tools/tool_call_format.h"
+#include "router/core/cluster.h"
+#include "router/core/router_metrics.h"
+
+namespace pagoda {
+
+class GuardedHttpServer;
+
+struct OpenAiServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 8000;  // 0: any free port (see port())
+  std::string model_name;
+  std::string api_key;          // "": no key needed
+  std::string fingerprint;      // system_fingerprint
+  int threads = 256;            // connections served at once (a streaming call holds one)
+  std::function<bool()> ready;  // /health; null: ready
+  const MetricsRegistry* registry = nullptr;  // /metrics when set
+  RouterMetrics* metrics = nullptr;           // may be null
+  CorsOptions cors;                           // off by default (no allowed origins)
+  Pooling pooling = Pooling::kLast;           // /v1/embeddings' (--pooling)
+  // How chat outputs are parsed into tool calls and reasoning_content; kNone: not at all.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
+};
+
+class OpenAiServer {
+ public:
+  // Listens and serves on its own threads. `chat_template` may be null (chat is then refused).
+  // None owned; all outlive the server.
+  static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(
+      Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
+      OpenAiServerOptions options);
+  ~OpenAiServer();  // Stop()
+
+  int port() const { return port_; }
+  // Stops accepting, ends the streams in flight and joins the threads.
+  void Stop();
+
+ private:
+  class Api;  // the routes' handlers
+
+  OpenAiServer();
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<GuardedHttpServer> server_;  // after api_: destroyed (stopped) first
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_API_OPENAI_OPENAI_SERVER_H_

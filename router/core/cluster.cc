@@ -1,0 +1,571 @@
+#include "router/core/cluster.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "router/core/block_pool.h"
+
+namespace pagoda {
+
+namespace {
+
+// The engines of one model share the suffix index of their outputs (--speculative=suffix).
+ClusterOptions WithSharedSuffixIndex(ClusterOptions options) {
+  SpeculativeOptions& spec = options.engine.speculative;
+  if (spec.method == SpeculativeMethod::kSuffix && spec.suffix_index == nullptr) {
+    spec.suffix_index = MakeSuffixIndex();
+  }
+  return options;
+}
+
+}  // namespace
+
+Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
+    : config_(config),
+      options_(WithSharedSuffixIndex(options)),
+      placement_(
+          PlacementOptions{.policy = options.placement, .prefix_weight = options.prefix_weight}),
+      planner_(config,
+               TransferPlannerOptions{.enabled = options.kv_transfer,
+                                      .min_tokens = options.kv_transfer_min_tokens,
+                                      .max_wait = options.kv_transfer_max_wait,
+                                      .metrics = options.metrics},
+               &placement_) {}
+
+Cluster::~Cluster() {
+  std::vector<WorkerLoop*> loops;
+  {
+    absl::MutexLock place(&place_mu_);
+    absl::MutexLock lock(&mu_);
+    for (auto& w : workers_) {
+      w->alive = false;
+      reporting_[w->loop->id()] = nullptr;  // delivers nothing more
+      w->loop->Stop();
+      loops.push_back(w->loop.get());
+    }
+  }
+  // Outside the locks: a loop may be reporting a last step, which takes them.
+  for (WorkerLoop* loop : loops) loop->Join();
+}
+
+int Cluster::max_model_len() const {
+  const int limit = options_.engine.max_model_len;
+  return limit > 0 ? std::min(limit, config_.max_seq_len) : config_.max_seq_len;
+}
+
+absl::Status Cluster::Validate(const GenerationRequest& request) const {
+  return ValidateRequest(request, config_, max_model_len(), options_.engine.max_n);
+}
+
+absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
+  const WorkerInfo& info = executor->info();
+  RETURN_IF_ERROR(ValidateWorkerInfo(info, options_.worker_limits));
+  if (info.model_fingerprint != config_.Fingerprint()) {
+    // Only the router's log shows both: a refused peer learns nothing about the model.
+    LOG(WARNING) << "worker model " << info.model_fingerprint << " differs from the router's "
+                 << config_.Fingerprint();
+    return absl::InvalidArgumentError("the worker serves a different model than the router");
+  }
+  absl::MutexLock place(&place_mu_);
+  ReapLocked();
+  const int live = static_cast<int>(
+      std::count_if(workers_.begin(), workers_.end(), [](const auto& o) { return o->alive; }));
+  if (live >= options_.worker_limits.max_workers) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the router has ", live, " workers, its limit"));
+  }
+  int64_t blocks = info.num_blocks;
+  for (const auto& o : workers_) {
+    if (o->alive) blocks += o->loop->info().num_blocks;
+  }
+  if (blocks > options_.worker_limits.max_total_blocks) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "Hello.num_blocks = ", info.num_blocks, ": the workers would hold ", blocks,
+        " blocks, over the router's budget of ", options_.worker_limits.max_total_blocks));
+  }
+  const int id = static_cast<int>(workers_.size());
+  auto w = std::make_unique<Worker>();
+  w->loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
+                                         options_.metrics, static_cast<WorkerLoopListener*>(this));
+  {
+    absl::MutexLock lock(&mu_);
+    reporting_.push_back(w->loop.get());  // before it has work: it reports nothing until then
+  }
+  workers_.push_back(std::move(w));
+  LOG(INFO) << "worker " << id << " joined: " << info.num_blocks << " blocks of " << info.block_size
+            << " tokens, " << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV";
+  // Requests that waited for a worker go to the newcomer.
+  std::deque<QueuedRequest> parked;
+  parked.swap(parked_);
+  for (QueuedRequest& work : parked) PlaceLocked(std::move(work));
+  return id;
+}
+
+void Cluster::ReapLocked() {
+  for (auto& w : workers_) {
+    if (w->alive || w->joined || !w->loop->exited()) continue;
+    w->loop->Join();  // the loop has exited: this returns at once
+    w->joined = true;
+  }
+}
+
+void Cluster::RemoveWorker(int worker_id) {
+  absl::MutexLock place(&place_mu_);
+  if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
+  Worker* w = workers_[worker_id].get();
+  if (!w->alive) return;
+  LOG(WARNING) << "worker " << worker_id << " is gone";
+  RemoveLocked(w);
+}
+
+void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
+  absl::MutexLock place(&place_mu_);
+  if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
+  Worker* w = workers_[worker_id].get();
+  if (!w->alive || w->draining) return;
+  w->draining = true;
+  const bool others = std::any_of(workers_.begin(), workers_.end(),
+                                  [](const auto& o) { return o->alive && !o->draining; });
+  int held = 0;  // sequences placed on it and not finished
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, r] : requests_) {
+      for (size_t i = 0; i < r->worker.size(); ++i)
+        held += r->worker[i] == worker_id && !r->finished[i];
+    }
+  }
+  LOG(INFO) << "worker " << worker_id << " is draining with " << held << " sequences"
+            << (others ? "; those not started yet move elsewhere" : "");
+  // Before Drain: the loop must not count the requests that move as its own.
+  if (others) {
+    for (QueuedRequest& work : w->loop->TakeQueued()) PlaceLocked(std::move(work));
+  }
+  // Its running sequences move with their K/V where a worker can take it (OnDetached).
+  bool movable = false;
+  const TransferSnapshot s = SnapshotLocked();
+  for (const WorkerView& o : s.workers)
+    movable |= !o.draining && TransferPlanner::CanTransfer(s, worker_id, o.id);
+  if (options_.kv_transfer && movable) w->loop->Detach();
+  w->loop->Drain(std::move(on_drained));
+}
+
+int Cluster::NumWaitingLocked() const {
+  int waiting = static_cast<int>(parked_.size());
+  waiting += planner_.NumWaiting(/*dst=*/-1);
+  for (const auto& w : workers_) {
+    if (w->alive) waiting += w->loop->load().num_waiting;
+  }
+  return waiting;
+}
+
+absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, RequestSink sink,
+                                        absl::Time give_up_at) {
+  // The O(1) part of Validate: what sizes the router's own state and keeps the loops finite.
+  RETURN_IF_ERROR(ValidateRequestLimits(request, max_model_len(), options_.engine.max_n));
+  auto r = std::make_shared<Request>();
+  r->request = request;
+  r->sink = std::move(sink);
+  r->outputs.resize(request.n);
+  r->finished.assign(request.n, false);
+  r->worker.assign(request.n, -1);
+  r->num_unfinished = request.n;
+  r->give_up_at = give_up_at;
+  absl::MutexLock place(&place_mu_);
+  ReapLocked();
+  if (const int waiting = NumWaitingLocked(); waiting >= options_.max_waiting) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the router has ", waiting, " requests waiting; try again later"));
+  }
+  int64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_request_id_++;
+    requests_[id] = std::move(r);
+  }
+  PlaceLocked({.request_id = id, .request = request, .pull = std::nullopt});
+  return id;
+}
+
+void Cluster::Abort(int64_t request_id) {
+  absl::MutexLock place(&place_mu_);
+  EndLocked(request_id, absl::OkStatus());
+}
+
+void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) return;
+    for (int worker : it->second->worker) {
+      if (worker >= 0) workers_[worker]->loop->Abort(request_id);
+    }
+    if (!error.ok()) {
+      RequestUpdate out;
+      out.error = error;
+      out.finished = true;
+      it->second->sink(out);
+    }
+    requests_.erase(it);
+  }
+  std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
+  ApplyLocked(planner_.EndRequest(request_id));
+}
+
+void Cluster::Resume(int64_t request_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (int worker : it->second->worker) {
+    if (worker >= 0 && reporting_[worker] != nullptr) reporting_[worker]->Resume();
+  }
+}
+
+void Cluster::Tick(absl::Time now) {
+  absl::MutexLock place(&place_mu_);
+  std::vector<int64_t> expired, stalled;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const QueuedRequest& work : parked_) {
+      auto it = requests_.find(work.request_id);
+      if (it != requests_.end() && it->second->give_up_at <= now) {
+        expired.push_back(work.request_id);
+      }
+    }
+    for (const auto& [id, r] : requests_) {
+      if (!r->request.paused || !r->request.paused->load(std::memory_order_relaxed)) {
+        r->paused_since = absl::InfiniteFuture();
+      } else if (r->paused_since == absl::InfiniteFuture()) {
+        r->paused_since = now;
+      } else if (now - r->paused_since >= options_.stall_timeout) {
+        stalled.push_back(id);
+      }
+    }
+  }
+  for (int64_t id : expired) {
+    EndLocked(id, absl::UnavailableError("no worker became available before the deadline"));
+  }
+  if (!stalled.empty()) {
+    LOG_EVERY_N(WARNING, 100) << "cancelled " << stalled.size() << " requests whose clients read "
+                              << "nothing for " << absl::FormatDuration(options_.stall_timeout);
+  }
+  for (int64_t id : stalled) {
+    if (options_.metrics) options_.metrics->stalled_clients->Add();
+    EndLocked(id, absl::DeadlineExceededError(absl::StrCat(
+                      "the client read nothing for ", absl::FormatDuration(options_.stall_timeout),
+                      " (--stall-timeout-s): cancelled")));
+  }
+  EnforcePausedCapsLocked();
+  ApplyLocked(planner_.GiveUpWaiting(now));
+  absl::MutexLock lock(&mu_);
+  std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !requests_.contains(work.request_id);
+  });
+}
+
+void Cluster::EnforcePausedCapsLocked() {
+  std::vector<PausedCancel> cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<PausedRequest> paused;
+    for (const auto& [id, r] : requests_) {
+      if (r->paused_since == absl::InfiniteFuture()) continue;
+      paused.push_back({.request_id = id,
+                        .paused_since = r->paused_since,
+                        .num_sequences = r->num_unfinished,
+                        .peer = &r->request.peer});
+    }
+    num_paused_ = 0;
+    for (const PausedRequest& p : paused) num_paused_ += p.num_sequences;
+    cancel = OverPausedCaps(std::move(paused), options_.paused_caps);
+    for (const PausedCancel& c : cancel) num_paused_ -= requests_.at(c.request_id)->num_unfinished;
+  }
+  if (!cancel.empty()) {
+    LOG_EVERY_N(WARNING, 100) << "cancelled " << cancel.size()
+                              << " paused requests past a cap on paused sequences";
+  }
+  for (const PausedCancel& c : cancel) {
+    const bool connection = c.cap == PausedCap::kConnection;
+    if (options_.metrics) {
+      (connection ? options_.metrics->paused_cap_connection : options_.metrics->paused_cap_client)
+          ->Add();
+    }
+    EndLocked(c.request_id,
+              absl::ResourceExhaustedError(absl::StrCat(
+                  "the ", connection ? "connection" : "client",
+                  " holds more paused sequences (calls whose output is not read) than ",
+                  connection ? options_.paused_caps.max_per_connection
+                             : options_.paused_caps.max_per_client,
+                  connection ? " (--max-paused-per-connection)" : " (--max-paused-per-client)",
+                  ": its oldest paused call is cancelled")));
+  }
+}
+
+void Cluster::PlaceLocked(QueuedRequest work) {
+  const TransferSnapshot s = SnapshotLocked();
+  std::vector<WorkerLoad> candidates = planner_.Candidates(
+      s, [](const WorkerView& w) { return w.alive && !w.draining; }, /*count_transfers=*/true);
+  if (candidates.empty() && work.request.front_of_queue) {
+    candidates = planner_.Candidates(
+        s, [](const WorkerView& w) { return w.alive; }, /*count_transfers=*/true);
+  }
+  if (candidates.empty()) {
+    parked_.push_back(std::move(work));
+    return;
+  }
+  // Hashed once here, for placement, then reused by the chosen worker's scheduler.
+  GenerationRequest& request = work.request;
+  HashPrompt(&request, s.workers[candidates.front().worker_id].info->block_size);
+  const std::vector<Placement::OwnerList> owners =
+      options_.kv_transfer && !work.pull.has_value()
+          ? placement_.Owners(request.prompt_block_hashes)
+          : std::vector<Placement::OwnerList>();
+  const int chosen = placement_.Choose(candidates, request.prompt_block_hashes);
+  TransferActions pull;
+  if (planner_.StartPull(s, chosen, owners, &work, &pull)) {
+    ApplyLocked(std::move(pull));
+    return;
+  }
+  QueueLocked(std::move(work), chosen);
+}
+
+void Cluster::RemoveLocked(Worker* w) {
+  const int worker_id = w->loop->id();
+  {
+    absl::MutexLock lock(&mu_);
+    reporting_[worker_id] = nullptr;  // its reports are no longer delivered
+  }
+  w->alive = false;
+  w->loop->Stop();
+  placement_.ForgetWorker(worker_id);
+  ApplyLocked(planner_.EndTransfersOf(SnapshotLocked(), worker_id));
+  std::deque<QueuedRequest> queued = w->loop->TakeQueued();
+  std::vector<QueuedRequest> resumed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [request_id, r] : requests_) {
+      const int64_t id = request_id;  // clang before 16 cannot capture a structured binding
+      for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
+        if (r->worker[i] != worker_id || r->finished[i]) continue;
+        const bool in_inbox =
+            std::any_of(queued.begin(), queued.end(),
+                        [id](const QueuedRequest& work) { return work.request_id == id; });
+        if (in_inbox) continue;  // never started there: placed again below as it was
+        if (resumed.empty()) LOG(WARNING) << "moving the sequences of worker " << worker_id;
+        r->worker[i] = -1;
+        resumed.push_back(Resumed(id, *r, i));
+      }
+    }
+  }
+  for (QueuedRequest& work : resumed) PlaceLocked(std::move(work));
+  for (QueuedRequest& work : queued) PlaceLocked(std::move(work));
+}
+
+void Cluster::OnFailed(int worker_id) {
+  TimedMutexLock place(&place_mu_, &loop_waits_);
+  Worker* w = workers_[worker_id].get();
+  if (w->alive) RemoveLocked(w);
+}
+
+void Cluster::OnRefused(int worker_id, int64_t request_id) {
+  TimedMutexLock lock(&mu_, &loop_waits_);
+  if (reporting_[worker_id] == nullptr) return;  // its requests moved; another worker has it
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  RequestUpdate out;
+  out.finished = true;
+  out.finish_reason = FinishReason::kAbort;
+  it->second->sink(out);
+  requests_.erase(it);
+}
+
+void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) {
+  WorkerLoop* loop;
+  {
+    TimedMutexLock lock(&mu_, &loop_waits_);
+    loop = reporting_[worker_id];
+    if (loop == nullptr) return;  // its requests moved; their new worker reports from here on
+    for (const SequenceUpdate& u : updates) Deliver(worker_id, u, *loop);
+  }
+  // Planned under place_mu_, only when the worker has sequences preempted for want of blocks.
+  if (options_.kv_transfer && loop->load().num_preempted > 0) {
+    TimedMutexLock place(&place_mu_, &loop_waits_);
+    MovePreemptedLocked(worker_id);
+  }
+}
+
+void Cluster::Deliver(int worker_id, const SequenceUpdate& u, WorkerLoop& loop) {
+  auto it = requests_.find(u.request_id);
+  if (it == requests_.end()) return;  // aborted
+  Request& r = *it->second;
+  if (u.new_token_ids.empty() && !u.finished) return;  // a fork was created
+  r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.new_token_ids.begin(),
+                                u.new_token_ids.end());
+  RequestUpdate out;
+  out.worker_id = worker_id;
+  out.seq_index = u.seq_index;
+  out.token_ids = u.new_token_ids;
+  out.samples = u.samples;
+  out.prompt_logprobs = u.prompt_logprobs;
+  out.embedding = u.embedding;
+  out.finished = u.finished;
+  out.finish_reason = u.finish_reason;
+  out.grammar_complete = u.grammar_complete;
+  out.num_prompt_tokens = u.num_prompt_tokens;
+  out.num_output_tokens = u.num_output_tokens;
+  out.num_cached_tokens = u.num_cached_tokens;
+  // Under mu_: keeps a request's updates in order across a worker change.
+  const bool keep_going = r.sink(out);
+  if (!keep_going && !u.finished && !r.finished[u.seq_index]) {
+    loop.Abort(u.request_id, u.seq_index);  // taken right after this step
+  }
+  if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
+    r.finished[u.seq_index] = true;
+    if (--r.num_unfinished == 0) requests_.erase(it);
+  }
+}
+
+QueuedRequest Cluster::Resumed(int64_t request_id, const Request& r, int seq_index) {
+  QueuedRequest work{.request_id = request_id, .request = r.request, .pull = std::nullopt};
+  work.request.n = 1;
+  work.request.first_seq_index = seq_index;
+  work.request.output_ids = r.outputs[seq_index];
+  work.request.front_of_queue = true;
+  return work;
+}
+
+TransferSnapshot Cluster::SnapshotLocked() const {
+  TransferSnapshot s;
+  s.now = absl::Now();
+  s.workers.reserve(workers_.size());
+  for (const auto& w : workers_) {
+    WorkerView& v = s.workers.emplace_back();
+    v.id = w->loop->id();
+    v.alive = w->alive;
+    v.draining = w->draining;
+    v.info = &w->loop->info();
+    if (w->alive) v.load = w->loop->load();
+  }
+  return s;
+}
+
+void Cluster::ApplyLocked(TransferActions actions) {
+  for (TransferAction& a : actions) {
+    switch (a.kind) {
+      case TransferAction::Kind::kHold:
+        workers_[a.worker]->loop->Hold(std::move(a.hold));
+        break;
+      case TransferAction::Kind::kQueue:
+        QueueLocked(std::move(*a.work), a.worker);
+        break;
+      case TransferAction::Kind::kRelease:
+        workers_[a.worker]->loop->Release(std::move(a.blocks));
+        break;
+      case TransferAction::Kind::kPlace:
+        if (a.unassign) AssignLocked(*a.work, -1);
+        PlaceLocked(std::move(*a.work));
+        break;
+    }
+  }
+}
+
+void Cluster::AssignLocked(const QueuedRequest& work, int worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find(work.request_id);
+  if (it == requests_.end()) return;
+  for (int i = 0; i < work.request.n; ++i) {
+    it->second->worker[work.request.first_seq_index + i] = worker_id;
+  }
+}
+
+void Cluster::QueueLocked(QueuedRequest work, int dst) {
+  if (!workers_[dst]->alive) {
+    PlaceLocked(std::move(work));
+    return;
+  }
+  AssignLocked(work, dst);
+  workers_[dst]->loop->Add(std::move(work));
+}
+
+void Cluster::MovePreemptedLocked(int worker_id) {
+  // The cheap test first: a snapshot reads every worker's load.
+  const Worker& w = *workers_[worker_id];
+  if (!w.alive || w.draining || w.loop->load().num_preempted == 0) return;
+  const int room = planner_.PreemptedRoom(SnapshotLocked(), worker_id);
+  if (room > 0) w.loop->DetachPreempted(room);
+}
+
+void Cluster::OnTransfers(int worker_id, const TransferEvents& events) {
+  TimedMutexLock place(&place_mu_, &loop_waits_);
+  ApplyLocked(planner_.OnEvents(SnapshotLocked(), worker_id, events));
+}
+
+void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detached) {
+  TimedMutexLock place(&place_mu_, &loop_waits_);
+  absl::flat_hash_map<int, int64_t> taken;  // blocks the moves need, by destination
+  for (Scheduler::Detached& d : detached) {
+    std::optional<QueuedRequest> work;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = requests_.find(d.request_id);
+      const Request* r = it == requests_.end() ? nullptr : it->second.get();
+      if (r != nullptr && d.seq_index < static_cast<int>(r->worker.size()) &&
+          r->worker[d.seq_index] == worker_id && !r->finished[d.seq_index]) {
+        work = Resumed(d.request_id, *r, d.seq_index);
+      }
+    }
+    // Each move sees the ones before it (their requests wait at their destinations now).
+    ApplyLocked(
+        planner_.OnDetached(SnapshotLocked(), worker_id, std::move(d), std::move(work), &taken));
+  }
+}
+
+std::vector<WorkerStats> Cluster::worker_stats() const {
+  absl::MutexLock place(&place_mu_);
+  std::vector<WorkerStats> out;
+  for (const auto& w : workers_) {
+    if (!w->alive) continue;
+    const WorkerLoop::Load load = w->loop->load();
+    WorkerStats& s = out.emplace_back();
+    s.id = w->loop->id();
+    s.draining = w->draining;
+    s.num_blocks = w->loop->info().num_blocks;
+    s.block_size = w->loop->info().block_size;
+    s.num_used_blocks = load.num_used_blocks;
+    s.num_slots_used = load.num_slots_used;
+    s.num_slots_reserved = load.num_slots_reserved;
+    s.num_running = load.num_running;
+    s.num_waiting = load.num_waiting;
+  }
+  return out;
+}
+
+ClusterStats Cluster::stats() const {
+  absl::MutexLock place(&place_mu_);
+  absl::MutexLock lock(&mu_);
+  ClusterStats s;
+  s.num_loop_reports = loop_waits_.num_locks.load();
+  s.num_loop_lock_waits = loop_waits_.num_waits.load();
+  s.loop_lock_wait_seconds = static_cast<double>(loop_waits_.wait_ns.load()) * 1e-9;
+  s.num_waiting = static_cast<int>(parked_.size());
+  s.num_paused = num_paused_;
+  for (const auto& w : workers_) {
+    const WorkerLoop::Load load = w->loop->load();
+    // Cumulative counters include workers that left, so deltas between two calls never drop.
+    s.num_steps += load.num_steps;
+    s.step_seconds += load.step_seconds;
+    s.forward_seconds += load.forward_seconds;
+    if (!w->alive) continue;
+    ++s.num_workers;
+    if (w->draining) ++s.num_draining_workers;
+    s.block_size = w->loop->info().block_size;
+    s.num_blocks += w->loop->info().num_blocks;
+    s.num_used_blocks += load.num_used_blocks;
+    s.num_running += load.num_running;
+    s.num_waiting += load.num_waiting;
+  }
+  return s;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,49 @@
+// The caps on paused sequences (a paused sequence: its client stopped reading, so the router
+// holds its output and, until a waiting request needs it, its KV). A client that opens many
+// calls and reads none would otherwise hold router memory and recompute work for all of them
+// until --stall-timeout-s; past a cap, its oldest paused calls are cancelled, so the newest
+// (those a slow but honest reader is most likely to read next) survive.
+//
+//   paused calls, newest first ──► count per connection and per client ──► past either cap:
+//                                   cancelled (not counted), else counted
+//
+// Plain C++, no state: the Cluster calls it at each Tick with the calls it holds paused.
+#ifndef PAGODA_ROUTER_CORE_PAUSED_CAPS_H_
+#define PAGODA_ROUTER_CORE_PAUSED_CAPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "router/core/engine.h"
+
+namespace pagoda {
+
+struct PausedCaps {
+  int max_per_connection = 0;  // paused sequences per connection; 0: no cap
+  int max_per_client = 0;      // paused sequences per client (IP address); 0: no cap
+};
+
+// One paused core request (a call may have several; each counts its own sequences).
+struct PausedRequest {
+  int64_t request_id = 0;
+  absl::Time paused_since;            // ties go by request_id: the lower is older
+  int num_sequences = 0;              // its unfinished sequences
+  const RequestPeer* peer = nullptr;  // Not owned; must outlive the call.
+};
+
+enum class PausedCap { kConnection, kClient };
+
+struct PausedCancel {
+  int64_t request_id = 0;
+  PausedCap cap;  // the cap it passed (the connection's first)
+};
+
+// The requests to cancel so that no connection and no client holds more paused sequences than
+// its cap: the oldest paused go first. A request with more sequences than a cap is cancelled
+// whenever it pauses, so a cap should be at least the largest n (the router checks that).
+std::vector<PausedCancel> OverPausedCaps(std::vector<PausedRequest> paused, const PausedCaps& caps);
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_CORE_PAUSED_CAPS_H_

@@ -1,0 +1,44 @@
+#include "router/core/worker_limits.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/step.h"
+
+namespace pagoda {
+
+absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits) {
+  auto check = [](const char* field, int64_t value, int64_t max) -> absl::Status {
+    if (value >= 1 && value <= max) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.", field, " = ", value, ": must be in [1, ", max, "]"));
+  };
+  RETURN_IF_ERROR(check("num_blocks", info.num_blocks, limits.max_num_blocks));
+  RETURN_IF_ERROR(check("block_size", info.block_size, limits.max_block_size));
+  RETURN_IF_ERROR(
+      check("max_num_batched_tokens", info.max_num_batched_tokens, limits.max_num_batched_tokens));
+  RETURN_IF_ERROR(check("max_num_seqs", info.max_num_seqs, limits.max_num_seqs));
+  // Slots (block * block_size + offset) are 32-bit on both sides.
+  if (static_cast<int64_t>(info.num_blocks) * info.block_size > INT32_MAX) {
+    return absl::InvalidArgumentError("Hello: num_blocks x block_size exceeds 2^31 slots");
+  }
+  // A host:port peers dial (issue 28): printable, no spaces.
+  if (info.kv_transfer_address.size() > kMaxPeerAddressBytes ||
+      !std::all_of(info.kv_transfer_address.begin(), info.kv_transfer_address.end(),
+                   [](char c) { return c > ' ' && c < 127; })) {
+    return absl::InvalidArgumentError(absl::StrCat("Hello.kv_transfer_address: at most ",
+                                                   kMaxPeerAddressBytes, " printable characters"));
+  }
+  // Only logged, but it comes off the wire: short and plain.
+  if (info.kv_cache_dtype.size() > 16 ||
+      !std::all_of(info.kv_cache_dtype.begin(), info.kv_cache_dtype.end(),
+                   [](char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); })) {
+    return absl::InvalidArgumentError(
+        "Hello.kv_cache_dtype: at most 16 letters and digits, like \"bf16\"");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagoda

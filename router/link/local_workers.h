@@ -1,0 +1,70 @@
+// --spawn-workers: pagoda-worker processes on this machine, started by the router and gone
+// with it (the one-command deployment). They dial the worker port on 127.0.0.1 with the
+// cluster's token, which they get in their environment: a command line is visible to any local
+// user. They share the machine: the cores, and (kv_cache_mb auto) the worker's default half of
+// the memory available, each its part.
+//
+// Thread-compatible: one thread calls Reap; the destructor kills the workers.
+#ifndef PAGODA_ROUTER_LINK_LOCAL_WORKERS_H_
+#define PAGODA_ROUTER_LINK_LOCAL_WORKERS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pagoda {
+
+struct LocalWorkersOptions {
+  int num_workers = 0;
+  std::string binary = "pagoda-worker";  // the worker executable's path
+  std::string kv_cache_mb = "auto";      // each one's --kv-cache-mb
+  std::string weight_dtype = "auto";     // each one's --weight-dtype
+  std::string kv_cache_dtype = "auto";   // each one's --kv-cache-dtype
+  std::string compute_dtype = "auto";    // each one's --compute-dtype
+  int threads = 0;                       // each one's --threads; 0 = the cores split between them
+};
+
+// What every local worker is told about the router it serves.
+struct LocalWorkersRouter {
+  std::string model;
+  int worker_port = 0;
+  std::string worker_token;  // "": none (an insecure worker port)
+  int max_num_batched_tokens = 0;
+  int max_num_seqs = 0;
+};
+
+// INVALID_ARGUMENT naming the router's flag (--worker-weight-dtype, --worker-kv-cache-dtype)
+// when a worker would refuse its value, so a typo stops the router rather than every worker.
+absl::Status CheckLocalWorkersOptions(const LocalWorkersOptions& options);
+
+// The command line of local worker `index` (without the binary).
+std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
+                                         const LocalWorkersRouter& router, int index);
+
+class LocalWorkers {
+ public:
+  // Starts options.num_workers workers (none: an empty set). INVALID_ARGUMENT as
+  // CheckLocalWorkersOptions; INTERNAL when a process cannot be forked (those started are
+  // killed). Call it on a thread that outlives them: the kernel kills them when the thread
+  // that forked them ends (PR_SET_PDEATHSIG), so they die with a router that was killed.
+  static absl::StatusOr<std::unique_ptr<LocalWorkers>> Start(const LocalWorkersOptions& options,
+                                                             const LocalWorkersRouter& router);
+  ~LocalWorkers();  // kills the workers still running and waits for them
+
+  // Collects the workers that exited (no zombies), logging how. Call it periodically.
+  void Reap();
+
+ private:
+  LocalWorkers() = default;
+
+  std::vector<pid_t> pids_;  // -1 once reaped
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_LINK_LOCAL_WORKERS_H_

@@ -1,0 +1,229 @@
+#include "router/link/worker_link_service.h"
+
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/process/grpc_security.h"
+#include "common/process/secret.h"
+#include "glog/logging.h"
+#include "grpcpp/security/server_credentials.h"
+#include "proto/step_proto.h"
+
+namespace pagoda {
+namespace {
+
+using Stream = grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>;
+
+// Executes steps over one worker's stream. Execute runs on the worker's loop thread while the
+// service's handler thread reads results; they meet under mu_.
+class WorkerConnection final : public Executor {
+ public:
+  WorkerConnection(const WorkerInfo& info, Stream* stream, grpc::ServerContext* context,
+                   absl::Duration step_timeout)
+      : info_(info), stream_(stream), context_(context), step_timeout_(step_timeout) {}
+
+  const WorkerInfo& info() const override { return info_; }
+
+  absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
+    v1::RouterMessage message;
+    ToProto(command, message.mutable_step());
+    {
+      absl::MutexLock lock(&mu_);
+      // The handler writes the Hello reply first; a step must not race it onto the stream.
+      mu_.Await(absl::Condition(this, &WorkerConnection::ClosedOrReady));
+      if (closed_) return absl::UnavailableError("worker connection closed");
+      result_.reset();
+      waiting_for_ = command.step_id;
+      // Writes are serialised by mu_ (one Execute at a time per worker anyway).
+      if (!stream_->Write(message)) {
+        closed_ = true;
+        return absl::UnavailableError("worker stream broke");
+      }
+      const bool answered = mu_.AwaitWithTimeout(
+          absl::Condition(this, &WorkerConnection::ClosedOrAnswered), step_timeout_);
+      if (!answered) {
+        // Hung (or hostile): end the call, so the handler sees the worker gone.
+        closed_ = true;
+        context_->TryCancel();
+        return absl::UnavailableError(absl::StrCat("worker did not answer step ", command.step_id,
+                                                   " within ",
+                                                   absl::FormatDuration(step_timeout_)));
+      }
+      if (!result_.has_value()) return absl::UnavailableError("worker connection closed");
+      if (!result_->error().empty()) {
+        return CloseLocked(
+            absl::InternalError(absl::StrCat("worker rejected step: ", result_->error())));
+      }
+      return FromProto(*result_);
+    }
+  }
+
+  // The Cluster dropped this worker (a step failed here, or its result did not check out):
+  // end its call too, so the worker sees it and reconnects with a clean state.
+  void Abandon() override {
+    absl::MutexLock lock(&mu_);
+    CloseLocked(absl::OkStatus()).IgnoreError();
+  }
+
+  // Tells a draining worker it holds nothing more. Runs on the worker's loop thread, between
+  // steps, so it never interleaves with a step's write.
+  void SendDrained() {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    v1::RouterMessage message;
+    message.mutable_drained();
+    if (!stream_->Write(message)) closed_ = true;
+  }
+
+  void OnResult(const v1::StepResult& result) {
+    absl::MutexLock lock(&mu_);
+    if (result.step_id() == waiting_for_) result_ = result;
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  // The stream is the connection's from now on (the Hello reply has been written).
+  void MarkReady() {
+    absl::MutexLock lock(&mu_);
+    ready_ = true;
+  }
+
+ private:
+  absl::Status CloseLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!closed_) context_->TryCancel();
+    closed_ = true;
+    return status;
+  }
+
+  const WorkerInfo info_;
+  Stream* const stream_;                // Not owned; valid until Close().
+  grpc::ServerContext* const context_;  // Not owned; valid until Close().
+  const absl::Duration step_timeout_;
+  // Conditions of mu_.Await.
+  bool ClosedOrReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || ready_; }
+  bool ClosedOrAnswered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || result_.has_value();
+  }
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = -1;
+  std::optional<v1::StepResult> result_ ABSL_GUARDED_BY(mu_);
+};
+
+// Cancels a call when nothing arrives on it before a deadline, which each Beat moves on.
+class CallWatchdog {
+ public:
+  CallWatchdog(grpc::ServerContext* context, absl::Duration timeout)
+      : context_(context), deadline_(absl::Now() + timeout), thread_([this] { Watch(); }) {}
+  ~CallWatchdog() {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    thread_.join();
+  }
+  // Something arrived: the next must come within `timeout`.
+  void Beat(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    deadline_ = absl::Now() + timeout;
+  }
+  bool fired() {
+    absl::MutexLock lock(&mu_);
+    return fired_;
+  }
+
+ private:
+  void Watch() {
+    absl::MutexLock lock(&mu_);
+    while (!done_) {
+      mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Milliseconds(200));
+      if (!done_ && absl::Now() > deadline_) {
+        fired_ = true;
+        context_->TryCancel();
+        return;
+      }
+    }
+  }
+
+  grpc::ServerContext* const context_;  // Not owned.
+  absl::Mutex mu_;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it uses the members above
+};
+
+}  // namespace
+
+WorkerLinkService::WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options)
+    : cluster_(cluster), options_(options) {}
+
+WorkerLinkService::~WorkerLinkService() = default;
+
+grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* stream) {
+  // The token (call metadata) before anything else: a stranger's call ends at once, having
+  // held this thread for no read, and learns nothing.
+  if (!CallCarriesToken(*context, options_.worker_token)) {
+    LOG_EVERY_N(WARNING, 100) << "refused a worker from " << context->peer()
+                              << ": no or wrong worker token (" << google::COUNTER << " so far)";
+    if (options_.metrics) options_.metrics->refused_worker_token->Add();
+    constexpr char kMessage[] =
+        "the router's worker port needs the cluster's token (--worker-token or "
+        "PAGODA_WORKER_TOKEN)";
+    v1::RouterMessage reply;
+    reply.mutable_hello_reply()->set_message(kMessage);
+    stream->Write(reply);
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kMessage);
+  }
+  // A watchdog cancels the call when the Hello is late, or later when the worker goes silent
+  // (e.g. its link is cut), which makes the pending Read fail.
+  CallWatchdog watchdog(context, options_.hello_timeout);
+  v1::WorkerMessage first;
+  if (!stream->Read(&first) || !first.has_hello()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("the first message must be a Hello, within ",
+                                     absl::FormatDuration(options_.hello_timeout)));
+  }
+  watchdog.Beat(options_.heartbeat_timeout);
+  const std::string name = first.hello().worker_name();
+  auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()), stream, context,
+                                                       options_.step_timeout);
+  absl::StatusOr<int> id = cluster_->AddWorker(connection);
+  v1::RouterMessage reply;
+  reply.mutable_hello_reply()->set_accepted(id.ok());
+  if (!id.ok()) {
+    LOG(WARNING) << "refused worker " << name << ": " << id.status().message();
+    if (options_.metrics) options_.metrics->refused_worker_hello->Add();
+    reply.mutable_hello_reply()->set_message(std::string(id.status().message()));
+    stream->Write(reply);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message()));
+  }
+  reply.mutable_hello_reply()->set_worker_id(*id);
+  stream->Write(reply);
+  connection->MarkReady();
+  ++num_connected_;
+  LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
+
+  v1::WorkerMessage message;
+  while (stream->Read(&message)) {
+    watchdog.Beat(options_.heartbeat_timeout);
+    if (message.has_result()) {
+      connection->OnResult(message.result());
+    } else if (message.has_drain()) {
+      LOG(INFO) << "worker " << *id << " (" << name << ") asks to drain";
+      cluster_->DrainWorker(*id, [connection] { connection->SendDrained(); });
+    }
+  }
+  if (watchdog.fired()) LOG(WARNING) << "worker " << *id << " missed its heartbeats";
+  connection->Close();
+  cluster_->RemoveWorker(*id);
+  --num_connected_;
+  LOG(WARNING) << "worker " << *id << " (" << name << ") disconnected";
+  return grpc::Status::OK;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,57 @@
+// The router's side of the WorkerLink stream (sync gRPC API: one handler thread per worker).
+// The call's token is checked before anything is read, and the Hello must follow within
+// hello_timeout, so no stream holds a thread idle for long. A worker's Hello is checked
+// against the router's model; an accepted worker becomes a
+// Cluster worker whose Executor (WorkerConnection) writes StepCommands to the stream and waits
+// for the matching StepResult. A broken stream, or no message for `heartbeat_timeout`, makes
+// the worker dead: Execute fails and the Cluster moves its sequences. A worker that sends Drain
+// gets no new requests; once it holds nothing it is sent Drained, and it closes the stream.
+#ifndef PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
+#define PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "common/process/secret.h"
+#include "pagoda/v1/worker.grpc.pb.h"
+#include "router/core/cluster.h"
+
+namespace pagoda {
+
+struct WorkerLinkOptions {
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // silent this long: dead
+  // The Hello must come this long after the call opens (a worker sends it at once).
+  absl::Duration hello_timeout = absl::Seconds(10);
+  // A step unanswered this long (a hung forward pass): the worker is failed over like a dead
+  // one. Far above the slowest legitimate step.
+  absl::Duration step_timeout = absl::Seconds(30);
+  // Workers must present `authorization: Bearer <worker_token>` on Connect; "" leaves the port
+  // open to anyone who reaches it (--insecure-worker-port).
+  std::string worker_token;
+  RouterMetrics* metrics = nullptr;  // refusals are counted when set; not owned
+};
+
+class WorkerLinkService final : public v1::WorkerLink::Service {
+ public:
+  // `cluster` is not owned and must outlive the service.
+  WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options);
+  ~WorkerLinkService() override;
+
+  grpc::Status Connect(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>* stream) override;
+
+  int num_connected() const { return num_connected_.load(); }
+
+ private:
+  Cluster* cluster_;  // Not owned.
+  const WorkerLinkOptions options_;
+  std::atomic<int> num_connected_{0};
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
