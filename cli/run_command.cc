@@ -116,7 +116,7 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     }
     for (const SequenceUpdate& u : *updates) {
       Output& o = results[u.request_id].outputs[u.seq_index];
-      for (int id : u.new_token_ids) {
+      for (int id : u.token_ids) {
         o.output_ids.push_back(id);
         // A stop token ends the sequence but is not part of its text.
         if (u.finish_reason == FinishReason::kStop) continue;

@@ -69,15 +69,15 @@ void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
   registry->AddGaugeFamily(
       "pagoda_kv_cache_usage", "Fraction of a worker's KV blocks in use (0..1).",
       per_worker([](const WorkerStats& w) {
-        return w.num_blocks ? static_cast<double>(w.num_used_blocks) / w.num_blocks : 0.0;
+        return w.num_blocks ? static_cast<double>(w.load.num_used_blocks) / w.num_blocks : 0.0;
       }));
   registry->AddGaugeFamily(
       "pagoda_kv_cache_utilization",
       "KV slots the running sequences fill over the slots their block tables reserve (0..1; 0 "
       "when nothing runs).",
       per_worker([](const WorkerStats& w) {
-        return w.num_slots_reserved > 0
-                   ? static_cast<double>(w.num_slots_used) / w.num_slots_reserved
+        return w.load.num_slots_reserved > 0
+                   ? static_cast<double>(w.load.num_slots_used) / w.load.num_slots_reserved
                    : 0.0;
       }));
 }

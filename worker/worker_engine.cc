@@ -246,7 +246,17 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
   if (num_logit_rows > model_->max_logit_rows())
     return bad(num_logit_rows, " rows of logits or hidden states exceed ",
                model_->max_logit_rows());
-  return ValidateTransfers(cmd);
+  if (cmd.pulls.empty() && transfers_.InFlight().empty()) return absl::OkStatus();
+  KvTransfers::SequenceTables tables;
+  for (const auto& [id, s] : seqs_) tables.emplace(id, &s.block_table);
+  return transfers_.ValidateStep(cmd, tables);
+}
+
+void WorkerEngine::EnableTransfers(std::unique_ptr<KvPuller> puller,
+                                   const std::string& advertise_address) {
+  CHECK(!advertise_address.empty()) << "an advertise address is needed";
+  transfers_.SetPuller(std::move(puller));
+  info_.kv_transfer_address = advertise_address;
 }
 
 absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {

@@ -52,8 +52,8 @@ class WorkerEngine {
     transfers_.CancelAll();
   }
 
-  // KV block transfers (issue 28; worker_engine_transfers.cc). Pulls (StepCommand.pulls) are
-  // refused until this is called; `advertise_address` goes in info().kv_transfer_address.
+  // KV block transfers (issue 28; the pulls in flight are KvTransfers'). Pulls (StepCommand.pulls)
+  // are refused until this is called; `advertise_address` goes in info().kv_transfer_address.
   // REQUIRES: before the first step.
   void EnableTransfers(std::unique_ptr<KvPuller> puller, const std::string& advertise_address);
   // The pool a KV transfer server reads (kv_transfer_service.h). Not thread-safe to read while a
@@ -83,8 +83,6 @@ class WorkerEngine {
 
   WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks);
   absl::Status Validate(const StepCommand& command) const;
-  // The part of Validate about pulls and the blocks they hold in flight.
-  absl::Status ValidateTransfers(const StepCommand& command) const;
 
   // Constant after construction.
   WorkerInfo info_;

@@ -15,7 +15,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "common/process/secret.h"
 #include "worker/worker_engine.h"
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -70,21 +71,13 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   }
   absl::MutexLock place(&place_mu_);
   ReapLocked();
-  const int live = static_cast<int>(
-      std::count_if(workers_.begin(), workers_.end(), [](const auto& o) { return o->alive; }));
-  if (live >= options_.worker_limits.max_workers) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the router has ", live, " workers, its limit"));
-  }
-  int64_t blocks = info.num_blocks;
+  int live = 0;
+  int64_t live_blocks = 0;
   for (const auto& o : workers_) {
-    if (o->alive) blocks += o->loop->info().num_blocks;
+    live += o->alive;
+    live_blocks += o->alive ? o->loop->info().num_blocks : 0;
   }
-  if (blocks > options_.worker_limits.max_total_blocks) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "Hello.num_blocks = ", info.num_blocks, ": the workers would hold ", blocks,
-        " blocks, over the router's budget of ", options_.worker_limits.max_total_blocks));
-  }
+  RETURN_IF_ERROR(CheckRoomFor(info, live, live_blocks, options_.worker_limits));
   const int id = static_cast<int>(workers_.size());
   auto w = std::make_unique<Worker>();
   w->loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
@@ -224,7 +217,8 @@ void Cluster::Resume(int64_t request_id) {
 
 void Cluster::Tick(absl::Time now) {
   absl::MutexLock place(&place_mu_);
-  std::vector<int64_t> expired, stalled;
+  std::vector<int64_t> expired;
+  PauseReview paused;
   {
     absl::MutexLock lock(&mu_);
     for (const QueuedRequest& work : parked_) {
@@ -233,73 +227,38 @@ void Cluster::Tick(absl::Time now) {
         expired.push_back(work.request_id);
       }
     }
+    std::vector<PauseState> states;
     for (const auto& [id, r] : requests_) {
-      if (!r->request.paused || !r->request.paused->load(std::memory_order_relaxed)) {
-        r->paused_since = absl::InfiniteFuture();
-      } else if (r->paused_since == absl::InfiniteFuture()) {
-        r->paused_since = now;
-      } else if (now - r->paused_since >= options_.stall_timeout) {
-        stalled.push_back(id);
-      }
+      if (absl::c_linear_search(expired, id)) continue;
+      states.push_back(
+          {.request_id = id,
+           .paused = r->request.paused && r->request.paused->load(std::memory_order_relaxed),
+           .paused_since = &r->paused_since,
+           .num_sequences = r->num_unfinished,
+           .peer = &r->request.peer});
     }
+    paused = ReviewPaused(states, now, options_.stall_timeout, options_.paused_caps);
+    num_paused_ = paused.num_paused;
   }
   for (int64_t id : expired) {
     EndLocked(id, absl::UnavailableError("no worker became available before the deadline"));
   }
-  if (!stalled.empty()) {
-    LOG_EVERY_N(WARNING, 100) << "cancelled " << stalled.size() << " requests whose clients read "
-                              << "nothing for " << absl::FormatDuration(options_.stall_timeout);
+  if (!paused.end.empty()) {
+    LOG_EVERY_N(WARNING, 100) << "cancelled " << paused.num_stalled << " requests whose clients "
+                              << "read nothing and " << paused.end.size() - paused.num_stalled
+                              << " paused past a cap on paused sequences";
   }
-  for (int64_t id : stalled) {
-    if (options_.metrics) options_.metrics->stalled_clients->Add();
-    EndLocked(id, absl::DeadlineExceededError(absl::StrCat(
-                      "the client read nothing for ", absl::FormatDuration(options_.stall_timeout),
-                      " (--stall-timeout-s): cancelled")));
+  if (options_.metrics) {
+    options_.metrics->stalled_clients->Add(paused.num_stalled);
+    options_.metrics->paused_cap_connection->Add(paused.num_over_connection_cap);
+    options_.metrics->paused_cap_client->Add(paused.num_over_client_cap);
   }
-  EnforcePausedCapsLocked();
+  for (const auto& [id, status] : paused.end) EndLocked(id, status);
   ApplyLocked(planner_.GiveUpWaiting(now));
   absl::MutexLock lock(&mu_);
   std::erase_if(parked_, [&](const QueuedRequest& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !requests_.contains(work.request_id);
   });
-}
-
-void Cluster::EnforcePausedCapsLocked() {
-  std::vector<PausedCancel> cancel;
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<PausedRequest> paused;
-    for (const auto& [id, r] : requests_) {
-      if (r->paused_since == absl::InfiniteFuture()) continue;
-      paused.push_back({.request_id = id,
-                        .paused_since = r->paused_since,
-                        .num_sequences = r->num_unfinished,
-                        .peer = &r->request.peer});
-    }
-    num_paused_ = 0;
-    for (const PausedRequest& p : paused) num_paused_ += p.num_sequences;
-    cancel = OverPausedCaps(std::move(paused), options_.paused_caps);
-    for (const PausedCancel& c : cancel) num_paused_ -= requests_.at(c.request_id)->num_unfinished;
-  }
-  if (!cancel.empty()) {
-    LOG_EVERY_N(WARNING, 100) << "cancelled " << cancel.size()
-                              << " paused requests past a cap on paused sequences";
-  }
-  for (const PausedCancel& c : cancel) {
-    const bool connection = c.cap == PausedCap::kConnection;
-    if (options_.metrics) {
-      (connection ? options_.metrics->paused_cap_connection : options_.metrics->paused_cap_client)
-          ->Add();
-    }
-    EndLocked(c.request_id,
-              absl::ResourceExhaustedError(absl::StrCat(
-                  "the ", connection ? "connection" : "client",
-                  " holds more paused sequences (calls whose output is not read) than ",
-                  connection ? options_.paused_caps.max_per_connection
-                             : options_.paused_caps.max_per_client,
-                  connection ? " (--max-paused-per-connection)" : " (--max-paused-per-client)",
-                  ": its oldest paused call is cancelled")));
-  }
 }
 
 void Cluster::PlaceLocked(QueuedRequest work) {
@@ -399,22 +358,12 @@ void Cluster::Deliver(int worker_id, const SequenceUpdate& u, WorkerLoop& loop) 
   auto it = requests_.find(u.request_id);
   if (it == requests_.end()) return;  // aborted
   Request& r = *it->second;
-  if (u.new_token_ids.empty() && !u.finished) return;  // a fork was created
-  r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.new_token_ids.begin(),
-                                u.new_token_ids.end());
+  if (u.token_ids.empty() && !u.finished) return;  // a fork was created
+  r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.token_ids.begin(),
+                                u.token_ids.end());
   RequestUpdate out;
+  static_cast<SequenceOutput&>(out) = u;
   out.worker_id = worker_id;
-  out.seq_index = u.seq_index;
-  out.token_ids = u.new_token_ids;
-  out.samples = u.samples;
-  out.prompt_logprobs = u.prompt_logprobs;
-  out.embedding = u.embedding;
-  out.finished = u.finished;
-  out.finish_reason = u.finish_reason;
-  out.grammar_complete = u.grammar_complete;
-  out.num_prompt_tokens = u.num_prompt_tokens;
-  out.num_output_tokens = u.num_output_tokens;
-  out.num_cached_tokens = u.num_cached_tokens;
   // Under mu_: keeps a request's updates in order across a worker change.
   const bool keep_going = r.sink(out);
   if (!keep_going && !u.finished && !r.finished[u.seq_index]) {
@@ -526,17 +475,11 @@ std::vector<WorkerStats> Cluster::worker_stats() const {
   std::vector<WorkerStats> out;
   for (const auto& w : workers_) {
     if (!w->alive) continue;
-    const WorkerLoop::Load load = w->loop->load();
-    WorkerStats& s = out.emplace_back();
-    s.id = w->loop->id();
-    s.draining = w->draining;
-    s.num_blocks = w->loop->info().num_blocks;
-    s.block_size = w->loop->info().block_size;
-    s.num_used_blocks = load.num_used_blocks;
-    s.num_slots_used = load.num_slots_used;
-    s.num_slots_reserved = load.num_slots_reserved;
-    s.num_running = load.num_running;
-    s.num_waiting = load.num_waiting;
+    out.push_back({.id = w->loop->id(),
+                   .draining = w->draining,
+                   .num_blocks = w->loop->info().num_blocks,
+                   .block_size = w->loop->info().block_size,
+                   .load = w->loop->load()});
   }
   return out;
 }

@@ -191,8 +191,6 @@ class Cluster final : private WorkerLoopListener {
   // Ends a request with `error` (its sink's last update) and frees what it holds.
   void EndLocked(int64_t request_id, const absl::Status& error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  // Ends the oldest paused requests past options_.paused_caps; counts num_paused_.
-  void EnforcePausedCapsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Requests queued in the router, in schedulers or in loops' inboxes, not yet running.
   int NumWaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
 

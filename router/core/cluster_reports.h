@@ -11,24 +11,14 @@
 #include "absl/status/status.h"
 #include "common/step.h"
 #include "router/core/sequence.h"
+#include "router/core/sequence_update.h"
 
 namespace pagoda {
 
 // A request's progress as its sink sees it: one sequence's new tokens or its end.
-struct RequestUpdate {
+struct RequestUpdate : SequenceOutput {
   absl::Status error;  // not OK: the request ended without running (e.g. no worker came)
   int worker_id = -1;  // where the sequence ran this step
-  int seq_index = 0;
-  std::vector<int> token_ids;
-  std::vector<SampledToken> samples;
-  std::shared_ptr<const PromptLogprobs> prompt_logprobs;  // with the first token, when asked
-  std::vector<float> embedding;                           // an embedding's, with its end
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::kNone;
-  bool grammar_complete = false;  // SequenceUpdate's: the last token is text, not a stop token
-  int num_prompt_tokens = 0;
-  int num_output_tokens = 0;
-  int num_cached_tokens = 0;
 };
 // Called on a worker's loop thread; must not block. Returns false to end that sequence now
 // (e.g. its text reached a stop string): its worker drops it within a step.
@@ -56,16 +46,38 @@ struct ClusterStats {
 };
 
 // One connected worker's state, for per-worker gauges.
+// A worker loop's load figures, published after every step (running and waiting also while
+// it runs): what placement, the transfer planner and the metrics read.
+struct LoopLoad {
+  int64_t num_used_blocks = 0;
+  int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
+  int64_t num_slots_reserved = 0;  // ... of those their block tables hold
+  int num_running = 0;
+  // In the scheduler or still queued here, and not paused: a paused sequence asks for no
+  // work until its client reads (ClusterOptions::max_waiting).
+  int num_waiting = 0;
+  // Of the scheduler's waiting ones, those waiting after a preemption here: it lacks the
+  // blocks they need.
+  int num_preempted = 0;
+  // Since it started (never decrease): steps that ran tokens, their wall time in this loop
+  // and the part the worker spent in the forward pass.
+  int64_t num_steps = 0;
+  double step_seconds = 0;
+  double forward_seconds = 0;
+  // Of those, steps of at least kPrefillStepTokens tokens: their forward time and tokens
+  // (what computing a prompt costs a token here; issue 28's pull-or-recompute choice).
+  static constexpr int kPrefillStepTokens = 64;
+  double prefill_forward_seconds = 0;
+  int64_t num_prefill_tokens = 0;
+};
+
+// One connected worker as the metrics see it.
 struct WorkerStats {
   int id = 0;
   bool draining = false;
   int64_t num_blocks = 0;
-  int64_t num_used_blocks = 0;
-  int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
-  int64_t num_slots_reserved = 0;  // ... of those their block tables hold
   int block_size = 0;
-  int num_running = 0;
-  int num_waiting = 0;
+  LoopLoad load;
 };
 
 }  // namespace pagoda

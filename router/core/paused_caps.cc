@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 
 namespace pagoda {
 namespace {
@@ -40,6 +41,50 @@ std::vector<PausedCancel> OverPausedCaps(std::vector<PausedRequest> paused,
     }
   }
   return cancel;
+}
+
+PauseReview ReviewPaused(const std::vector<PauseState>& requests, absl::Time now,
+                         absl::Duration stall_timeout, const PausedCaps& caps) {
+  PauseReview review;
+  std::vector<PausedRequest> paused;
+  for (const PauseState& r : requests) {
+    absl::Time& since = *r.paused_since;
+    if (!r.paused) {
+      since = absl::InfiniteFuture();
+      continue;
+    }
+    if (since == absl::InfiniteFuture()) {
+      since = now;
+    } else if (now - since >= stall_timeout) {
+      ++review.num_stalled;
+      review.end.emplace_back(
+          r.request_id, absl::DeadlineExceededError(absl::StrCat(
+                            "the client read nothing for ", absl::FormatDuration(stall_timeout),
+                            " (--stall-timeout-s): cancelled")));
+      continue;
+    }
+    paused.push_back({.request_id = r.request_id,
+                      .paused_since = since,
+                      .num_sequences = r.num_sequences,
+                      .peer = r.peer});
+    review.num_paused += r.num_sequences;
+  }
+  absl::flat_hash_map<int64_t, int> sequences;
+  for (const PausedRequest& p : paused) sequences[p.request_id] = p.num_sequences;
+  for (const PausedCancel& c : OverPausedCaps(std::move(paused), caps)) {
+    const bool connection = c.cap == PausedCap::kConnection;
+    ++(connection ? review.num_over_connection_cap : review.num_over_client_cap);
+    review.num_paused -= sequences[c.request_id];
+    review.end.emplace_back(
+        c.request_id,
+        absl::ResourceExhaustedError(absl::StrCat(
+            "the ", connection ? "connection" : "client",
+            " holds more paused sequences (calls whose output is not read) than ",
+            connection ? caps.max_per_connection : caps.max_per_client,
+            connection ? " (--max-paused-per-connection)" : " (--max-paused-per-client)",
+            ": its oldest paused call is cancelled")));
+  }
+  return review;
 }
 
 }  // namespace pagoda

@@ -7,7 +7,8 @@
 //   paused calls, newest first ──► count per connection and per client ──► past either cap:
 //                                   cancelled (not counted), else counted
 //
-// Plain C++, no state: the Cluster calls it at each Tick with the calls it holds paused.
+// Plain C++, no state: the Cluster calls ReviewPaused at each Tick with the requests it holds,
+// which also ends a request whose client read nothing for the stall timeout.
 #ifndef PAGODA_ROUTER_CORE_PAUSED_CAPS_H_
 #define PAGODA_ROUTER_CORE_PAUSED_CAPS_H_
 
@@ -43,6 +44,33 @@ struct PausedCancel {
 // its cap: the oldest paused go first. A request with more sequences than a cap is cancelled
 // whenever it pauses, so a cap should be at least the largest n (the router checks that).
 std::vector<PausedCancel> OverPausedCaps(std::vector<PausedRequest> paused, const PausedCaps& caps);
+
+// One request as a Tick sees it.
+struct PauseState {
+  int64_t request_id = 0;
+  bool paused = false;  // its client is not reading now
+  // Since when every Tick has seen it paused (InfiniteFuture: not paused at the last). In and
+  // out: ReviewPaused keeps it.
+  absl::Time* paused_since = nullptr;
+  int num_sequences = 0;              // its unfinished sequences
+  const RequestPeer* peer = nullptr;  // Not owned; must outlive the call.
+};
+
+// What to do about paused requests at one Tick.
+struct PauseReview {
+  // The requests to end with their errors: stalled (DEADLINE_EXCEEDED), then past a cap
+  // (RESOURCE_EXHAUSTED), each message naming the flag that set the bound.
+  std::vector<std::pair<int64_t, absl::Status>> end;
+  int num_stalled = 0;
+  int num_over_connection_cap = 0;
+  int num_over_client_cap = 0;
+  int num_paused = 0;  // sequences left paused (not ended)
+};
+
+// Tick's rule for paused requests: a request paused at every Tick for `stall_timeout` ends, and
+// of the others, the oldest paused past a cap (OverPausedCaps) end.
+PauseReview ReviewPaused(const std::vector<PauseState>& requests, absl::Time now,
+                         absl::Duration stall_timeout, const PausedCaps& caps);
 
 }  // namespace pagoda
 

@@ -79,7 +79,7 @@ void Scheduler::Abort(int64_t seq_id) {
   Sequence* seq = it->second.get();
   std::erase(waiting_, seq);
   std::erase(running_, seq);
-  std::erase_if(last_step_, [&](const Scheduled& s) { return s.seq == seq; });
+  step_.Forget(seq);
   Finish(seq, FinishReason::kAbort);
   seqs_.erase(it);
 }
@@ -172,55 +172,16 @@ int Scheduler::FitLogitRows(const Sequence* seq, int begin, int n, int logit_bud
 }
 
 void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd) {
-  if (!seq->on_worker) {
-    cmd->new_sequences.push_back(
-        {.seq_id = seq->id,
-         .sampling = seq->sampling,
-         .seq_index = seq->seq_index,
-         .prompt_ids =
-             std::vector<int>(seq->tokens.begin(), seq->tokens.begin() + seq->num_prompt_tokens),
-         .output_ids =
-             std::vector<int>(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end()),
-         // The worker masks them until min_tokens are out, also when it recomputes the
-         // sequence after a preemption or a failover: the output so far comes along.
-         .stop_ids = seq->sampling.min_tokens > seq->num_output_tokens() ? seq->stop_token_ids
-                                                                         : std::vector<int>(),
-         .pooling = seq->pooling});
-    seq->on_worker = true;
-    seq->num_synced_blocks = 0;
-  }
-  const std::vector<int>& table = kv_.block_table(seq->id);
-  const int kept = std::min(seq->num_synced_blocks, first_changed_block);
-  ScheduledSequence s;
-  s.seq_id = seq->id;
-  s.token_ids.assign(seq->tokens.begin() + seq->num_computed_tokens,
-                     seq->tokens.begin() + seq->num_computed_tokens + num_new_tokens);
-  s.num_computed_tokens = seq->num_computed_tokens;
-  s.num_kept_blocks = kept;
-  s.new_block_ids.assign(table.begin() + kept, table.end());
   const int end = seq->num_computed_tokens + num_new_tokens;
   num_recomputed_tokens_ +=
       std::max(0, std::min(end, seq->computed_high_water) - seq->num_computed_tokens);
-  s.sample = end == seq->num_tokens() && seq->pooling == Pooling::kNone;
-  s.prompt_logprobs =
-      seq->wants_prompt_logprobs() && seq->num_computed_tokens < seq->num_prompt_tokens - 1;
-  if (s.sample && seq->matcher.has_value()) {
-    s.constrained = true;
-    // On failure its sample is dropped and it ends (Postprocess).
-    if (!FillStepAllowed(*seq->constraint, *seq->matcher, seq->id, &mask_, &s.allowed_ids,
-                         &s.allowed_mask)) {
-      seq->constraint_failed = true;
-    }
-  }
-  seq->num_synced_blocks = static_cast<int>(table.size());
-  last_step_.push_back({seq, num_new_tokens, s.sample, s.prompt_logprobs});
-  cmd->scheduled.push_back(std::move(s));
+  step_.Emit(seq, num_new_tokens, first_changed_block, kv_.block_table(seq->id), cmd);
 }
 
 StepCommand Scheduler::Schedule() {
   StepCommand cmd;
   cmd.step_id = next_step_id_++;
-  last_step_.clear();
+  step_.Clear();
   ForkDueSequences(&pending_fork_updates_);
   // One view of which clients are reading for the whole step: the flags change under us.
   for (Sequence* s : running_) s->paused_this_step = s->is_paused();
@@ -231,7 +192,7 @@ StepCommand Scheduler::Schedule() {
 
   // Running sequences first, oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0 &&
-                     static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
+                     static_cast<int>(step_.entries().size()) < options_.max_num_seqs;) {
     Sequence* seq = running_[i];
     const int n = FitLogitRows(seq, seq->num_computed_tokens,
                                std::min(seq->target_tokens() - seq->num_computed_tokens, budget),
@@ -271,7 +232,7 @@ StepCommand Scheduler::Schedule() {
   // paused running sequence never keeps one out: it is preempted for the slot or the blocks
   // a waiting one needs (its full blocks stay cached for when its client reads again).
   for (size_t w = 0; !preempted && w < waiting_.size() && budget > 0 &&
-                     static_cast<int>(last_step_.size()) < options_.max_num_seqs;) {
+                     static_cast<int>(step_.entries().size()) < options_.max_num_seqs;) {
     Sequence* seq = waiting_[w];
     if (seq->paused_this_step) {  // its client is not reading
       ++w;
@@ -348,8 +309,9 @@ StepCommand Scheduler::Schedule() {
 
 void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
   draft_slots_.clear();
-  for (size_t i = 0; i < last_step_.size(); ++i) {
-    const Scheduled& step = last_step_[i];
+  const std::vector<StepRecord::Entry>& entries = step_.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const StepRecord::Entry& step = entries[i];
     Sequence* seq = step.seq;
     // Decoding one token, unconstrained (a grammar's mask depends on the tokens before it),
     // past its first output token and its forks.
@@ -374,7 +336,7 @@ void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
 }
 
 bool Scheduler::CommitDraft(size_t i, std::span<const int> draft, StepCommand* cmd) {
-  Scheduled& step = last_step_[i];
+  StepRecord::Entry& step = step_.entries()[i];
   Sequence* seq = step.seq;
   const int n = static_cast<int>(draft.size());
   const int begin = seq->num_computed_tokens, end = begin + 1 + n;
@@ -468,6 +430,64 @@ std::vector<Scheduler::Detached> Scheduler::DetachPreempted(int max_blocks) {
     seqs_.erase(seq->id);
   }
   return out;
+}
+
+std::vector<SequenceUpdate> Scheduler::Postprocess(const StepResult& result) {
+  std::vector<SequenceUpdate> updates;
+  updates.swap(pending_fork_updates_);
+  StepRecord::Reader reader(result);
+  for (const StepRecord::Entry& s : step_.entries()) {
+    Sequence* seq = s.seq;
+    if (s.prompt_logprobs) GatherPromptLogprobs(reader.PromptLogprobsOf(s), seq);
+    const std::span<const SampledToken> samples =
+        s.sample ? reader.SamplesOf(s) : std::span<const SampledToken>();
+    // A draft's K/V count only as far as the worker kept it. Blocks are cached up to the tokens
+    // known now (the kept draft tokens' own blocks are cached by the next step).
+    const int num_rejected =
+        s.num_draft > 0 ? s.num_draft - static_cast<int>(samples.size() - 1) : 0;
+    seq->num_computed_tokens += s.num_tokens - num_rejected;
+    const int cacheable = std::min(seq->num_computed_tokens, seq->num_tokens());
+    kv_.CacheFullBlocks(seq->id, seq->tokens, BlockHashes(seq, cacheable / options_.block_size),
+                        cacheable);
+    const bool embedded =
+        seq->pooling != Pooling::kNone && seq->num_computed_tokens == seq->num_tokens();
+    if (!embedded && !s.sample) continue;
+    SequenceUpdate u;
+    u.seq_id = seq->id;
+    u.request_id = seq->request_id;
+    u.seq_index = seq->seq_index;
+    FinishReason reason = FinishReason::kStop;  // an embedding ends with its vector
+    if (embedded) {
+      u.embedding = reader.EmbeddingOf(*seq);
+    } else {
+      if (seq->sampling.prompt_logprobs >= 0 && seq->num_output_tokens() == 0) {
+        u.prompt_logprobs = std::make_shared<const PromptLogprobs>(std::move(seq->prompt_logprobs));
+        seq->prompt_logprobs = PromptLogprobs();
+      }
+      reason = AppendSampled(samples, seq, &u);
+      if (s.num_draft > 0) SettleDraft(seq, s.num_draft, static_cast<int>(samples.size()) - 1);
+      u.num_output_tokens = seq->num_output_tokens();
+    }
+    u.num_prompt_tokens = seq->num_prompt_tokens;
+    u.num_cached_tokens = seq->num_cached_tokens;
+    if (seq->queue_seconds >= 0) {
+      u.queue_seconds = seq->queue_seconds;
+      seq->queue_seconds = -1;  // reported once
+    }
+    if (reason != FinishReason::kNone) {
+      std::erase(running_, seq);
+      Finish(seq, reason);  // its blocks are freed (their full ones cached)
+      u.finished = true;
+      u.finish_reason = reason;
+    }
+    updates.push_back(std::move(u));
+  }
+  // Drop finished sequences now that nothing refers to them.
+  for (const SequenceUpdate& u : updates) {
+    if (u.finished) seqs_.erase(u.seq_id);
+  }
+  step_.Clear();
+  return updates;
 }
 
 }  // namespace pagoda

@@ -29,6 +29,8 @@
 #include "common/step.h"
 #include "router/core/kv_cache_manager.h"
 #include "router/core/sequence.h"
+#include "router/core/sequence_update.h"
+#include "router/core/step_record.h"
 #include "router/spec/draft_planner.h"
 
 namespace pagoda {
@@ -55,31 +57,6 @@ struct SchedulerOptions {
   DraftPlannerOptions drafts;
 };
 
-// What a step did to one sequence.
-struct SequenceUpdate {
-  int64_t seq_id = 0;
-  int64_t request_id = 0;
-  int seq_index = 0;
-  std::vector<int> new_token_ids;     // 0 or 1 tokens; with a draft up to its size + 1
-  std::vector<SampledToken> samples;  // the sampler's reports for new_token_ids
-  // With a sequence's first token (or its end, for max_tokens 0): its prompt's log
-  // probabilities, when asked (SamplingParams::prompt_logprobs).
-  std::shared_ptr<const PromptLogprobs> prompt_logprobs;
-  std::vector<float> embedding;  // an embedding sequence's result, with its end
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::kNone;
-  // kStop because the sequence's grammar is complete and accepts nothing more: its last token
-  // is text, not a stop token to leave out.
-  bool grammar_complete = false;
-  int num_prompt_tokens = 0;
-  int num_output_tokens = 0;
-  int num_cached_tokens = 0;
-  // On the first token a sequence samples here: how long it waited from Add() to its first
-  // scheduling (negative otherwise: not again after a preemption; a sequence moved from a
-  // dead worker was added here anew and reports its wait here).
-  double queue_seconds = -1;
-};
-
 class Scheduler {
  public:
   explicit Scheduler(const SchedulerOptions& options);
@@ -93,7 +70,7 @@ class Scheduler {
   void Abort(int64_t seq_id);
 
   StepCommand Schedule();
-  // REQUIRES: `result` answers the last Schedule(). (scheduler_postprocess.cc)
+  // REQUIRES: `result` answers the last Schedule().
   std::vector<SequenceUpdate> Postprocess(const StepResult& result);
 
   // Whether a step would do anything: some sequence runs or waits and is not paused.
@@ -180,15 +157,12 @@ class Scheduler {
   int LogitRows(const Sequence* seq, int begin, int end) const;
   // The chunk of `n` tokens from `begin` shortened to the logit rows left; 0 when none fits.
   int FitLogitRows(const Sequence* seq, int begin, int n, int logit_budget) const;
-  // Appends a step's prompt log probabilities to seq's, past those it has (a recomputed chunk
-  // brings some again).
-  static void GatherPromptLogprobs(const PromptLogprobs& in, Sequence* seq);
-  // Adds seq's work (new-sequence record, block delta, tokens) to the command.
+  // Adds seq's work to the command (StepRecord::Emit) and counts the tokens it computes again.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
   // Speculative decoding: the sequences of this step that may get a draft go to the planner,
   // which gives them one where it pays and the step's tokens and logit rows allow it.
   void AddDrafts(int budget, int logit_budget, StepCommand* cmd);
-  // Appends `draft` to last_step_[i]'s sequence and the command, with the blocks it needs;
+  // Appends `draft` to step entry i's sequence and the command, with the blocks it needs;
   // false when those cannot grow without preempting.
   bool CommitDraft(size_t i, std::span<const int> draft, StepCommand* cmd);
   // The step kept `num_kept` of seq's `num_draft` draft tokens: the planner learns from it, and
@@ -201,20 +175,12 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;           // admission order; the last is preempted first
   std::vector<int64_t> finished_on_worker_;  // for the next command's finished_ids
-  struct Scheduled {
-    Sequence* seq;
-    int num_tokens;
-    bool sample;
-    bool prompt_logprobs;  // the worker reports some for this chunk
-    int num_draft = 0;     // of num_tokens, draft tokens (the worker keeps some of them)
-  };
-  std::vector<Scheduled> last_step_;
+  StepRecord step_;                          // the step in flight: what Schedule() sent, in order
   std::vector<SequenceUpdate> pending_fork_updates_;
   int64_t next_step_id_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_paused_preemptions_ = 0;
   int64_t num_recomputed_tokens_ = 0;
-  std::vector<uint64_t> mask_;  // a constrained sequence's mask, before its wire form
   DraftPlanner drafts_;
   std::vector<DraftSlot> draft_slots_;  // scratch for AddDrafts
 };

@@ -41,4 +41,19 @@ absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limi
   return absl::OkStatus();
 }
 
+absl::Status CheckRoomFor(const WorkerInfo& info, int live_workers, int64_t live_blocks,
+                          const WorkerLimits& limits) {
+  if (live_workers >= limits.max_workers) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the router has ", live_workers, " workers, its limit"));
+  }
+  const int64_t blocks = live_blocks + info.num_blocks;
+  if (blocks > limits.max_total_blocks) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Hello.num_blocks = ", info.num_blocks, ": the workers would hold ", blocks,
+                     " blocks, over the router's budget of ", limits.max_total_blocks));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pagoda

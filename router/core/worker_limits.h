@@ -26,6 +26,12 @@ struct WorkerLimits {
 // OK when `info` fits `limits`; INVALID_ARGUMENT naming the bad field otherwise.
 absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits);
 
+// Whether a worker of `info` may join `live_workers` workers holding `live_blocks` blocks:
+// RESOURCE_EXHAUSTED when the router is at max_workers or the blocks would pass
+// max_total_blocks.
+absl::Status CheckRoomFor(const WorkerInfo& info, int live_workers, int64_t live_blocks,
+                          const WorkerLimits& limits);
+
 }  // namespace pagoda
 
 #endif  // PAGODA_ROUTER_CORE_WORKER_LIMITS_H_

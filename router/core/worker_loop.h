@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/executor.h"
+#include "router/core/cluster_reports.h"
 #include "router/core/engine.h"
 #include "router/core/router_metrics.h"
 
@@ -94,28 +95,8 @@ class WorkerLoop {
   void Join();
 
   // Load figures, published after every step (running and waiting also while it runs).
-  struct Load {
-    int64_t num_used_blocks = 0;
-    int64_t num_slots_used = 0;      // KV slots its running sequences fill ...
-    int64_t num_slots_reserved = 0;  // ... of those their block tables hold
-    int num_running = 0;
-    // In the scheduler or still queued here, and not paused: a paused sequence asks for no
-    // work until its client reads (ClusterOptions::max_waiting).
-    int num_waiting = 0;
-    // Of the scheduler's waiting ones, those waiting after a preemption here: it lacks the
-    // blocks they need.
-    int num_preempted = 0;
-    // Since it started (never decrease): steps that ran tokens, their wall time in this loop
-    // and the part the worker spent in the forward pass.
-    int64_t num_steps = 0;
-    double step_seconds = 0;
-    double forward_seconds = 0;
-    // Of those, steps of at least kPrefillStepTokens tokens: their forward time and tokens
-    // (what computing a prompt costs a token here; issue 28's pull-or-recompute choice).
-    static constexpr int kPrefillStepTokens = 64;
-    double prefill_forward_seconds = 0;
-    int64_t num_prefill_tokens = 0;
-  };
+  using Load = LoopLoad;
+
   Load load() const;
 
  private:

@@ -71,7 +71,7 @@ TEST_P(LlamaModelTest, GreedyIdsMatchRunCInOneBatch) {
     auto updates = engine.Step();
     ASSERT_TRUE(updates.ok()) << updates.status();
     for (const SequenceUpdate& u : *updates) {
-      for (int t : u.new_token_ids) outputs[u.request_id].push_back(t);
+      for (int t : u.token_ids) outputs[u.request_id].push_back(t);
     }
   }
   for (size_t i = 0; i < golden.size(); ++i) {

@@ -141,7 +141,7 @@ TEST_F(PrefillOutputsTest, MaxTokensZeroGivesAContinuationsLogLikelihood) {
   const SequenceUpdate& u = updates[7][0];
   EXPECT_TRUE(u.finished);
   EXPECT_EQ(u.finish_reason, FinishReason::kLength);
-  EXPECT_TRUE(u.new_token_ids.empty());
+  EXPECT_TRUE(u.token_ids.empty());
   ASSERT_NE(u.prompt_logprobs, nullptr);
   ASSERT_EQ(u.prompt_logprobs->logprobs.size(), prompt.size() - 1);
   EXPECT_TRUE(u.prompt_logprobs->top.empty());

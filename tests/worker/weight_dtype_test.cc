@@ -164,7 +164,7 @@ std::vector<std::vector<int>> Serve(ModelWeights w, std::optional<WeightDtype> d
     CHECK(updates.ok()) << updates.status();
     for (const SequenceUpdate& u : *updates) {
       const size_t i = std::find(ids.begin(), ids.end(), u.request_id) - ids.begin();
-      out[i].insert(out[i].end(), u.new_token_ids.begin(), u.new_token_ids.end());
+      out[i].insert(out[i].end(), u.token_ids.begin(), u.token_ids.end());
     }
   }
   return out;

@@ -59,6 +59,59 @@ absl::Status KvTransfers::Validate(const std::vector<BlockPull>& pulls,
   return absl::OkStatus();
 }
 
+absl::Status KvTransfers::ValidateStep(const StepCommand& cmd, const SequenceTables& tables) const {
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", cmd.step_id, ": ", parts...));
+  };
+  if (!cmd.pulls.empty()) {
+    // The blocks of the sequences that outlive this step's finished_ids.
+    const absl::flat_hash_set<int64_t> finished(cmd.finished_ids.begin(), cmd.finished_ids.end());
+    absl::flat_hash_set<int> held;
+    for (const auto& [id, table] : tables) {
+      if (!finished.contains(id)) held.insert(table->begin(), table->end());
+    }
+    const absl::Status status =
+        Validate(cmd.pulls, [&](int block) { return held.contains(block); });
+    if (!status.ok()) return bad(status.message());
+  }
+  // This step's pulls count as in flight for the rest of it.
+  absl::flat_hash_map<int, int64_t> in_flight = InFlight();
+  for (const BlockPull& p : cmd.pulls) {
+    for (int b : p.dst_block_ids) in_flight[b] = p.transfer_id;
+  }
+  if (in_flight.empty()) return absl::OkStatus();
+  auto receiving = [&](int block) -> std::string {
+    auto it = in_flight.find(block);
+    return it == in_flight.end()
+               ? ""
+               : absl::StrCat("block ", block, " is still being received (transfer ", it->second,
+                              ")");
+  };
+  for (const BlockCopy& copy : cmd.block_copies) {
+    for (int b : {copy.src, copy.dst}) {
+      if (std::string why = receiving(b); !why.empty())
+        return bad("block copy ", copy.src, " -> ", copy.dst, ": ", why);
+    }
+  }
+  absl::flat_hash_set<int64_t> fresh;
+  for (const NewSequence& n : cmd.new_sequences) fresh.insert(n.seq_id);
+  for (const ScheduledSequence& s : cmd.scheduled) {
+    // Validate checked the kept blocks against the table this step leaves it.
+    auto it = tables.find(s.seq_id);
+    if (!fresh.contains(s.seq_id) && it != tables.end()) {
+      for (int i = 0; i < s.num_kept_blocks; ++i) {
+        if (std::string why = receiving((*it->second)[i]); !why.empty())
+          return bad("sequence ", s.seq_id, ": ", why);
+      }
+    }
+    for (int b : s.new_block_ids) {
+      if (std::string why = receiving(b); !why.empty())
+        return bad("sequence ", s.seq_id, ": ", why);
+    }
+  }
+  return absl::OkStatus();
+}
+
 void KvTransfers::Start(const std::vector<BlockPull>& pulls) {
   if (pulls.empty()) return;
   JoinEnded();

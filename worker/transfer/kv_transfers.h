@@ -44,6 +44,14 @@ class KvTransfers {
   // a transfer id already in flight, too many pulls.
   absl::Status Validate(const std::vector<BlockPull>& pulls,
                         const std::function<bool(int block)>& held) const;
+  // The block tables of a worker's sequences before a step, by sequence id.
+  using SequenceTables = absl::flat_hash_map<int64_t, const std::vector<int>*>;
+  // The transfers' part of checking a step (WorkerEngine::Validate calls it last):
+  // INVALID_ARGUMENT naming the step and the pull, copy or sequence when its pulls cannot
+  // start (Validate, with the blocks of the sequences that outlive its finished_ids as held)
+  // or when it reads or writes a block a pull is still receiving, one in flight or one of the
+  // step's own: a block copy's source or destination, a sequence's kept or new blocks.
+  absl::Status ValidateStep(const StepCommand& cmd, const SequenceTables& tables) const;
   // Starts each pull on a thread. REQUIRES: Validate(pulls) is OK.
   void Start(const std::vector<BlockPull>& pulls);
   // Appends the results of the pulls that ended since the last call. With `await`, when none

@@ -17,8 +17,7 @@ void Step(Engine& engine, std::map<int64_t, std::vector<int>>* out) {
   absl::StatusOr<std::vector<SequenceUpdate>> updates = engine.Step();
   CHECK(updates.ok()) << updates.status();
   for (const SequenceUpdate& u : *updates) {
-    (*out)[u.request_id].insert((*out)[u.request_id].end(), u.new_token_ids.begin(),
-                                u.new_token_ids.end());
+    (*out)[u.request_id].insert((*out)[u.request_id].end(), u.token_ids.begin(), u.token_ids.end());
   }
 }
 

@@ -54,14 +54,14 @@ bool EngineFixture::StepInto(std::map<int64_t, Result>& results) {
     }
     // The queue time comes with a sequence's first output token, and only with a first token
     // (not again after a preemption; a resumed sequence's first one here is not its first).
-    const bool first_here = !u.new_token_ids.empty() && r.outputs[u.seq_index].empty();
+    const bool first_here = !u.token_ids.empty() && r.outputs[u.seq_index].empty();
     if (u.queue_seconds >= 0) {
       EXPECT_TRUE(first_here) << "sequence " << u.seq_id;
     }
     if (first_here && u.num_output_tokens == 1) {
       EXPECT_GE(u.queue_seconds, 0) << "sequence " << u.seq_id;
     }
-    for (int t : u.new_token_ids) r.outputs[u.seq_index].push_back(t);
+    for (int t : u.token_ids) r.outputs[u.seq_index].push_back(t);
     for (const SampledToken& s : u.samples) r.logprobs[u.seq_index].push_back(s.logprob);
     if (u.finished) r.reasons[u.seq_index] = u.finish_reason;
     r.num_cached_tokens = u.num_cached_tokens;

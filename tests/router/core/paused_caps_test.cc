@@ -1,5 +1,6 @@
 #include "router/core/paused_caps.h"
 
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -65,6 +66,52 @@ TEST(PausedCapsTest, UnnamedPeersAreNotCounted) {
   EXPECT_THAT(OverPausedCaps({Paused(1, 2, 16, &none), Paused(2, 1, 16, nullptr)},
                              {.max_per_connection = 16, .max_per_client = 16}),
               IsEmpty());
+}
+
+// ReviewPaused: the Tick's rule over every request it holds.
+TEST(ReviewPausedTest, StartsStallClocksAndStopsThemWhenTheClientReads) {
+  absl::Time since1 = absl::InfiniteFuture(), since2 = kT0 - absl::Seconds(3);
+  const std::vector<PauseState> states = {
+      {.request_id = 1, .paused = true, .paused_since = &since1, .num_sequences = 2},
+      {.request_id = 2, .paused = false, .paused_since = &since2, .num_sequences = 1}};
+  const PauseReview review = ReviewPaused(states, kT0, absl::Seconds(60), PausedCaps{});
+  EXPECT_EQ(since1, kT0);                     // paused now: its clock starts
+  EXPECT_EQ(since2, absl::InfiniteFuture());  // reads again: its clock stops
+  EXPECT_THAT(review.end, IsEmpty());
+  EXPECT_EQ(review.num_paused, 2);
+}
+
+TEST(ReviewPausedTest, EndsAStalledRequestAndCountsItNoLongerAsPaused) {
+  absl::Time stalled = kT0 - absl::Seconds(60), recent = kT0 - absl::Seconds(59);
+  const std::vector<PauseState> states = {
+      {.request_id = 7, .paused = true, .paused_since = &stalled, .num_sequences = 4},
+      {.request_id = 8, .paused = true, .paused_since = &recent, .num_sequences = 1}};
+  const PauseReview review = ReviewPaused(states, kT0, absl::Seconds(60), PausedCaps{});
+  ASSERT_EQ(review.end.size(), 1u);
+  EXPECT_EQ(review.end[0].first, 7);
+  EXPECT_EQ(review.end[0].second.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(review.end[0].second.message()),
+              ::testing::HasSubstr("--stall-timeout-s"));
+  EXPECT_EQ(review.num_stalled, 1);
+  EXPECT_EQ(review.num_paused, 1);
+}
+
+TEST(ReviewPausedTest, EndsTheOldestPastACapNamingTheFlag) {
+  const RequestPeer a{"ipv4:10.0.0.1", "ipv4:10.0.0.1:1"};
+  absl::Time old = kT0 - absl::Seconds(5), young = kT0 - absl::Seconds(1);
+  const std::vector<PauseState> states = {
+      {.request_id = 1, .paused = true, .paused_since = &old, .num_sequences = 2, .peer = &a},
+      {.request_id = 2, .paused = true, .paused_since = &young, .num_sequences = 2, .peer = &a}};
+  const PauseReview review =
+      ReviewPaused(states, kT0, absl::Seconds(60), PausedCaps{.max_per_connection = 3});
+  ASSERT_EQ(review.end.size(), 1u);
+  EXPECT_EQ(review.end[0].first, 1);  // the oldest goes; the newest is likeliest to be read
+  EXPECT_EQ(review.end[0].second.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(review.end[0].second.message()),
+              ::testing::HasSubstr("--max-paused-per-connection"));
+  EXPECT_EQ(review.num_over_connection_cap, 1);
+  EXPECT_EQ(review.num_over_client_cap, 0);
+  EXPECT_EQ(review.num_paused, 2);
 }
 
 }  // namespace

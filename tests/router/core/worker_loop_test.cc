@@ -23,7 +23,7 @@ class RecordingListener final : public WorkerLoopListener {
     absl::MutexLock lock(&mu_);
     for (const SequenceUpdate& u : updates) {
       request_ids_.push_back(u.request_id);
-      tokens_.insert(tokens_.end(), u.new_token_ids.begin(), u.new_token_ids.end());
+      tokens_.insert(tokens_.end(), u.token_ids.begin(), u.token_ids.end());
       num_finished_ += u.finished;
     }
   }
