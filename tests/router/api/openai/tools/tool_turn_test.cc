@@ -23,7 +23,8 @@ OrderedJson ReadJson(const std::string& path) {
 }
 
 TEST(ToolTurnTest, RealTemplatesRenderToolCallsAndResultsAsJinja2Does) {
-  const OrderedJson turns = ReadJson(PAGODA_SOURCE_DIR "/tests/router/api/tools/tool_turns.json");
+  const OrderedJson turns =
+      ReadJson(PAGODA_SOURCE_DIR "/tests/router/api/openai/tools/tool_turns.json");
   const OrderedJson golden = ReadJson(testing::SharedPath("golden/chat_templates.json"));
   ASSERT_TRUE(turns.is_object() && golden.is_object());
   jinja::RenderOptions options;
