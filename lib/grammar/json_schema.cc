@@ -9,14 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "lib/grammar/integer_range.h"
 #include "lib/grammar/regex_to_gbnf.h"
 
 namespace pagoda {
 namespace {
-
-using json = nlohmann::ordered_json;
 
 constexpr int kMaxCount = 10000;  // GrammarLimits::max_repetition
 constexpr int kMaxDepth = 64;
@@ -76,7 +75,8 @@ absl::Status Unsupported(const std::string& what) {
 
 class SchemaConverter {
  public:
-  SchemaConverter(const json& root, std::string_view prefix) : root_(root), prefix_(prefix) {}
+  SchemaConverter(const OrderedJson& root, std::string_view prefix)
+      : root_(root), prefix_(prefix) {}
 
   // With a prefix, the rules only (JsonSchemaRulesGbnf).
   absl::StatusOr<std::string> Convert() {
@@ -100,9 +100,9 @@ class SchemaConverter {
     return name;
   }
 
-  absl::StatusOr<int> Count(const json& s, const char* key, int fallback) {
+  absl::StatusOr<int> Count(const OrderedJson& s, const char* key, int fallback) {
     if (!s.contains(key)) return fallback;
-    const json& v = s[key];
+    const OrderedJson& v = s[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0) {
       return Unsupported(absl::StrCat("'", key, "' must be a non-negative integer"));
     }
@@ -115,7 +115,7 @@ class SchemaConverter {
   absl::StatusOr<std::string> Ref(const std::string& ref, int depth) {
     auto it = refs_.find(ref);
     if (it != refs_.end()) return it->second;
-    const json* target = &root_;
+    const OrderedJson* target = &root_;
     if (ref != "#") {
       std::string name;
       for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
@@ -144,7 +144,7 @@ class SchemaConverter {
     return rule;
   }
 
-  absl::StatusOr<std::string> Visit(const json& s, const std::string& hint, int depth) {
+  absl::StatusOr<std::string> Visit(const OrderedJson& s, const std::string& hint, int depth) {
     if (depth > kMaxDepth) return Unsupported("schema nested too deep");
     if (s.is_boolean()) {
       if (!s.get<bool>()) return Unsupported("the schema false accepts nothing");
@@ -166,12 +166,12 @@ class SchemaConverter {
         return Unsupported("'enum' must be a non-empty array");
       }
       std::vector<std::string> alts;
-      for (const json& v : s["enum"]) alts.push_back(GbnfLiteral(v.dump()));
+      for (const OrderedJson& v : s["enum"]) alts.push_back(GbnfLiteral(v.dump()));
       return AddRule(hint, absl::StrJoin(alts, " | "));
     }
     for (const char* key : {"anyOf", "oneOf", "allOf"}) {
       if (!s.contains(key)) continue;
-      const json& list = s[key];
+      const OrderedJson& list = s[key];
       if (!list.is_array() || list.empty()) {
         return Unsupported(absl::StrCat("'", key, "' must be a non-empty array"));
       }
@@ -186,11 +186,11 @@ class SchemaConverter {
       return AddRule(hint, absl::StrJoin(alts, " | "));
     }
     if (s.contains("type")) {
-      const json& type = s["type"];
+      const OrderedJson& type = s["type"];
       if (type.is_array()) {
         if (type.empty()) return Unsupported("'type' must not be an empty list");
         std::vector<std::string> alts;
-        for (const json& t : type) {
+        for (const OrderedJson& t : type) {
           if (!t.is_string()) return Unsupported("'type' lists names");
           ASSIGN_OR_RETURN(std::string alt, Typed(s, t.get<std::string>(), hint, depth));
           alts.push_back(alt);
@@ -207,8 +207,8 @@ class SchemaConverter {
     return std::string("value");
   }
 
-  absl::StatusOr<std::string> Typed(const json& s, const std::string& type, const std::string& hint,
-                                    int depth) {
+  absl::StatusOr<std::string> Typed(const OrderedJson& s, const std::string& type,
+                                    const std::string& hint, int depth) {
     if (type == "object") return Object(s, hint, depth);
     if (type == "array") return Array(s, hint, depth);
     if (type == "string") return String(s, hint);
@@ -225,13 +225,13 @@ class SchemaConverter {
     return Unsupported(absl::StrCat("type '", type, "' is not supported"));
   }
 
-  absl::StatusOr<std::string> Object(const json& s, const std::string& hint, int depth) {
+  absl::StatusOr<std::string> Object(const OrderedJson& s, const std::string& hint, int depth) {
     std::vector<std::string> kvs;  // "key" ws ":" ws value ws, in declared order
     std::vector<bool> required;
     std::set<std::string> names;
     if (s.contains("required")) {
       if (!s["required"].is_array()) return Unsupported("'required' must be an array");
-      for (const json& r : s["required"]) {
+      for (const OrderedJson& r : s["required"]) {
         if (!r.is_string()) return Unsupported("'required' lists names");
         names.insert(r.get<std::string>());
       }
@@ -240,7 +240,8 @@ class SchemaConverter {
       if (!s["properties"].is_object()) return Unsupported("'properties' must be an object");
       for (const auto& [key, sub] : s["properties"].items()) {
         ASSIGN_OR_RETURN(std::string v, Visit(sub, key, depth + 1));
-        kvs.push_back(absl::StrCat(GbnfLiteral(json(key).dump()), " ws \":\" ws ", v, " ws"));
+        kvs.push_back(
+            absl::StrCat(GbnfLiteral(OrderedJson(key).dump()), " ws \":\" ws ", v, " ws"));
         required.push_back(names.erase(key) > 0);
       }
     }
@@ -272,7 +273,7 @@ class SchemaConverter {
     return AddRule(hint, absl::StrCat("\"{\" ws ", first, " \"}\""));
   }
 
-  absl::StatusOr<std::string> Array(const json& s, const std::string& hint, int depth) {
+  absl::StatusOr<std::string> Array(const OrderedJson& s, const std::string& hint, int depth) {
     std::string item = "value";
     if (s.contains("prefixItems")) return Unsupported("keyword 'prefixItems' is not supported");
     if (s.contains("items")) {
@@ -289,7 +290,7 @@ class SchemaConverter {
     return AddRule(hint, absl::StrCat("\"[\" ws ", body, " \"]\""));
   }
 
-  absl::StatusOr<std::string> String(const json& s, const std::string& hint) {
+  absl::StatusOr<std::string> String(const OrderedJson& s, const std::string& hint) {
     if (s.contains("format")) {
       const std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
       static const std::map<std::string, std::string> kFormats = {
@@ -314,11 +315,11 @@ class SchemaConverter {
     return AddRule(hint, absl::StrCat("\"\\\"\" char", count, " \"\\\"\""));
   }
 
-  absl::StatusOr<std::string> Integer(const json& s, const std::string& hint) {
+  absl::StatusOr<std::string> Integer(const OrderedJson& s, const std::string& hint) {
     std::optional<int64_t> lo, hi;
     for (const char* key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
       if (!s.contains(key)) continue;
-      const json& v = s[key];
+      const OrderedJson& v = s[key];
       if (!v.is_number() || std::abs(v.get<double>()) > 1e15) {
         return Unsupported(absl::StrCat("'", key, "' must be a number within 1e15"));
       }
@@ -334,7 +335,7 @@ class SchemaConverter {
     return AddRule(hint, IntegerRangeGbnf(lo, hi));
   }
 
-  const json& root_;
+  const OrderedJson& root_;
   const std::string prefix_;
   std::vector<std::string> rules_;
   std::map<std::string, std::string> refs_;
@@ -342,11 +343,12 @@ class SchemaConverter {
 
 }  // namespace
 
-absl::StatusOr<std::string> JsonSchemaValueToGbnf(const json& schema) {
+absl::StatusOr<std::string> JsonSchemaValueToGbnf(const OrderedJson& schema) {
   return SchemaConverter(schema, "").Convert();
 }
 
-absl::StatusOr<std::string> JsonSchemaRulesGbnf(const json& schema, std::string_view prefix) {
+absl::StatusOr<std::string> JsonSchemaRulesGbnf(const OrderedJson& schema,
+                                                std::string_view prefix) {
   if (prefix.empty()) return absl::InvalidArgumentError("JsonSchemaRulesGbnf needs a prefix");
   return SchemaConverter(schema, prefix).Convert();
 }
@@ -354,7 +356,7 @@ absl::StatusOr<std::string> JsonSchemaRulesGbnf(const json& schema, std::string_
 std::string JsonBaseGbnf() { return kBaseRules; }
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema) {
-  json parsed = json::parse(schema, nullptr, /*allow_exceptions=*/false);
+  OrderedJson parsed = OrderedJson::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return Unsupported("the schema is not valid JSON");
   return JsonSchemaValueToGbnf(parsed);
 }

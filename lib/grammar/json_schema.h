@@ -22,20 +22,19 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 
 namespace pagoda {
 
 // The GBNF of documents that `schema` (JSON text, or parsed keeping its key order) accepts;
 // its start rule is root.
 absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema);
-absl::StatusOr<std::string> JsonSchemaValueToGbnf(const nlohmann::ordered_json& schema);
+absl::StatusOr<std::string> JsonSchemaValueToGbnf(const OrderedJson& schema);
 
 // Several schemas in one grammar: `schema`'s rules, each named `prefix` + its name (the start
 // rule `prefix` + "root"), without the base rules they share (JsonBaseGbnf(), added once).
 // REQUIRES: `prefix` is not empty and starts none of the base rules' names ("t0-" is fine).
-absl::StatusOr<std::string> JsonSchemaRulesGbnf(const nlohmann::ordered_json& schema,
-                                                std::string_view prefix);
+absl::StatusOr<std::string> JsonSchemaRulesGbnf(const OrderedJson& schema, std::string_view prefix);
 std::string JsonBaseGbnf();
 
 // response_format {"type": "json_object"}: any JSON object.

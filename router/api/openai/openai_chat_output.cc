@@ -2,23 +2,23 @@
 
 #include <string>
 
-namespace pagoda {
+#include "common/json.h"
 
-using Json = nlohmann::ordered_json;
+namespace pagoda {
 
 ChatOutput::ChatOutput(const ChatOutputOptions& options)
     : reasoning_(options.reasoning, options.starts_in_reasoning),
       tools_(options.tool_format, options.max_tool_calls) {}
 
-Json ChatOutput::ToJson(const ReasoningStream::Delta& reasoning,
-                        const ToolCallStreamDelta& tools) const {
-  Json delta = Json::object();
+OrderedJson ChatOutput::ToJson(const ReasoningStream::Delta& reasoning,
+                               const ToolCallStreamDelta& tools) const {
+  OrderedJson delta = OrderedJson::object();
   if (!reasoning.reasoning.empty()) delta["reasoning_content"] = reasoning.reasoning;
   if (!tools.content.empty()) delta["content"] = tools.content;
   if (!tools.calls.empty()) {
-    Json calls = Json::array();
+    OrderedJson calls = OrderedJson::array();
     for (const ToolCallDelta& c : tools.calls) {
-      Json call = {{"index", c.index}};
+      OrderedJson call = {{"index", c.index}};
       if (!c.id.empty()) {
         call["id"] = c.id;
         call["type"] = "function";
@@ -33,12 +33,12 @@ Json ChatOutput::ToJson(const ReasoningStream::Delta& reasoning,
   return delta;
 }
 
-Json ChatOutput::Delta(std::string_view text) {
+OrderedJson ChatOutput::Delta(std::string_view text) {
   const ReasoningStream::Delta r = reasoning_.Add(text);
   return ToJson(r, tools_.Add(r.content));
 }
 
-Json ChatOutput::Finish() {
+OrderedJson ChatOutput::Finish() {
   const ReasoningStream::Delta r = reasoning_.Finish();
   ToolCallStreamDelta t = tools_.Add(r.content);
   const ToolCallStreamDelta rest = tools_.Finish();
@@ -47,17 +47,18 @@ Json ChatOutput::Finish() {
   return ToJson(r, t);
 }
 
-Json ChatOutput::Message(const ChatOutputOptions& options, std::string_view text,
-                         bool* has_tool_calls) {
+OrderedJson ChatOutput::Message(const ChatOutputOptions& options, std::string_view text,
+                                bool* has_tool_calls) {
   const ReasoningSplit split = SplitReasoning(options.reasoning, options.starts_in_reasoning, text);
   const ParsedToolCalls parsed =
       ParseToolCalls(options.tool_format, split.content, options.max_tool_calls);
-  Json message = {{"role", "assistant"}};
-  message["content"] = parsed.content.has_value() ? Json(*parsed.content) : Json(nullptr);
+  OrderedJson message = {{"role", "assistant"}};
+  message["content"] =
+      parsed.content.has_value() ? OrderedJson(*parsed.content) : OrderedJson(nullptr);
   if (split.reasoning.has_value()) message["reasoning_content"] = *split.reasoning;
   *has_tool_calls = !parsed.calls.empty();
   if (*has_tool_calls) {
-    Json calls = Json::array();
+    OrderedJson calls = OrderedJson::array();
     for (const ToolCall& c : parsed.calls) {
       calls.push_back({{"id", c.id},
                        {"type", "function"},

@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/openai/tools/reasoning_parser.h"
 #include "router/api/openai/tools/tool_call_parser.h"
 
@@ -32,19 +32,19 @@ class ChatOutput {
 
   // Streaming: the delta's fields for the output's next `text` (an empty object when all of
   // it is held back), and those of the rest at its end.
-  nlohmann::ordered_json Delta(std::string_view text);
-  nlohmann::ordered_json Finish();
+  OrderedJson Delta(std::string_view text);
+  OrderedJson Finish();
   // Whether calls were streamed (finish_reason "tool_calls").
   bool has_tool_calls() const { return tools_.num_calls() > 0; }
 
   // A whole output's message: {"role": "assistant", "content", "reasoning_content"?,
   // "tool_calls"?}; `*has_tool_calls` set.
-  static nlohmann::ordered_json Message(const ChatOutputOptions& options, std::string_view text,
-                                        bool* has_tool_calls);
+  static OrderedJson Message(const ChatOutputOptions& options, std::string_view text,
+                             bool* has_tool_calls);
 
  private:
-  nlohmann::ordered_json ToJson(const ReasoningStream::Delta& reasoning,
-                                const ToolCallStreamDelta& tools) const;
+  OrderedJson ToJson(const ReasoningStream::Delta& reasoning,
+                     const ToolCallStreamDelta& tools) const;
 
   ReasoningStream reasoning_;
   ToolCallStream tools_;

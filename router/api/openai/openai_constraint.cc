@@ -6,23 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "lib/grammar/json_schema.h"
 #include "lib/grammar/regex_to_gbnf.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_fields.h"
 
 namespace pagoda {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-const Json* Field(const Json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
 // A JSON Schema given as an object, or as its JSON text (vLLM's guided_json takes both).
-absl::StatusOr<std::string> SchemaGbnf(const Json& schema, absl::string_view field) {
+absl::StatusOr<std::string> SchemaGbnf(const OrderedJson& schema, absl::string_view field) {
   absl::StatusOr<std::string> gbnf;
   if (schema.is_object() || schema.is_boolean()) {
     gbnf = JsonSchemaValueToGbnf(schema);
@@ -36,10 +31,10 @@ absl::StatusOr<std::string> SchemaGbnf(const Json& schema, absl::string_view fie
 }
 
 // response_format: the GBNF it asks for, or nullopt for {"type": "text"}.
-absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format) {
+absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const OrderedJson& format) {
   constexpr char kField[] = "response_format";
   if (!format.is_object()) return BadField(kField, "must be an object", kInvalidType);
-  const Json* type = Field(format, "type");
+  const OrderedJson* type = GivenField(format, "type");
   if (type == nullptr || !type->is_string()) {
     return BadField(kField, "needs a type: \"text\", \"json_object\" or \"json_schema\"");
   }
@@ -53,7 +48,8 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format
   if (name == "text") return std::nullopt;
   if (name == "json_object") {
     // llama.cpp's extension: json_object with a schema is json_schema.
-    if (const Json* schema = Field(format, "schema")) return SchemaGbnf(*schema, kField);
+    if (const OrderedJson* schema = GivenField(format, "schema"))
+      return SchemaGbnf(*schema, kField);
     return JsonObjectGbnf();
   }
   if (name != "json_schema") {
@@ -61,7 +57,7 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format
                     absl::StrCat("type \"", name.substr(0, 64),
                                  "\" is not one of \"text\", \"json_object\", \"json_schema\""));
   }
-  const Json* spec = Field(format, "json_schema");
+  const OrderedJson* spec = GivenField(format, "json_schema");
   if (spec == nullptr || !spec->is_object()) {
     return BadField(kField, "type json_schema needs a json_schema object", kMissingRequired);
   }
@@ -79,30 +75,30 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const Json& format
                       kUnsupportedParameter);
     }
   }
-  const Json* schema = Field(*spec, "schema");
+  const OrderedJson* schema = GivenField(*spec, "schema");
   // OpenAI's default is the empty schema, which any JSON value satisfies.
-  return SchemaGbnf(schema != nullptr ? *schema : Json::object(), kField);
+  return SchemaGbnf(schema != nullptr ? *schema : OrderedJson::object(), kField);
 }
 
-absl::StatusOr<std::string> StringField(const Json& v, const char* field) {
+absl::StatusOr<std::string> StringField(const OrderedJson& v, const char* field) {
   if (!v.is_string()) return BadField(field, "must be a string", kInvalidType);
   return v.get<std::string>();
 }
 
 }  // namespace
 
-absl::Status ReadConstraint(const Json& body, ConstraintCompiler* compiler,
+absl::Status ReadConstraint(const OrderedJson& body, ConstraintCompiler* compiler,
                             GenerationRequest* request) {
   for (const char* unsupported :
        {"guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "json_schema"}) {
-    if (Field(body, unsupported) != nullptr) {
+    if (GivenField(body, unsupported) != nullptr) {
       return BadField(unsupported, "is not supported", kUnsupportedParameter);
     }
   }
   std::vector<std::string> given;  // the constraint fields set
   std::optional<std::string> gbnf;
   const char* field = nullptr;
-  if (const Json* format = Field(body, "response_format")) {
+  if (const OrderedJson* format = GivenField(body, "response_format")) {
     ASSIGN_OR_RETURN(std::optional<std::string> g, ResponseFormatGbnf(*format));
     if (g.has_value()) {
       given.push_back("response_format");
@@ -110,22 +106,22 @@ absl::Status ReadConstraint(const Json& body, ConstraintCompiler* compiler,
       field = "response_format";
     }
   }
-  if (const Json* v = Field(body, "grammar")) {
+  if (const OrderedJson* v = GivenField(body, "grammar")) {
     given.push_back("grammar");
     ASSIGN_OR_RETURN(gbnf, StringField(*v, "grammar"));
     field = "grammar";
   }
-  if (const Json* v = Field(body, "guided_grammar")) {
+  if (const OrderedJson* v = GivenField(body, "guided_grammar")) {
     given.push_back("guided_grammar");
     ASSIGN_OR_RETURN(gbnf, StringField(*v, "guided_grammar"));
     field = "guided_grammar";
   }
-  if (const Json* v = Field(body, "guided_json")) {
+  if (const OrderedJson* v = GivenField(body, "guided_json")) {
     given.push_back("guided_json");
     ASSIGN_OR_RETURN(gbnf, SchemaGbnf(*v, "guided_json"));
     field = "guided_json";
   }
-  if (const Json* v = Field(body, "guided_regex")) {
+  if (const OrderedJson* v = GivenField(body, "guided_regex")) {
     given.push_back("guided_regex");
     ASSIGN_OR_RETURN(std::string regex, StringField(*v, "guided_regex"));
     absl::StatusOr<std::string> expr = RegexToGbnf(regex, /*json_string=*/false);
@@ -133,14 +129,14 @@ absl::Status ReadConstraint(const Json& body, ConstraintCompiler* compiler,
     gbnf = absl::StrCat("root ::= ", *expr, "\n");
     field = "guided_regex";
   }
-  if (const Json* v = Field(body, "guided_choice")) {
+  if (const OrderedJson* v = GivenField(body, "guided_choice")) {
     given.push_back("guided_choice");
     if (!v->is_array() || v->empty() || v->size() > kMaxChoices) {
       return BadField("guided_choice",
                       absl::StrCat("must be a list of 1 to ", kMaxChoices, " strings"));
     }
     std::vector<std::string> alternatives;
-    for (const Json& choice : *v) {
+    for (const OrderedJson& choice : *v) {
       if (!choice.is_string() || choice.get_ref<const std::string&>().empty() ||
           choice.get_ref<const std::string&>().size() > kMaxChoiceBytes) {
         return BadField("guided_choice", absl::StrCat("each choice must be a string of 1 to ",

@@ -7,7 +7,7 @@
 #define PAGODA_ROUTER_API_OPENAI_OPENAI_CONSTRAINT_H_
 
 #include "absl/status/status.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/constraint_compiler.h"
 #include "router/core/engine.h"
 
@@ -19,7 +19,7 @@ inline constexpr size_t kMaxChoiceBytes = 4096;
 
 // Sets `request->constraint` from `body`'s fields (unchanged when it has none). `compiler`
 // null: every such field is refused as unsupported.
-absl::Status ReadConstraint(const nlohmann::ordered_json& body, ConstraintCompiler* compiler,
+absl::Status ReadConstraint(const OrderedJson& body, ConstraintCompiler* compiler,
                             GenerationRequest* request);
 
 }  // namespace pagoda

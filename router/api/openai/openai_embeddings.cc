@@ -5,26 +5,27 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_fields.h"
 #include "router/api/openai/request_json.h"
 #include "router/api/request_policy.h"
 
 namespace pagoda {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 // The fields this endpoint reads; any other is refused by name rather than ignored.
 constexpr const char* kKnownFields[] = {"model",      "input", "encoding_format",
                                         "dimensions", "user",  "add_special_tokens"};
 
 // A list of token ids: compact (request_json.h) or, with something else in it, an array.
-bool IsTokenIds(const Json& v) {
+bool IsTokenIds(const OrderedJson& v) {
   return IsIdList(v) || (v.is_array() && !v.empty() && v.front().is_number());
 }
 
-absl::Status ReadTokenIds(const Json& v, int max_model_len, int vocab_size, std::vector<int>* out) {
+absl::Status ReadTokenIds(const OrderedJson& v, int max_model_len, int vocab_size,
+                          std::vector<int>* out) {
   const int64_t count = IsIdList(v) ? IdListSize(v) : static_cast<int64_t>(v.size());
   if (count >= max_model_len) {
     return BadField(
@@ -42,7 +43,7 @@ absl::Status ReadTokenIds(const Json& v, int max_model_len, int vocab_size, std:
     }
     return absl::OkStatus();
   }
-  for (const Json& id : v) {
+  for (const OrderedJson& id : v) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
       return BadField("input",
                       absl::StrCat("each token id must be an integer in [0, ", vocab_size, ")"));
@@ -60,33 +61,29 @@ absl::StatusOr<Pooling> ParsePooling(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("--pooling must be last or mean, not ", name));
 }
 
-absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const OpenAiContext& context,
-                                                    Pooling pooling) {
+absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const OrderedJson& body,
+                                                    const OpenAiContext& context, Pooling pooling) {
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* field : kKnownFields) known = known || key == field;
     if (!known) return BadField(key.substr(0, 64), "is not supported", kUnsupportedParameter);
   }
   EmbeddingCall call;
-  auto field = [&](const char* name) -> const Json* {
-    auto it = body.find(name);
-    return it == body.end() || it->is_null() ? nullptr : &*it;
-  };
-  if (const Json* m = field("model")) {
+  if (const OrderedJson* m = GivenField(body, "model")) {
     if (!m->is_string()) return BadField("model", "must be a string", kInvalidType);
     call.model = m->get<std::string>();
   }
-  if (const Json* u = field("user"); u != nullptr && !u->is_string()) {
+  if (const OrderedJson* u = GivenField(body, "user"); u != nullptr && !u->is_string()) {
     return BadField("user", "must be a string", kInvalidType);
   }
-  if (const Json* f = field("encoding_format")) {
+  if (const OrderedJson* f = GivenField(body, "encoding_format")) {
     if (!f->is_string() || (*f != "float" && *f != "base64")) {
       return BadField("encoding_format", "must be \"float\" or \"base64\"");
     }
     call.base64 = *f == "base64";
   }
   const int dim = context.cluster->config().dim;
-  if (const Json* d = field("dimensions")) {
+  if (const OrderedJson* d = GivenField(body, "dimensions")) {
     // The model's vectors are not truncatable (not trained Matryoshka-style): only its dim.
     if (!d->is_number_integer() || d->get<int64_t>() != dim) {
       return BadField("dimensions", absl::StrCat("only the model's own ", dim, " is supported"),
@@ -94,19 +91,19 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
     }
   }
   bool add_special_tokens = true;
-  if (const Json* a = field("add_special_tokens")) {
+  if (const OrderedJson* a = GivenField(body, "add_special_tokens")) {
     if (!a->is_boolean())
       return BadField("add_special_tokens", "must be true or false", kInvalidType);
     add_special_tokens = a->get<bool>();
   }
-  const Json* input = field("input");
+  const OrderedJson* input = GivenField(body, "input");
   if (input == nullptr) return BadField("input", "is required", kMissingRequired);
-  std::vector<const Json*> inputs;
+  std::vector<const OrderedJson*> inputs;
   if (input->is_string() || IsTokenIds(*input)) {
     inputs.push_back(input);
   } else if (input->is_array() && !input->empty() &&
              input->size() <= static_cast<size_t>(kMaxEmbeddingInputs)) {
-    for (const Json& i : *input) inputs.push_back(&i);
+    for (const OrderedJson& i : *input) inputs.push_back(&i);
   } else {
     return BadField("input",
                     absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
@@ -114,7 +111,7 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
   }
   const int max_len = context.cluster->max_model_len();
   int64_t total = 0;
-  for (const Json* i : inputs) {
+  for (const OrderedJson* i : inputs) {
     GenerationRequest r;
     r.pooling = pooling;
     if (i->is_string()) {
@@ -141,10 +138,10 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const Json& body, const Open
 std::string EmbeddingResponseBody(const EmbeddingCall& call,
                                   const std::vector<std::vector<float>>& embeddings,
                                   int64_t prompt_tokens, const std::string& model) {
-  Json data = Json::array();
+  OrderedJson data = OrderedJson::array();
   for (size_t i = 0; i < embeddings.size(); ++i) {
     const std::vector<float>& v = embeddings[i];
-    Json e = {{"object", "embedding"}, {"index", i}};
+    OrderedJson e = {{"object", "embedding"}, {"index", i}};
     if (call.base64) {
       // OpenAI's form: the float32 array's bytes, little-endian (this machine's order).
       static_assert(std::endian::native == std::endian::little);
@@ -156,12 +153,12 @@ std::string EmbeddingResponseBody(const EmbeddingCall& call,
     }
     data.push_back(std::move(e));
   }
-  const Json body = {
+  const OrderedJson body = {
       {"object", "list"},
       {"data", std::move(data)},
       {"model", model},
       {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
-  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return body.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 }  // namespace pagoda

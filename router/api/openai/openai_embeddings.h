@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/openai/openai_request.h"
 
 namespace pagoda {
@@ -29,7 +29,7 @@ struct EmbeddingCall {
 // INVALID_ARGUMENT naming the field for a bad request (`dimensions` other than the model's
 // dim is refused by name, as is any field this endpoint does not read). REQUIRES: `body` is a
 // JSON object.
-absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const nlohmann::ordered_json& body,
+absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const OrderedJson& body,
                                                     const OpenAiContext& context, Pooling pooling);
 
 // The response object: {"object": "list", "data": [{"object": "embedding", "index": i,

@@ -72,7 +72,12 @@ bool In(const std::string_view (&list)[N], std::string_view key) {
 
 }  // namespace
 
-absl::Status CheckKnownFields(const nlohmann::ordered_json& body, bool chat) {
+const OrderedJson* GivenField(const OrderedJson& body, absl::string_view name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::Status CheckKnownFields(const OrderedJson& body, bool chat) {
   for (const auto& [key, value] : body.items()) {
     if (value.is_null() || In(kCommon, key) || (chat ? In(kChat, key) : In(kCompletions, key))) {
       continue;
@@ -86,8 +91,9 @@ absl::Status CheckKnownFields(const nlohmann::ordered_json& body, bool chat) {
                      " (unknown fields are refused, not ignored)"),
         kUnsupportedParameter);
   }
-  if (auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
-    for (const auto& [key, value] : it->items()) {
+  if (const OrderedJson* options = GivenField(body, "stream_options");
+      options != nullptr && options->is_object()) {
+    for (const auto& [key, value] : options->items()) {
       if (key != "include_usage" && !value.is_null()) {
         return BadField(
             "stream_options",

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/openai_constraint.h"
 #include "router/api/openai/openai_error.h"
@@ -18,18 +19,9 @@
 namespace pagoda {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-// The field's value, or null when absent (an explicit null counts as absent, as OpenAI's
-// clients send it).
-const Json* Field(const Json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-absl::Status ReadNumber(const Json& body, const char* name, double min, double max,
+absl::Status ReadNumber(const OrderedJson& body, const char* name, double min, double max,
                         std::optional<double>* out) {
-  const Json* v = Field(body, name);
+  const OrderedJson* v = GivenField(body, name);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_number()) return BadField(name, "must be a number", kInvalidType);
   const double x = v->get<double>();
@@ -40,9 +32,9 @@ absl::Status ReadNumber(const Json& body, const char* name, double min, double m
   return absl::OkStatus();
 }
 
-absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t max,
+absl::Status ReadInt(const OrderedJson& body, const char* name, int64_t min, int64_t max,
                      std::optional<int64_t>* out) {
-  const Json* v = Field(body, name);
+  const OrderedJson* v = GivenField(body, name);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_number_integer()) return BadField(name, "must be an integer", kInvalidType);
   const int64_t x =
@@ -52,15 +44,16 @@ absl::Status ReadInt(const Json& body, const char* name, int64_t min, int64_t ma
   return absl::OkStatus();
 }
 
-absl::Status ReadBool(const Json& body, const char* name, bool* out) {
-  const Json* v = Field(body, name);
+absl::Status ReadBool(const OrderedJson& body, const char* name, bool* out) {
+  const OrderedJson* v = GivenField(body, name);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_boolean()) return BadField(name, "must be true or false", kInvalidType);
   *out = v->get<bool>();
   return absl::OkStatus();
 }
 
-absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::vector<int>* out) {
+absl::Status ReadTokenIds(const OrderedJson& v, const char* name, int max_count,
+                          std::vector<int>* out) {
   if (!v.is_array() && !IsIdList(v)) return BadField(name, "must be a list of token ids");
   const int64_t count = IsIdList(v) ? IdListSize(v) : static_cast<int64_t>(v.size());
   if (count > max_count) return BadField(name, absl::StrCat("more than ", max_count, " token ids"));
@@ -68,7 +61,7 @@ absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::v
     AppendIdList(v, out);
     return absl::OkStatus();
   }
-  for (const Json& id : v) {
+  for (const OrderedJson& id : v) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() > std::numeric_limits<int>::max()) {
       return BadField(name, "each token id must be an integer >= 0");
@@ -79,8 +72,8 @@ absl::Status ReadTokenIds(const Json& v, const char* name, int max_count, std::v
 }
 
 // OpenAI's logit_bias: {"token id": bias}. Ranges are checked with the rest of the request.
-absl::Status ReadLogitBias(const Json& body, SamplingParams* params) {
-  const Json* v = Field(body, "logit_bias");
+absl::Status ReadLogitBias(const OrderedJson& body, SamplingParams* params) {
+  const OrderedJson* v = GivenField(body, "logit_bias");
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_object()) return BadField("logit_bias", "must be an object", kInvalidType);
   std::vector<LogitBias> entries;
@@ -100,13 +93,13 @@ absl::Status ReadLogitBias(const Json& body, SamplingParams* params) {
 }
 
 // Everything the two endpoints share: model, sampling, stops, n, seed, streaming.
-absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCall* call,
+absl::Status ReadCommon(const OrderedJson& body, const OpenAiContext& context, OpenAiCall* call,
                         GenerationRequest* base) {
-  if (const Json* m = Field(body, "model")) {
+  if (const OrderedJson* m = GivenField(body, "model")) {
     if (!m->is_string()) return BadField("model", "must be a string", kInvalidType);
     call->model = m->get<std::string>();
   }
-  if (const Json* u = Field(body, "user"); u != nullptr && !u->is_string()) {
+  if (const OrderedJson* u = GivenField(body, "user"); u != nullptr && !u->is_string()) {
     return BadField("user", "must be a string", kInvalidType);
   }
   // Fields left out: the model's defaults (generation_config.json), and a fresh seed.
@@ -155,14 +148,14 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
   RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &base->ignore_eos));
-  if (const Json* ids = Field(body, "stop_token_ids")) {
+  if (const OrderedJson* ids = GivenField(body, "stop_token_ids")) {
     RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", kMaxStopTokenIds, &base->stop_token_ids));
   }
-  if (const Json* stop = Field(body, "stop")) {
+  if (const OrderedJson* stop = GivenField(body, "stop")) {
     if (stop->is_string()) {
       call->stops.push_back(stop->get<std::string>());
     } else if (stop->is_array() && stop->size() <= kMaxStopStrings) {
-      for (const Json& s : *stop) {
+      for (const OrderedJson& s : *stop) {
         if (!s.is_string()) return BadField("stop", "must be a string or a list of strings");
         call->stops.push_back(s.get<std::string>());
       }
@@ -178,7 +171,7 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
     }
   }
   RETURN_IF_ERROR(ReadBool(body, "stream", &call->stream));
-  if (const Json* options = Field(body, "stream_options")) {
+  if (const OrderedJson* options = GivenField(body, "stream_options")) {
     if (!options->is_object()) return BadField("stream_options", "must be an object", kInvalidType);
     if (!call->stream) return BadField("stream_options", "only allowed with stream: true");
     RETURN_IF_ERROR(ReadBool(*options, "include_usage", &call->include_usage));
@@ -190,7 +183,7 @@ absl::Status ReadCommon(const Json& body, const OpenAiContext& context, OpenAiCa
 
 // max_tokens (or chat's max_completion_tokens, which wins), below the model length (a prompt
 // has a token at least; the core checks the prompt's own length with it).
-absl::Status ReadMaxTokens(const Json& body, bool chat, int max_model_len,
+absl::Status ReadMaxTokens(const OrderedJson& body, bool chat, int max_model_len,
                            GenerationRequest* base) {
   std::optional<int64_t> i;
   auto read = [&](const char* name, int64_t min) -> absl::Status {
@@ -231,10 +224,10 @@ OpenAiCall Finish(OpenAiCall call) {
   return call;
 }
 
-std::string ContentText(const Json& content) {
+std::string ContentText(const OrderedJson& content) {
   if (content.is_string()) return content.get<std::string>();
   std::string text;
-  for (const Json& part : content) {
+  for (const OrderedJson& part : content) {
     if (!text.empty()) text += "\n";
     text += part.find("text")->get_ref<const std::string&>();
   }
@@ -242,25 +235,25 @@ std::string ContentText(const Json& content) {
 }
 
 // The messages as the template sees them: content parts joined into one string.
-absl::StatusOr<Json> ReadMessages(const Json& body) {
-  const Json* messages = Field(body, "messages");
+absl::StatusOr<OrderedJson> ReadMessages(const OrderedJson& body) {
+  const OrderedJson* messages = GivenField(body, "messages");
   if (messages == nullptr) return BadField("messages", "is required", kMissingRequired);
   if (!messages->is_array() || messages->empty() || messages->size() > kMaxMessages) {
     return BadField("messages", absl::StrCat("must be a list of 1 to ", kMaxMessages, " messages"));
   }
-  Json out = Json::array();
-  for (const Json& m : *messages) {
+  OrderedJson out = OrderedJson::array();
+  for (const OrderedJson& m : *messages) {
     if (!m.is_object()) return BadField("messages", "each message must be an object");
-    const Json* role = Field(m, "role");
+    const OrderedJson* role = GivenField(m, "role");
     if (role == nullptr || !role->is_string())
       return BadField("messages", "each needs a role string");
-    Json message = m;
-    if (const Json* content = Field(m, "content")) {
+    OrderedJson message = m;
+    if (const OrderedJson* content = GivenField(m, "content")) {
       bool ok = content->is_string() || content->is_array();
       if (content->is_array()) {
-        for (const Json& part : *content) {
-          const Json* type = part.is_object() ? Field(part, "type") : nullptr;
-          const Json* text = part.is_object() ? Field(part, "text") : nullptr;
+        for (const OrderedJson& part : *content) {
+          const OrderedJson* type = part.is_object() ? GivenField(part, "type") : nullptr;
+          const OrderedJson* text = part.is_object() ? GivenField(part, "text") : nullptr;
           ok = ok && type != nullptr && type->is_string() && *type == "text" && text != nullptr &&
                text->is_string();
         }
@@ -279,8 +272,8 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
 
 // How the chat's output is parsed (tool calls, reasoning), and the grammar of a call that
 // tool_choice demands.
-absl::Status ReadToolOutput(const Json& body, const OpenAiContext& context, std::string_view prompt,
-                            OpenAiCall* call, GenerationRequest* base) {
+absl::Status ReadToolOutput(const OrderedJson& body, const OpenAiContext& context,
+                            std::string_view prompt, OpenAiCall* call, GenerationRequest* base) {
   const SpecialTokenIds special = [&context](std::string_view text) {
     return context.constraints != nullptr ? context.constraints->SpecialTokenId(text) : -1;
   };
@@ -322,7 +315,7 @@ absl::Status InOpenAiFieldNames(const absl::Status& status) {
   return renamed;
 }
 
-absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& context) {
+absl::StatusOr<std::string> RenderChat(const OrderedJson& body, const OpenAiContext& context) {
   if (context.chat_template == nullptr) {
     return absl::FailedPreconditionError(
         "messages: this model has no chat template; start the router with --chat-template=FILE");
@@ -333,7 +326,7 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
   bool continue_final = false;
   RETURN_IF_ERROR(ReadBool(body, "continue_final_message", &continue_final));
   if (continue_final) {
-    if (Field(body, "add_generation_prompt") != nullptr && inputs.add_generation_prompt) {
+    if (GivenField(body, "add_generation_prompt") != nullptr && inputs.add_generation_prompt) {
       return BadField("continue_final_message", "cannot be used with add_generation_prompt: true");
     }
     inputs.add_generation_prompt = false;
@@ -341,11 +334,11 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
   ASSIGN_OR_RETURN(ToolRequest tools,
                    ReadToolRequest(body, context.tool_format, /*build_grammar=*/false));
   inputs.tools = std::move(tools.tools);
-  if (const Json* documents = Field(body, "documents")) {
+  if (const OrderedJson* documents = GivenField(body, "documents")) {
     if (!documents->is_array()) return BadField("documents", "must be a list", kInvalidType);
     inputs.documents = *documents;
   }
-  if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
+  if (const OrderedJson* kwargs = GivenField(body, "chat_template_kwargs")) {
     if (!kwargs->is_object())
       return BadField("chat_template_kwargs", "must be an object", kInvalidType);
     inputs.extra_context = *kwargs;
@@ -358,7 +351,7 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
                     absl::StrCat("the chat template failed: ", text.status().message()));
   if (continue_final) {
     // As transformers does: the text ends where the final message's content ends.
-    const Json& last = inputs.messages.back();
+    const OrderedJson& last = inputs.messages.back();
     const std::string content(absl::StripAsciiWhitespace(last.value("content", std::string())));
     const size_t at = content.empty() ? std::string::npos : text->rfind(content);
     if (at == std::string::npos) {
@@ -369,7 +362,8 @@ absl::StatusOr<std::string> RenderChat(const Json& body, const OpenAiContext& co
   return text;
 }
 
-absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAiContext& context) {
+absl::StatusOr<OpenAiCall> ParseCompletionRequest(const OrderedJson& body,
+                                                  const OpenAiContext& context) {
   RETURN_IF_ERROR(CheckKnownFields(body, /*chat=*/false));
   OpenAiCall call;
   GenerationRequest base;
@@ -384,28 +378,28 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
     return BadField("max_tokens",
                     "must be >= 1 (0 only with echo and logprobs, or prompt_logprobs)");
   }
-  if (const Json* suffix = Field(body, "suffix"); suffix != nullptr) {
+  if (const OrderedJson* suffix = GivenField(body, "suffix"); suffix != nullptr) {
     return BadField("suffix", "is not supported", kUnsupportedParameter);
   }
 
-  const Json* prompt = Field(body, "prompt");
+  const OrderedJson* prompt = GivenField(body, "prompt");
   if (prompt == nullptr) return BadField("prompt", "is required", kMissingRequired);
   const int max_len = context.cluster->max_model_len();
   // Each prompt is a string or a list of token ids; a list of either makes several.
-  std::vector<const Json*> prompts;
+  std::vector<const OrderedJson*> prompts;
   const bool one = prompt->is_string() || IsIdList(*prompt) ||
                    (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number());
   if (one) {
     prompts.push_back(prompt);
   } else if (prompt->is_array() && !prompt->empty() &&
              static_cast<int>(prompt->size()) <= kMaxPromptsPerCall) {
-    for (const Json& p : *prompt) prompts.push_back(&p);
+    for (const OrderedJson& p : *prompt) prompts.push_back(&p);
   } else {
     return BadField("prompt",
                     absl::StrCat("must be a string, a list of token ids, or a list of 1 to ",
                                  kMaxPromptsPerCall, " of either"));
   }
-  for (const Json* p : prompts) {
+  for (const OrderedJson* p : prompts) {
     GenerationRequest r = base;
     if (p->is_string()) {
       const std::string& text = p->get_ref<const std::string&>();
@@ -430,7 +424,7 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const Json& body, const OpenAi
   return Finish(std::move(call));
 }
 
-absl::StatusOr<OpenAiCall> ParseChatRequest(const Json& body, const OpenAiContext& context) {
+absl::StatusOr<OpenAiCall> ParseChatRequest(const OrderedJson& body, const OpenAiContext& context) {
   RETURN_IF_ERROR(CheckKnownFields(body, /*chat=*/true));
   OpenAiCall call;
   call.chat = true;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/json.h"
 #include "lib/jinja/chat_template.h"
 #include "lib/text/tokenizer.h"
-#include "nlohmann/json.hpp"
 #include "router/api/constraint_compiler.h"
 #include "router/api/openai/openai_chat_output.h"
 #include "router/api/request_output.h"
@@ -68,10 +68,9 @@ struct OpenAiCall {
 };
 
 // Both REQUIRE `body` to be a JSON object.
-absl::StatusOr<OpenAiCall> ParseCompletionRequest(const nlohmann::ordered_json& body,
+absl::StatusOr<OpenAiCall> ParseCompletionRequest(const OrderedJson& body,
                                                   const OpenAiContext& context);
-absl::StatusOr<OpenAiCall> ParseChatRequest(const nlohmann::ordered_json& body,
-                                            const OpenAiContext& context);
+absl::StatusOr<OpenAiCall> ParseChatRequest(const OrderedJson& body, const OpenAiContext& context);
 
 // A core validation error with the field named as this API names it (the core uses gRPC's
 // names: prompt_token_ids is `prompt`, a length over the model's is `max_tokens`).
@@ -79,8 +78,7 @@ absl::Status InOpenAiFieldNames(const absl::Status& status);
 
 // The chat prompt text for `messages` and the template options in `body` (what
 // /v1/chat/completions and /tokenize render).
-absl::StatusOr<std::string> RenderChat(const nlohmann::ordered_json& body,
-                                       const OpenAiContext& context);
+absl::StatusOr<std::string> RenderChat(const OrderedJson& body, const OpenAiContext& context);
 
 }  // namespace pagoda
 

@@ -3,10 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/json.h"
 
 namespace pagoda {
-
-using Json = nlohmann::ordered_json;
 
 namespace {
 
@@ -24,8 +23,8 @@ std::string SseEvent(std::string_view payload) {
   return event.append("\n\n");
 }
 
-std::string DumpJson(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+std::string DumpJson(const OrderedJson& j) {
+  return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 OpenAiResponse::OpenAiResponse(const OpenAiCall& call, const Tokenizer* tokenizer,
@@ -55,8 +54,8 @@ std::string OpenAiResponse::TokenText(int prev_id, int id) const {
   return tokenizer_->TokenBytes(prev_id, id);
 }
 
-Json OpenAiResponse::Envelope(bool chunk) const {
-  Json j;
+OrderedJson OpenAiResponse::Envelope(bool chunk) const {
+  OrderedJson j;
   j["id"] = id_;
   j["object"] =
       call_.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
@@ -67,7 +66,7 @@ Json OpenAiResponse::Envelope(bool chunk) const {
   return j;
 }
 
-void OpenAiResponse::AppendPromptEntries(const OutputChunk& c, Json* out) const {
+void OpenAiResponse::AppendPromptEntries(const OutputChunk& c, OrderedJson* out) const {
   const std::vector<int>& prompt = PromptOf(c);
   const PromptLogprobs& p = *c.prompt_logprobs;
   const size_t top_n = p.logprobs.empty() ? 0 : p.top.size() / p.logprobs.size();
@@ -86,7 +85,7 @@ void OpenAiResponse::AppendPromptEntries(const OutputChunk& c, Json* out) const 
       continue;
     }
     (*out)["token_logprobs"].push_back(p.logprobs[k]);
-    Json top = Json::object();
+    OrderedJson top = OrderedJson::object();
     for (size_t j = 0; j < top_n && j < shown; ++j) {
       const TokenLogprob& t = p.top[k * top_n + j];
       top[TokenText(prev, t.token_id)] = t.logprob;
@@ -95,12 +94,12 @@ void OpenAiResponse::AppendPromptEntries(const OutputChunk& c, Json* out) const 
   }
 }
 
-Json OpenAiResponse::VllmPromptLogprobs(const OutputChunk& c) const {
+OrderedJson OpenAiResponse::VllmPromptLogprobs(const OutputChunk& c) const {
   const std::vector<int>& prompt = PromptOf(c);
   const PromptLogprobs& p = *c.prompt_logprobs;
   const size_t top_n = p.logprobs.empty() ? 0 : p.top.size() / p.logprobs.size();
   const size_t shown = static_cast<size_t>(std::max(call_.prompt_logprobs, 0));
-  Json out = Json::array();
+  OrderedJson out = OrderedJson::array();
   for (size_t i = 0; i < prompt.size(); ++i) {
     const size_t k = i - p.first_position;
     if (i < static_cast<size_t>(p.first_position) || k >= p.logprobs.size()) {
@@ -109,9 +108,10 @@ Json OpenAiResponse::VllmPromptLogprobs(const OutputChunk& c) const {
     }
     const int prev = prompt[i - 1];
     auto entry = [&](int id, float logprob, int rank) {
-      return Json{{"logprob", logprob}, {"rank", rank}, {"decoded_token", TokenText(prev, id)}};
+      return OrderedJson{
+          {"logprob", logprob}, {"rank", rank}, {"decoded_token", TokenText(prev, id)}};
     };
-    Json position = Json::object();
+    OrderedJson position = OrderedJson::object();
     position[std::to_string(prompt[i])] = entry(prompt[i], p.logprobs[k], p.ranks[k]);
     for (size_t j = 0; j < top_n && j < shown; ++j) {
       const TokenLogprob& t = p.top[k * top_n + j];
@@ -123,12 +123,12 @@ Json OpenAiResponse::VllmPromptLogprobs(const OutputChunk& c) const {
   return out;
 }
 
-Json OpenAiResponse::LogprobsOf(const OutputChunk& c, Choice* choice) const {
-  Json fresh = call_.chat ? Json{{"content", Json::array()}}
-                          : Json{{"tokens", Json::array()},
-                                 {"token_logprobs", Json::array()},
-                                 {"top_logprobs", Json::array()},
-                                 {"text_offset", Json::array()}};
+OrderedJson OpenAiResponse::LogprobsOf(const OutputChunk& c, Choice* choice) const {
+  OrderedJson fresh = call_.chat ? OrderedJson{{"content", OrderedJson::array()}}
+                                 : OrderedJson{{"tokens", OrderedJson::array()},
+                                               {"token_logprobs", OrderedJson::array()},
+                                               {"top_logprobs", OrderedJson::array()},
+                                               {"text_offset", OrderedJson::array()}};
   if (call_.echo_logprobs && c.prompt_logprobs) AppendPromptEntries(c, &fresh);
   for (const SampledToken& s : c.samples) {
     const std::string text = TokenText(choice->prev_id, s.token_id);
@@ -138,18 +138,18 @@ Json OpenAiResponse::LogprobsOf(const OutputChunk& c, Choice* choice) const {
     if (call_.chat) {
       auto entry = [&](int id, float logprob) {
         const std::string t = TokenText(choice->prev_id, id);
-        Json bytes = Json::array();
+        OrderedJson bytes = OrderedJson::array();
         for (unsigned char b : t) bytes.push_back(b);
-        return Json{{"token", t}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+        return OrderedJson{{"token", t}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
       };
-      Json e = entry(s.token_id, s.logprob);
-      e["top_logprobs"] = Json::array();
+      OrderedJson e = entry(s.token_id, s.logprob);
+      e["top_logprobs"] = OrderedJson::array();
       for (size_t k = 0; k < s.top_logprobs.size() && k < top_n; ++k) {
         e["top_logprobs"].push_back(entry(s.top_logprobs[k].token_id, s.top_logprobs[k].logprob));
       }
       fresh["content"].push_back(e);
     } else {
-      Json top = Json::object();
+      OrderedJson top = OrderedJson::object();
       for (size_t k = 0; k < s.top_logprobs.size() && k < top_n; ++k) {
         top[TokenText(choice->prev_id, s.top_logprobs[k].token_id)] = s.top_logprobs[k].logprob;
       }
@@ -173,7 +173,7 @@ void OpenAiResponse::CountUsage(const OutputChunk& c) {
   completion_tokens_ += c.completion_tokens;
 }
 
-Json OpenAiResponse::UsageJson() const {
+OrderedJson OpenAiResponse::UsageJson() const {
   return {{"prompt_tokens", prompt_tokens_},
           {"completion_tokens", completion_tokens_},
           {"total_tokens", prompt_tokens_ + completion_tokens_},
@@ -184,14 +184,14 @@ std::vector<std::string> OpenAiResponse::OpeningEvents() {
   std::vector<std::string> events;
   for (size_t i = 0; i < choices_.size(); ++i) {
     if (!call_.chat && !call_.echo) break;
-    Json j = Envelope(true);
-    Json choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    OrderedJson j = Envelope(true);
+    OrderedJson choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
     if (call_.chat) {
       choice["delta"] = {{"role", "assistant"}, {"content", ""}};
     } else {
       choice["text"] = choices_[i].text;
     }
-    j["choices"] = Json::array({std::move(choice)});
+    j["choices"] = OrderedJson::array({std::move(choice)});
     events.push_back(DumpJson(j));
   }
   return events;
@@ -201,8 +201,8 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
   std::vector<std::string> events;
   for (const OutputChunk& c : chunks) {
     Choice& choice = choices_[c.index];
-    Json j = Envelope(true);
-    Json out = {{"index", c.index}};
+    OrderedJson j = Envelope(true);
+    OrderedJson out = {{"index", c.index}};
     if (call_.chat) {
       out["delta"] = ChatDelta(c, &choice);
       // Text held back (a call marker may be starting) makes no event of its own.
@@ -212,7 +212,7 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
     } else {
       out["text"] = c.text;
     }
-    out["logprobs"] = call_.top_logprobs >= 0 ? LogprobsOf(c, &choice) : Json(nullptr);
+    out["logprobs"] = call_.top_logprobs >= 0 ? LogprobsOf(c, &choice) : OrderedJson(nullptr);
     out["finish_reason"] = nullptr;
     if (c.finished) {
       const bool calls = choice.output != nullptr && choice.output->has_tool_calls();
@@ -223,7 +223,7 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
       (call_.chat ? j : out)["prompt_logprobs"] = VllmPromptLogprobs(c);
     }
     CountUsage(c);
-    j["choices"] = Json::array({std::move(out)});
+    j["choices"] = OrderedJson::array({std::move(out)});
     events.push_back(DumpJson(j));
   }
   return events;
@@ -231,8 +231,8 @@ std::vector<std::string> OpenAiResponse::Events(const std::vector<OutputChunk>& 
 
 std::vector<std::string> OpenAiResponse::ClosingEvents() {
   if (!call_.include_usage) return {};
-  Json j = Envelope(true);
-  j["choices"] = Json::array();
+  OrderedJson j = Envelope(true);
+  j["choices"] = OrderedJson::array();
   j["usage"] = UsageJson();
   return {DumpJson(j)};
 }
@@ -242,14 +242,14 @@ void OpenAiResponse::Add(const std::vector<OutputChunk>& chunks) {
     Choice& choice = choices_[c.index];
     choice.text += c.text;
     if (call_.top_logprobs >= 0) {
-      Json lp = LogprobsOf(c, &choice);
+      OrderedJson lp = LogprobsOf(c, &choice);
       if (call_.chat) {
-        for (Json& e : lp["content"]) choice.logprobs.push_back(std::move(e));
+        for (OrderedJson& e : lp["content"]) choice.logprobs.push_back(std::move(e));
       } else {
-        for (Json& e : lp["tokens"]) choice.tokens.push_back(std::move(e));
-        for (Json& e : lp["token_logprobs"]) choice.token_logprobs.push_back(std::move(e));
-        for (Json& e : lp["top_logprobs"]) choice.top_logprobs.push_back(std::move(e));
-        for (Json& e : lp["text_offset"]) choice.text_offsets.push_back(std::move(e));
+        for (OrderedJson& e : lp["tokens"]) choice.tokens.push_back(std::move(e));
+        for (OrderedJson& e : lp["token_logprobs"]) choice.token_logprobs.push_back(std::move(e));
+        for (OrderedJson& e : lp["top_logprobs"]) choice.top_logprobs.push_back(std::move(e));
+        for (OrderedJson& e : lp["text_offset"]) choice.text_offsets.push_back(std::move(e));
       }
     }
     if (call_.prompt_logprobs >= 0 && c.prompt_logprobs) {
@@ -260,19 +260,19 @@ void OpenAiResponse::Add(const std::vector<OutputChunk>& chunks) {
   }
 }
 
-Json OpenAiResponse::ChatDelta(const OutputChunk& c, Choice* choice) const {
+OrderedJson OpenAiResponse::ChatDelta(const OutputChunk& c, Choice* choice) const {
   if (choice->output == nullptr) {
-    return c.text.empty() && c.finished ? Json::object() : Json{{"content", c.text}};
+    return c.text.empty() && c.finished ? OrderedJson::object() : OrderedJson{{"content", c.text}};
   }
-  Json delta = choice->output->Delta(c.text);
+  OrderedJson delta = choice->output->Delta(c.text);
   if (!c.finished) return delta;
   // The end lets go of what was held back.
-  Json rest = choice->output->Finish();
+  OrderedJson rest = choice->output->Finish();
   for (auto& [key, value] : rest.items()) {
     if (!delta.contains(key)) {
       delta[key] = value;
     } else if (key == "tool_calls") {
-      for (Json& call : value) delta[key].push_back(std::move(call));
+      for (OrderedJson& call : value) delta[key].push_back(std::move(call));
     } else {
       delta[key] = delta[key].get<std::string>() + value.get<std::string>();
     }
@@ -280,20 +280,21 @@ Json OpenAiResponse::ChatDelta(const OutputChunk& c, Choice* choice) const {
   return delta;
 }
 
-Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
-  Json out = {{"index", index}};
-  Json logprobs = nullptr;
+OrderedJson OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
+  OrderedJson out = {{"index", index}};
+  OrderedJson logprobs = nullptr;
   if (call_.top_logprobs >= 0) {
-    logprobs = call_.chat ? Json{{"content", c.logprobs}}
-                          : Json{{"tokens", c.tokens},
-                                 {"token_logprobs", c.token_logprobs},
-                                 {"top_logprobs", c.top_logprobs},
-                                 {"text_offset", c.text_offsets}};
+    logprobs = call_.chat ? OrderedJson{{"content", c.logprobs}}
+                          : OrderedJson{{"tokens", c.tokens},
+                                        {"token_logprobs", c.token_logprobs},
+                                        {"top_logprobs", c.top_logprobs},
+                                        {"text_offset", c.text_offsets}};
   }
   bool calls = false;
   if (call_.chat) {
-    out["message"] = call_.output.active() ? ChatOutput::Message(call_.output, c.text, &calls)
-                                           : Json{{"role", "assistant"}, {"content", c.text}};
+    out["message"] = call_.output.active()
+                         ? ChatOutput::Message(call_.output, c.text, &calls)
+                         : OrderedJson{{"role", "assistant"}, {"content", c.text}};
   } else {
     out["text"] = c.text;
   }
@@ -304,8 +305,8 @@ Json OpenAiResponse::ChoiceObject(int index, const Choice& c) const {
 }
 
 std::string OpenAiResponse::Body() const {
-  Json j = Envelope(false);
-  j["choices"] = Json::array();
+  OrderedJson j = Envelope(false);
+  j["choices"] = OrderedJson::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     j["choices"].push_back(ChoiceObject(static_cast<int>(i), choices_[i]));
   }

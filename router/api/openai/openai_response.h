@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "lib/text/tokenizer.h"
-#include "nlohmann/json.hpp"
 #include "router/api/openai/openai_request.h"
 #include "router/api/request_output.h"
 #include "router/core/sequence.h"
@@ -41,32 +41,32 @@ class OpenAiResponse {
     int prev_id = -1;     // the token before the next one (for its text)
     int text_offset = 0;  // completions' logprobs.text_offset of the next token
     std::string text;     // gathered (not streaming)
-    nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();  // chat: content entries
-    nlohmann::ordered_json tokens = nlohmann::ordered_json::array();  // completions: the four lists
-    nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
-    nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
-    nlohmann::ordered_json text_offsets = nlohmann::ordered_json::array();
-    nlohmann::ordered_json prompt_logprobs = nullptr;  // vLLM's form, when asked
+    OrderedJson logprobs = OrderedJson::array();  // chat: content entries
+    OrderedJson tokens = OrderedJson::array();    // completions: the four lists
+    OrderedJson token_logprobs = OrderedJson::array();
+    OrderedJson top_logprobs = OrderedJson::array();
+    OrderedJson text_offsets = OrderedJson::array();
+    OrderedJson prompt_logprobs = nullptr;  // vLLM's form, when asked
     FinishReason finish_reason = FinishReason::kNone;
     std::unique_ptr<ChatOutput> output;  // streamed chat with tool or reasoning parsing
   };
   // The prompt's token texts, log probabilities and alternatives at the head of completions'
   // four lists in `out` (echo with logprobs).
-  void AppendPromptEntries(const OutputChunk& c, nlohmann::ordered_json* out) const;
+  void AppendPromptEntries(const OutputChunk& c, OrderedJson* out) const;
   // vLLM's prompt_logprobs: per position null (the first) or {"id": {logprob, rank,
   // decoded_token}} for the prompt's token and its alternatives.
-  nlohmann::ordered_json VllmPromptLogprobs(const OutputChunk& c) const;
+  OrderedJson VllmPromptLogprobs(const OutputChunk& c) const;
   const std::vector<int>& PromptOf(const OutputChunk& c) const {
     return call_.requests[c.index / n_].prompt_ids;
   }
-  nlohmann::ordered_json Envelope(bool chunk) const;
+  OrderedJson Envelope(bool chunk) const;
   // `c`'s log probabilities in the endpoint's form; advances `choice` past its tokens.
-  nlohmann::ordered_json LogprobsOf(const OutputChunk& c, Choice* choice) const;
-  nlohmann::ordered_json ChoiceObject(int index, const Choice& choice) const;
+  OrderedJson LogprobsOf(const OutputChunk& c, Choice* choice) const;
+  OrderedJson ChoiceObject(int index, const Choice& choice) const;
   // A streamed chat chunk's delta for `c` (parsed when call.output is active).
-  nlohmann::ordered_json ChatDelta(const OutputChunk& c, Choice* choice) const;
+  OrderedJson ChatDelta(const OutputChunk& c, Choice* choice) const;
   void CountUsage(const OutputChunk& c);
-  nlohmann::ordered_json UsageJson() const;
+  OrderedJson UsageJson() const;
   std::string TokenText(int prev_id, int id) const;
 
   const OpenAiCall& call_;
@@ -85,7 +85,7 @@ std::string SseEvent(std::string_view payload);
 
 // JSON text that never throws: invalid UTF-8 (a token may end inside a character) becomes
 // U+FFFD.
-std::string DumpJson(const nlohmann::ordered_json& j);
+std::string DumpJson(const OrderedJson& j);
 
 }  // namespace pagoda
 

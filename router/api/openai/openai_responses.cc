@@ -6,19 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_fields.h"
 
 namespace pagoda {
 namespace {
-
-using Json = nlohmann::ordered_json;
-
-// The field's value, or null when absent (an explicit null counts as absent).
-const Json* Field(const Json& body, absl::string_view name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 // Fields the chat path reads as they are: Responses' own sampling fields and vLLM's extras,
 // which vLLM's /v1/responses takes too.
@@ -81,7 +75,7 @@ bool IsOneOf(absl::string_view key, const auto& list) {
   return false;
 }
 
-absl::Status CheckFieldsKnown(const Json& body) {
+absl::Status CheckFieldsKnown(const OrderedJson& body) {
   for (const auto& [key, value] : body.items()) {
     if (value.is_null()) continue;
     for (const Refused& r : kRefusedFields) {
@@ -95,14 +89,14 @@ absl::Status CheckFieldsKnown(const Json& body) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> StringOf(const Json& v, absl::string_view field) {
+absl::StatusOr<std::string> StringOf(const OrderedJson& v, absl::string_view field) {
   if (!v.is_string()) return BadField(field, "must be a string", kInvalidType);
   return v.get<std::string>();
 }
 
 // Settings that would need state or other service, accepted only at their stateless values.
-absl::Status CheckStateless(const Json& body) {
-  if (const Json* store = Field(body, "store")) {
+absl::Status CheckStateless(const OrderedJson& body) {
+  if (const OrderedJson* store = GivenField(body, "store")) {
     if (!store->is_boolean()) return BadField("store", "must be true or false", kInvalidType);
     if (store->get<bool>()) {
       return BadField("store",
@@ -111,7 +105,7 @@ absl::Status CheckStateless(const Json& body) {
                       kUnsupportedParameter);
     }
   }
-  if (const Json* background = Field(body, "background")) {
+  if (const OrderedJson* background = GivenField(body, "background")) {
     if (!background->is_boolean())
       return BadField("background", "must be true or false", kInvalidType);
     if (background->get<bool>()) {
@@ -119,14 +113,14 @@ absl::Status CheckStateless(const Json& body) {
                       kUnsupportedParameter);
     }
   }
-  if (const Json* tier = Field(body, "service_tier")) {
+  if (const OrderedJson* tier = GivenField(body, "service_tier")) {
     ASSIGN_OR_RETURN(std::string name, StringOf(*tier, "service_tier"));
     if (name != "auto" && name != "default") {
       return BadField("service_tier", "only \"auto\" and \"default\" are supported",
                       kUnsupportedParameter);
     }
   }
-  if (const Json* truncation = Field(body, "truncation")) {
+  if (const OrderedJson* truncation = GivenField(body, "truncation")) {
     ASSIGN_OR_RETURN(std::string name, StringOf(*truncation, "truncation"));
     if (name != "disabled") {
       return BadField("truncation",
@@ -134,7 +128,7 @@ absl::Status CheckStateless(const Json& body) {
                       kUnsupportedParameter);
     }
   }
-  if (const Json* include = Field(body, "include")) {
+  if (const OrderedJson* include = GivenField(body, "include")) {
     if (!include->is_array()) return BadField("include", "must be a list", kInvalidType);
     if (!include->empty()) {
       return BadField("include", "no additional output data is supported", kUnsupportedParameter);
@@ -142,13 +136,13 @@ absl::Status CheckStateless(const Json& body) {
   }
   // Identifiers for the client's own bookkeeping; prefix caching needs no key here.
   for (const char* id : {"user", "safety_identifier", "prompt_cache_key"}) {
-    if (const Json* v = Field(body, id)) RETURN_IF_ERROR(StringOf(*v, id).status());
+    if (const OrderedJson* v = GivenField(body, id)) RETURN_IF_ERROR(StringOf(*v, id).status());
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadMetadata(const Json& body, ResponsesCall* call) {
-  const Json* metadata = Field(body, "metadata");
+absl::Status ReadMetadata(const OrderedJson& body, ResponsesCall* call) {
+  const OrderedJson* metadata = GivenField(body, "metadata");
   if (metadata == nullptr) return absl::OkStatus();
   if (!metadata->is_object() || metadata->size() > kMaxMetadataKeys) {
     return BadField("metadata", absl::StrCat("must be an object of at most ", kMaxMetadataKeys,
@@ -167,13 +161,13 @@ absl::Status ReadMetadata(const Json& body, ResponsesCall* call) {
 }
 
 // A message's content: a string, or a list of text parts joined (the chat path's form).
-absl::StatusOr<Json> MessageContent(const Json& content) {
+absl::StatusOr<OrderedJson> MessageContent(const OrderedJson& content) {
   if (content.is_string()) return content;
   if (!content.is_array())
     return BadField("input", "a message's content must be a string or a list");
-  Json parts = Json::array();
-  for (const Json& part : content) {
-    const Json* type = part.is_object() ? Field(part, "type") : nullptr;
+  OrderedJson parts = OrderedJson::array();
+  for (const OrderedJson& part : content) {
+    const OrderedJson* type = part.is_object() ? GivenField(part, "type") : nullptr;
     if (type == nullptr || !type->is_string()) {
       return BadField("input", "each content part needs a type");
     }
@@ -185,7 +179,7 @@ absl::StatusOr<Json> MessageContent(const Json& content) {
           absl::StrCat("content type \"", name.substr(0, 64), "\" is not supported (text only)"),
           kUnsupportedParameter);
     }
-    const Json* text = Field(part, text_key);
+    const OrderedJson* text = GivenField(part, text_key);
     if (text == nullptr || !text->is_string()) {
       return BadField("input", absl::StrCat("a ", name, " part needs its ", text_key, " string"));
     }
@@ -194,7 +188,7 @@ absl::StatusOr<Json> MessageContent(const Json& content) {
   return parts;
 }
 
-absl::StatusOr<Json> Message(const Json& item) {
+absl::StatusOr<OrderedJson> Message(const OrderedJson& item) {
   for (const auto& [key, value] : item.items()) {
     if (key != "type" && key != "role" && key != "content" && key != "id" && key != "status") {
       return BadField("input",
@@ -202,7 +196,7 @@ absl::StatusOr<Json> Message(const Json& item) {
                       kUnsupportedParameter);
     }
   }
-  const Json* role = Field(item, "role");
+  const OrderedJson* role = GivenField(item, "role");
   if (role == nullptr || !role->is_string()) {
     return BadField("input", "each message needs a role string");
   }
@@ -211,15 +205,16 @@ absl::StatusOr<Json> Message(const Json& item) {
     return BadField("input", absl::StrCat("role \"", name.substr(0, 64),
                                           "\" is not one of user, system, developer, assistant"));
   }
-  const Json* content = Field(item, "content");
+  const OrderedJson* content = GivenField(item, "content");
   if (content == nullptr) return BadField("input", "each message needs its content");
-  ASSIGN_OR_RETURN(Json text, MessageContent(*content));
+  ASSIGN_OR_RETURN(OrderedJson text, MessageContent(*content));
   // Chat templates know system, not developer: the developer's are the system's instructions.
-  return Json{{"role", name == "developer" ? "system" : name}, {"content", std::move(text)}};
+  return OrderedJson{{"role", name == "developer" ? "system" : name}, {"content", std::move(text)}};
 }
 
-absl::StatusOr<std::string> ItemString(const Json& item, const char* key, absl::string_view type) {
-  const Json* v = Field(item, key);
+absl::StatusOr<std::string> ItemString(const OrderedJson& item, const char* key,
+                                       absl::string_view type) {
+  const OrderedJson* v = GivenField(item, key);
   if (v == nullptr || !v->is_string()) {
     return BadField("input", absl::StrCat("a ", type, " item needs its ", key, " string"));
   }
@@ -228,8 +223,8 @@ absl::StatusOr<std::string> ItemString(const Json& item, const char* key, absl::
 
 // The input as chat messages: function_call items become an assistant message's tool_calls
 // (those in a row, one message), function_call_output items tool messages.
-absl::StatusOr<Json> InputMessages(const Json& input) {
-  Json messages = Json::array();
+absl::StatusOr<OrderedJson> InputMessages(const OrderedJson& input) {
+  OrderedJson messages = OrderedJson::array();
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input}});
     return messages;
@@ -238,33 +233,36 @@ absl::StatusOr<Json> InputMessages(const Json& input) {
     return BadField("input",
                     absl::StrCat("must be a string or a list of 1 to ", kMaxMessages, " items"));
   }
-  Json call_names = Json::object();  // call_id -> function name, for the tool messages
-  for (const Json& item : input) {
+  OrderedJson call_names =
+      OrderedJson::object();  // call_id -> function name, for the tool messages
+  for (const OrderedJson& item : input) {
     if (!item.is_object()) return BadField("input", "each item must be an object");
-    const Json* type = Field(item, "type");
+    const OrderedJson* type = GivenField(item, "type");
     if (type != nullptr && !type->is_string()) return BadField("input", "type must be a string");
     const std::string kind = type == nullptr ? "message" : type->get<std::string>();
     if (kind == "message") {
-      ASSIGN_OR_RETURN(Json message, Message(item));
+      ASSIGN_OR_RETURN(OrderedJson message, Message(item));
       messages.push_back(std::move(message));
     } else if (kind == "function_call") {
       ASSIGN_OR_RETURN(std::string call_id, ItemString(item, "call_id", kind));
       ASSIGN_OR_RETURN(std::string name, ItemString(item, "name", kind));
       ASSIGN_OR_RETURN(std::string arguments, ItemString(item, "arguments", kind));
-      Json tool_call = {{"id", call_id},
-                        {"type", "function"},
-                        {"function", {{"name", name}, {"arguments", arguments}}}};
+      OrderedJson tool_call = {{"id", call_id},
+                               {"type", "function"},
+                               {"function", {{"name", name}, {"arguments", arguments}}}};
       call_names[call_id] = name;
       if (messages.empty() || !messages.back().contains("tool_calls")) {
-        messages.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", Json::array()}});
+        messages.push_back(
+            {{"role", "assistant"}, {"content", ""}, {"tool_calls", OrderedJson::array()}});
       }
       messages.back()["tool_calls"].push_back(std::move(tool_call));
     } else if (kind == "function_call_output") {
       ASSIGN_OR_RETURN(std::string call_id, ItemString(item, "call_id", kind));
-      const Json* output = Field(item, "output");
+      const OrderedJson* output = GivenField(item, "output");
       if (output == nullptr) return BadField("input", "a function_call_output item needs output");
-      ASSIGN_OR_RETURN(Json content, MessageContent(*output));
-      Json message = {{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(content)}};
+      ASSIGN_OR_RETURN(OrderedJson content, MessageContent(*output));
+      OrderedJson message = {
+          {"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(content)}};
       if (auto name = call_names.find(call_id); name != call_names.end()) message["name"] = *name;
       messages.push_back(std::move(message));
     } else {
@@ -279,8 +277,8 @@ absl::StatusOr<Json> InputMessages(const Json& input) {
 }
 
 // text.format as chat's response_format.
-absl::Status ReadTextFormat(const Json& body, Json* chat, ResponsesCall* call) {
-  const Json* text = Field(body, "text");
+absl::Status ReadTextFormat(const OrderedJson& body, OrderedJson* chat, ResponsesCall* call) {
+  const OrderedJson* text = GivenField(body, "text");
   if (text == nullptr) return absl::OkStatus();
   if (!text->is_object()) return BadField("text", "must be an object", kInvalidType);
   for (const auto& [key, value] : text->items()) {
@@ -290,9 +288,9 @@ absl::Status ReadTextFormat(const Json& body, Json* chat, ResponsesCall* call) {
                       kUnsupportedParameter);
     }
   }
-  const Json* format = Field(*text, "format");
+  const OrderedJson* format = GivenField(*text, "format");
   if (format == nullptr) return absl::OkStatus();
-  const Json* type = format->is_object() ? Field(*format, "type") : nullptr;
+  const OrderedJson* type = format->is_object() ? GivenField(*format, "type") : nullptr;
   if (type == nullptr || !type->is_string()) {
     return BadField("text.format", "needs a type: \"text\", \"json_object\" or \"json_schema\"");
   }
@@ -308,7 +306,7 @@ absl::Status ReadTextFormat(const Json& body, Json* chat, ResponsesCall* call) {
   if (*type != "json_schema") {
     return BadField("text.format", "type must be \"text\", \"json_object\" or \"json_schema\"");
   }
-  Json spec = Json::object();
+  OrderedJson spec = OrderedJson::object();
   for (const auto& [key, value] : format->items()) {
     if (key == "type") continue;
     if (key != "name" && key != "schema" && key != "strict" && key != "description") {
@@ -326,13 +324,13 @@ absl::Status ReadTextFormat(const Json& body, Json* chat, ResponsesCall* call) {
 // Function tools in the flat form ({"type": "function", "name", "parameters", ...}) as chat's
 // nested one, which the chat path checks, renders and parses calls for; built-in tools are
 // refused by name.
-absl::Status ReadTools(const Json& body, Json* chat, ResponsesCall* call) {
-  const Json* tools = Field(body, "tools");
+absl::Status ReadTools(const OrderedJson& body, OrderedJson* chat, ResponsesCall* call) {
+  const OrderedJson* tools = GivenField(body, "tools");
   if (tools != nullptr) {
     if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
-    Json nested = Json::array();
-    for (const Json& tool : *tools) {
-      const Json* type = tool.is_object() ? Field(tool, "type") : nullptr;
+    OrderedJson nested = OrderedJson::array();
+    for (const OrderedJson& tool : *tools) {
+      const OrderedJson* type = tool.is_object() ? GivenField(tool, "type") : nullptr;
       if (type == nullptr || !type->is_string()) return BadField("tools", "each tool needs a type");
       if (*type != "function") {
         return BadField("tools",
@@ -340,7 +338,7 @@ absl::Status ReadTools(const Json& body, Json* chat, ResponsesCall* call) {
                                      "\" is not supported (function tools only)"),
                         kUnsupportedParameter);
       }
-      Json function = Json::object();
+      OrderedJson function = OrderedJson::object();
       for (const auto& [key, value] : tool.items()) {
         if (key == "type" || value.is_null()) continue;
         if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
@@ -356,7 +354,7 @@ absl::Status ReadTools(const Json& body, Json* chat, ResponsesCall* call) {
     call->tools = *tools;
     if (!nested.empty()) (*chat)["tools"] = std::move(nested);
   }
-  const Json* choice = Field(body, "tool_choice");
+  const OrderedJson* choice = GivenField(body, "tool_choice");
   if (choice == nullptr) return absl::OkStatus();
   call->tool_choice = *choice;
   // OpenAI's default, "auto", comes without tools too: then there is nothing to choose.
@@ -365,8 +363,8 @@ absl::Status ReadTools(const Json& body, Json* chat, ResponsesCall* call) {
     return absl::OkStatus();
   }
   // Chat's named choice is {"type": "function", "function": {"name"}}.
-  if (choice->is_object() && Field(*choice, "type") != nullptr && (*choice)["type"] == "function" &&
-      Field(*choice, "name") != nullptr) {
+  if (choice->is_object() && GivenField(*choice, "type") != nullptr &&
+      (*choice)["type"] == "function" && GivenField(*choice, "name") != nullptr) {
     (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
   } else {
     (*chat)["tool_choice"] = *choice;
@@ -405,35 +403,36 @@ absl::Status InResponsesFieldNames(const absl::Status& status) {
   return renamed;
 }
 
-absl::StatusOr<ResponsesCall> ParseResponsesRequest(const Json& body,
+absl::StatusOr<ResponsesCall> ParseResponsesRequest(const OrderedJson& body,
                                                     const OpenAiContext& context) {
   RETURN_IF_ERROR(CheckFieldsKnown(body));
   RETURN_IF_ERROR(CheckStateless(body));
   ResponsesCall call;
   RETURN_IF_ERROR(ReadMetadata(body, &call));
-  Json chat = Json::object();
+  OrderedJson chat = OrderedJson::object();
   for (absl::string_view key : kChatFields) {
-    if (const Json* v = Field(body, key)) chat[std::string(key)] = *v;
+    if (const OrderedJson* v = GivenField(body, key)) chat[std::string(key)] = *v;
   }
-  if (const Json* tokens = Field(body, "max_output_tokens")) {
+  if (const OrderedJson* tokens = GivenField(body, "max_output_tokens")) {
     call.max_output_tokens = *tokens;
     chat["max_completion_tokens"] = *tokens;
   }
-  if (const Json* user = Field(body, "user")) call.user = *user;
-  if (const Json* parallel = Field(body, "parallel_tool_calls");
+  if (const OrderedJson* user = GivenField(body, "user")) call.user = *user;
+  if (const OrderedJson* parallel = GivenField(body, "parallel_tool_calls");
       parallel && parallel->is_boolean()) {
     call.parallel_tool_calls = parallel->get<bool>();
   }
   RETURN_IF_ERROR(ReadTextFormat(body, &chat, &call));
   RETURN_IF_ERROR(ReadTools(body, &chat, &call));
 
-  const Json* input = Field(body, "input");
+  const OrderedJson* input = GivenField(body, "input");
   if (input == nullptr) return BadField("input", "is required", kMissingRequired);
-  ASSIGN_OR_RETURN(Json messages, InputMessages(*input));
-  if (const Json* instructions = Field(body, "instructions")) {
+  ASSIGN_OR_RETURN(OrderedJson messages, InputMessages(*input));
+  if (const OrderedJson* instructions = GivenField(body, "instructions")) {
     ASSIGN_OR_RETURN(std::string text, StringOf(*instructions, "instructions"));
     call.instructions = *instructions;
-    messages.insert(messages.begin(), Json{{"role", "system"}, {"content", std::move(text)}});
+    messages.insert(messages.begin(),
+                    OrderedJson{{"role", "system"}, {"content", std::move(text)}});
   }
   chat["messages"] = std::move(messages);
   absl::StatusOr<OpenAiCall> parsed = ParseChatRequest(chat, context);

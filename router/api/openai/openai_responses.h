@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/openai/openai_request.h"
 
 namespace pagoda {
@@ -25,18 +25,18 @@ inline constexpr size_t kMaxMetadataValueBytes = 512;
 struct ResponsesCall {
   OpenAiCall chat;  // the call as a chat completion (one request, n = 1)
   // Echoed in the response object as the client sent them (null when not sent).
-  nlohmann::ordered_json instructions;
-  nlohmann::ordered_json max_output_tokens;
-  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
-  nlohmann::ordered_json text_format = {{"type", "text"}};
-  nlohmann::ordered_json tool_choice = "auto";
-  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
-  nlohmann::ordered_json user;
+  OrderedJson instructions;
+  OrderedJson max_output_tokens;
+  OrderedJson metadata = OrderedJson::object();
+  OrderedJson text_format = {{"type", "text"}};
+  OrderedJson tool_choice = "auto";
+  OrderedJson tools = OrderedJson::array();
+  OrderedJson user;
   bool parallel_tool_calls = true;
 };
 
 // REQUIRES `body` to be a JSON object.
-absl::StatusOr<ResponsesCall> ParseResponsesRequest(const nlohmann::ordered_json& body,
+absl::StatusOr<ResponsesCall> ParseResponsesRequest(const OrderedJson& body,
                                                     const OpenAiContext& context);
 
 // A refused call's status with its field named as /v1/responses names it (the chat path and

@@ -7,6 +7,7 @@
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_fields.h"
 #include "router/api/openai/tools/tool_grammar.h"
 
 namespace pagoda {
@@ -14,11 +15,6 @@ namespace {
 
 // Nesting of a tool call's arguments (JSON text in a message) at most: parsing recurses.
 constexpr JsonShapeLimits kArgumentsShape = {.max_depth = 64};
-
-const OrderedJson* Field(const OrderedJson& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 bool IsFunctionName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
@@ -44,7 +40,7 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
     const OrderedJson& tool = tools[i];
     const std::string at = absl::StrCat("tools[", i, "]");
     if (!tool.is_object()) return BadField(kField, at + " must be an object");
-    const OrderedJson* type = Field(tool, "type");
+    const OrderedJson* type = GivenField(tool, "type");
     if (type == nullptr || *type != "function") {
       return BadField(kField, at + ".type must be \"function\" (the only tool type served)");
     }
@@ -55,7 +51,7 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
                         kUnsupportedParameter);
       }
     }
-    const OrderedJson* function = Field(tool, "function");
+    const OrderedJson* function = GivenField(tool, "function");
     if (function == nullptr || !function->is_object()) {
       return BadField(kField, at + ".function must be an object", kMissingRequired);
     }
@@ -100,12 +96,12 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
                                             bool build_grammar, const SpecialTokenIds& special) {
   ToolRequest out;
   std::vector<ToolSpec> specs;
-  if (const OrderedJson* tools = Field(body, "tools")) {
+  if (const OrderedJson* tools = GivenField(body, "tools")) {
     ASSIGN_OR_RETURN(specs, ReadTools(*tools));
     if (!specs.empty()) out.tools = *tools;
   }
   bool parallel = true;
-  if (const OrderedJson* p = Field(body, "parallel_tool_calls")) {
+  if (const OrderedJson* p = GivenField(body, "parallel_tool_calls")) {
     if (!p->is_boolean())
       return BadField("parallel_tool_calls", "must be true or false", kInvalidType);
     parallel = p->get<bool>();
@@ -114,7 +110,7 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
   // OpenAI's default: "auto" with tools, "none" without.
   std::string choice = specs.empty() ? "none" : "auto";
   std::vector<ToolSpec> enforced;
-  if (const OrderedJson* c = Field(body, "tool_choice")) {
+  if (const OrderedJson* c = GivenField(body, "tool_choice")) {
     if (c->is_string()) {
       choice = c->get<std::string>();
       if (choice != "none" && choice != "auto" && choice != "required") {
@@ -124,10 +120,10 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
       }
       if (choice == "required") enforced = specs;
     } else {
-      const OrderedJson* type = c->is_object() ? Field(*c, "type") : nullptr;
-      const OrderedJson* function = c->is_object() ? Field(*c, "function") : nullptr;
+      const OrderedJson* type = c->is_object() ? GivenField(*c, "type") : nullptr;
+      const OrderedJson* function = c->is_object() ? GivenField(*c, "function") : nullptr;
       const OrderedJson* name =
-          function != nullptr && function->is_object() ? Field(*function, "name") : nullptr;
+          function != nullptr && function->is_object() ? GivenField(*function, "name") : nullptr;
       if (type == nullptr || *type != "function" || name == nullptr || !name->is_string()) {
         return BadField(
             "tool_choice",

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/openai/tools/tool_call_parser.h"
 #include "router/api/openai/tools/tool_grammar.h"
 
@@ -23,7 +23,7 @@ namespace pagoda {
 inline constexpr size_t kMaxTools = 128;
 
 struct ToolRequest {
-  nlohmann::ordered_json tools;  // for the template: null, or the checked list
+  OrderedJson tools;  // for the template: null, or the checked list
   // How to parse the output: kNone when there are no tools, tool_choice is "none", or the
   // server parses none.
   ToolCallFormat parse = ToolCallFormat::kNone;
@@ -37,15 +37,15 @@ struct ToolRequest {
 // not in tools, or (with `build_grammar`; rendering alone, as /tokenize does, needs none) asks
 // for a call that cannot be enforced.
 // `special` finds the format's markers the grammar writes as tokens (ToolCallGbnf).
-absl::StatusOr<ToolRequest> ReadToolRequest(const nlohmann::ordered_json& body,
-                                            ToolCallFormat format, bool build_grammar = true,
+absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFormat format,
+                                            bool build_grammar = true,
                                             const SpecialTokenIds& special = {});
 
 // `message` (an object with a role) as a template expects it: an assistant's tool_calls with
 // their arguments as objects (clients send OpenAI's JSON text; Qwen's, Hermes' and Llama's
 // templates iterate or dump a mapping, as vLLM passes it) and a null content as ""; a tool
 // message's tool_call_id a string. INVALID_ARGUMENT naming `messages` when they are malformed.
-absl::Status PrepareToolTurn(nlohmann::ordered_json* message);
+absl::Status PrepareToolTurn(OrderedJson* message);
 
 }  // namespace pagoda
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 
 namespace pagoda {
 namespace {
@@ -20,14 +21,14 @@ constexpr size_t kSmallString = 15;
 constexpr int64_t kIdBytes = 4;
 
 // Builds the tree as nlohmann's DOM parser does, within the limits.
-class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
+class BoundedBuilder final : public nlohmann::json_sax<OrderedJson> {
  public:
   BoundedBuilder(const RequestJsonLimits& limits, int64_t max_bytes, absl::string_view what)
       : limits_(limits), max_bytes_(max_bytes), what_(what) {}
 
-  bool null() override { return Put(RequestJson(nullptr)); }
-  bool boolean(bool b) override { return Put(RequestJson(b)); }
-  bool number_integer(number_integer_t i) override { return Put(RequestJson(i)); }
+  bool null() override { return Put(OrderedJson(nullptr)); }
+  bool boolean(bool b) override { return Put(OrderedJson(b)); }
+  bool number_integer(number_integer_t i) override { return Put(OrderedJson(i)); }
   bool number_unsigned(number_unsigned_t u) override {
     if (compact_depth_ > 0 && u <= static_cast<uint64_t>(INT32_MAX)) {
       const int32_t id = static_cast<int32_t>(u);
@@ -36,18 +37,18 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
       std::memcpy(ids_.data() + at, &id, sizeof(id));
       return Spend(kIdBytes);
     }
-    return Put(RequestJson(u));
+    return Put(OrderedJson(u));
   }
-  bool number_float(number_float_t f, const string_t&) override { return Put(RequestJson(f)); }
+  bool number_float(number_float_t f, const string_t&) override { return Put(OrderedJson(f)); }
   bool string(string_t& s) override {
     if (!Spend(kStringBytes + (s.size() > kSmallString ? static_cast<int64_t>(s.size()) : 0))) {
       return false;
     }
-    return Put(RequestJson(std::move(s)));
+    return Put(OrderedJson(std::move(s)));
   }
   bool binary(binary_t&) override { return Fail("binary values are not JSON"); }
 
-  bool start_object(std::size_t) override { return Open(RequestJson::object()); }
+  bool start_object(std::size_t) override { return Open(OrderedJson::object()); }
   bool key(string_t& k) override {
     if (++keys_.back() > limits_.max_object_keys) {
       return Fail(absl::StrCat("a JSON object with more than ", limits_.max_object_keys, " keys"));
@@ -68,7 +69,7 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
   bool end_object() override { return Close(); }
 
   bool start_array(std::size_t) override {
-    if (!Open(RequestJson::array())) return false;
+    if (!Open(OrderedJson::array())) return false;
     // The field's own list, or a list in it.
     const size_t depth = stack_.size();
     if (in_id_field_ && (depth == 2 || (depth == 3 && stack_[1]->is_array()))) {
@@ -81,7 +82,7 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
       compact_depth_ = 0;
       // Not shrunk to fit: that would copy the list while it is whole.
       if (!ids_.empty()) {
-        *stack_.back() = RequestJson::binary(std::move(ids_), kIdListSubtype);
+        *stack_.back() = OrderedJson::binary(std::move(ids_), kIdListSubtype);
         ids_ = {};
       }
     }
@@ -93,7 +94,7 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
     return false;
   }
 
-  absl::StatusOr<RequestJson> Result() && {
+  absl::StatusOr<OrderedJson> Result() && {
     if (!error_.ok()) return error_;
     return std::move(root_);
   }
@@ -112,7 +113,7 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
   }
 
   // Places a value where the parser is: the root, an array's end, or the last key's value.
-  RequestJson* Place(RequestJson v) {
+  OrderedJson* Place(OrderedJson v) {
     if (stack_.empty()) {
       root_ = std::move(v);
       return &root_;
@@ -125,14 +126,14 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
     return element_;
   }
 
-  bool Put(RequestJson v) {
+  bool Put(OrderedJson v) {
     if (compact_depth_ > 0 && !Flush()) return false;
     if (!Spend(kValueBytes)) return false;
     Place(std::move(v));
     return true;
   }
 
-  bool Open(RequestJson container) {
+  bool Open(OrderedJson container) {
     // A container inside a candidate list: that list holds more than ids.
     if (compact_depth_ > 0 && !Flush()) return false;
     if (static_cast<int>(stack_.size()) >= limits_.max_depth) {
@@ -152,7 +153,7 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
 
   // The candidate list holds something other than ids: its ids become ordinary values.
   bool Flush() {
-    RequestJson* list = stack_[compact_depth_ - 1];
+    OrderedJson* list = stack_[compact_depth_ - 1];
     compact_depth_ = 0;
     const size_t n = ids_.size() / sizeof(int32_t);
     if (!Spend(static_cast<int64_t>(n) * (kValueBytes - kIdBytes))) return false;
@@ -168,10 +169,10 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
   const RequestJsonLimits& limits_;
   const int64_t max_bytes_;
   const absl::string_view what_;
-  RequestJson root_;
-  std::vector<RequestJson*> stack_;  // the open containers, outermost first
+  OrderedJson root_;
+  std::vector<OrderedJson*> stack_;  // the open containers, outermost first
   std::vector<int64_t> keys_;        // (stack_) keys so far in each
-  RequestJson* element_ = nullptr;   // where the last key's value goes
+  OrderedJson* element_ = nullptr;   // where the last key's value goes
   int64_t num_keys_ = 0;
   int64_t bytes_ = 0;
   bool in_id_field_ = false;  // the current top-level key is one of id_fields
@@ -182,27 +183,27 @@ class BoundedBuilder final : public nlohmann::json_sax<RequestJson> {
 
 }  // namespace
 
-absl::StatusOr<RequestJson> ParseRequestJson(absl::string_view text,
+absl::StatusOr<OrderedJson> ParseRequestJson(absl::string_view text,
                                              const RequestJsonLimits& limits,
                                              absl::string_view what) {
   const int64_t max_bytes =
       static_cast<int64_t>(limits.max_tree_bytes_per_body_byte * static_cast<double>(text.size())) +
       RequestJsonLimits::kTreeSlackBytes;
   BoundedBuilder builder(limits, max_bytes, what);
-  RequestJson::sax_parse(std::string_view(text.data(), text.size()), &builder);
+  OrderedJson::sax_parse(std::string_view(text.data(), text.size()), &builder);
   return std::move(builder).Result();
 }
 
-bool IsIdList(const RequestJson& v) {
+bool IsIdList(const OrderedJson& v) {
   return v.is_binary() && v.get_binary().has_subtype() &&
          v.get_binary().subtype() == kIdListSubtype;
 }
 
-int64_t IdListSize(const RequestJson& v) {
+int64_t IdListSize(const OrderedJson& v) {
   return static_cast<int64_t>(v.get_binary().size() / sizeof(int32_t));
 }
 
-void AppendIdList(const RequestJson& v, std::vector<int>* out) {
+void AppendIdList(const OrderedJson& v, std::vector<int>* out) {
   const std::vector<uint8_t>& bytes = v.get_binary();
   const size_t n = bytes.size() / sizeof(int32_t);
   const size_t at = out->size();

@@ -19,12 +19,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 
 namespace pagoda {
-
-// (Not common/json.h: the OpenAI files alias nlohmann::ordered_json as Json themselves.)
-using RequestJson = nlohmann::ordered_json;
 
 struct RequestJsonLimits {
   int max_depth = 64;
@@ -45,16 +42,16 @@ inline constexpr absl::string_view kNotJson = ": not valid JSON";
 
 // The body as a JSON value; INVALID_ARGUMENT naming `what` when it passes a limit, or "not
 // valid JSON" when it is not one JSON value.
-absl::StatusOr<RequestJson> ParseRequestJson(absl::string_view text,
+absl::StatusOr<OrderedJson> ParseRequestJson(absl::string_view text,
                                              const RequestJsonLimits& limits,
                                              absl::string_view what = "the request body");
 
 // Whether `v` is a compact list of ids (ParseRequestJson's).
-bool IsIdList(const RequestJson& v);
+bool IsIdList(const OrderedJson& v);
 // Its number of ids. REQUIRES: IsIdList(v).
-int64_t IdListSize(const RequestJson& v);
+int64_t IdListSize(const OrderedJson& v);
 // Appends its ids to `out`. REQUIRES: IsIdList(v).
-void AppendIdList(const RequestJson& v, std::vector<int>* out);
+void AppendIdList(const OrderedJson& v, std::vector<int>* out);
 
 }  // namespace pagoda
 

@@ -5,14 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/json.h"
 #include "common/sampling_params.h"
 #include "router/api/openai/openai_error.h"
 #include "router/api/openai/openai_response.h"
 
 namespace pagoda {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 std::string NewId(const char* prefix) {
   return absl::StrFormat("%s_%016x%016x", prefix, RandomSeed(), RandomSeed());
@@ -32,30 +31,30 @@ const char* ResponsesOutput::Status() const {
   return finish_reason_ == FinishReason::kLength ? "incomplete" : "completed";
 }
 
-Json ResponsesOutput::ItemJson(const Item& item) const {
+OrderedJson ResponsesOutput::ItemJson(const Item& item) const {
   const bool last = !items_.empty() && &item == &items_.back();
   const char* status = !item.closed ? "in_progress" : last ? Status() : "completed";
   switch (item.kind) {
     case Item::Kind::kReasoning:
-      return {
-          {"id", item.id},
-          {"type", "reasoning"},
-          {"summary", Json::array()},
-          {"content", item.closed ? Json::array({{{"type", "reasoning_text"}, {"text", item.text}}})
-                                  : Json::array()},
-          {"status", status}};
+      return {{"id", item.id},
+              {"type", "reasoning"},
+              {"summary", OrderedJson::array()},
+              {"content",
+               item.closed ? OrderedJson::array({{{"type", "reasoning_text"}, {"text", item.text}}})
+                           : OrderedJson::array()},
+              {"status", status}};
     case Item::Kind::kFunctionCall:
       return {{"id", item.id},           {"type", "function_call"}, {"status", status},
               {"call_id", item.call_id}, {"name", item.name},       {"arguments", item.text}};
     case Item::Kind::kMessage:
       break;
   }
-  Json content = Json::array();
+  OrderedJson content = OrderedJson::array();
   if (item.closed) {
     content.push_back({{"type", "output_text"},
                        {"text", item.text},
-                       {"annotations", Json::array()},
-                       {"logprobs", Json::array()}});
+                       {"annotations", OrderedJson::array()},
+                       {"logprobs", OrderedJson::array()}});
   }
   return {{"id", item.id},
           {"type", "message"},
@@ -64,15 +63,15 @@ Json ResponsesOutput::ItemJson(const Item& item) const {
           {"content", std::move(content)}};
 }
 
-Json ResponsesOutput::ResponseObject(const char* status) const {
+OrderedJson ResponsesOutput::ResponseObject(const char* status) const {
   const bool done = status == nullptr;
   if (done) status = Status();
   const SamplingParams& sampling = call_.chat.requests.front().sampling;
-  Json output = Json::array();
+  OrderedJson output = OrderedJson::array();
   if (done) {
     for (const Item& item : items_) output.push_back(ItemJson(item));
   }
-  Json j;
+  OrderedJson j;
   j["id"] = id_;
   j["object"] = "response";
   j["created_at"] = created_at_;
@@ -80,8 +79,8 @@ Json ResponsesOutput::ResponseObject(const char* status) const {
   j["background"] = false;
   j["error"] = nullptr;
   j["incomplete_details"] = std::string_view(status) == "incomplete"
-                                ? Json{{"reason", "max_output_tokens"}}
-                                : Json(nullptr);
+                                ? OrderedJson{{"reason", "max_output_tokens"}}
+                                : OrderedJson(nullptr);
   j["instructions"] = call_.instructions;
   j["max_output_tokens"] = call_.max_output_tokens;
   j["model"] = model_;
@@ -97,12 +96,12 @@ Json ResponsesOutput::ResponseObject(const char* status) const {
   j["tools"] = call_.tools;
   j["top_p"] = sampling.top_p;
   j["truncation"] = "disabled";
-  j["usage"] = done ? Json{{"input_tokens", input_tokens_},
-                           {"input_tokens_details", {{"cached_tokens", cached_tokens_}}},
-                           {"output_tokens", output_tokens_},
-                           {"output_tokens_details", {{"reasoning_tokens", 0}}},
-                           {"total_tokens", input_tokens_ + output_tokens_}}
-                    : Json(nullptr);
+  j["usage"] = done ? OrderedJson{{"input_tokens", input_tokens_},
+                                  {"input_tokens_details", {{"cached_tokens", cached_tokens_}}},
+                                  {"output_tokens", output_tokens_},
+                                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                                  {"total_tokens", input_tokens_ + output_tokens_}}
+                    : OrderedJson(nullptr);
   j["user"] = call_.user;
   j["metadata"] = call_.metadata;
   // As every Pagoda answer: the seed this call sampled with, so it can be replayed.
@@ -125,7 +124,7 @@ void ResponsesOutput::Add(const std::vector<OutputChunk>& chunks) {
 
 std::string ResponsesOutput::Body() {
   // The whole text parsed at once: reasoning, then the content, then the calls.
-  Json message = {{"content", text_}};
+  OrderedJson message = {{"content", text_}};
   if (parser_ != nullptr) {
     bool has_tool_calls = false;
     message = ChatOutput::Message(call_.chat.output, text_, &has_tool_calls);
@@ -142,7 +141,7 @@ std::string ResponsesOutput::Body() {
     if (!r->get_ref<const std::string&>().empty()) add(Item::Kind::kReasoning, *r, "rs");
   }
   if (message["content"].is_string()) add(Item::Kind::kMessage, message["content"], "msg");
-  for (const Json& call : message.value("tool_calls", Json::array())) {
+  for (const OrderedJson& call : message.value("tool_calls", OrderedJson::array())) {
     Item& item = add(Item::Kind::kFunctionCall, call["function"]["arguments"], "fc");
     item.call_id = call["id"];
     item.name = call["function"]["name"];
@@ -150,14 +149,14 @@ std::string ResponsesOutput::Body() {
   return DumpJson(ResponseObject(nullptr));
 }
 
-std::string ResponsesOutput::Event(const char* type, Json fields) {
-  Json j = {{"type", type}, {"sequence_number", sequence_number_++}};
+std::string ResponsesOutput::Event(const char* type, OrderedJson fields) {
+  OrderedJson j = {{"type", type}, {"sequence_number", sequence_number_++}};
   for (auto& [key, value] : fields.items()) j[key] = std::move(value);
   return absl::StrCat("event: ", type, "\n", SseEvent(DumpJson(j)));
 }
 
-Json ResponsesOutput::At(size_t index) const {
-  Json at = {{"item_id", items_[index].id}, {"output_index", index}};
+OrderedJson ResponsesOutput::At(size_t index) const {
+  OrderedJson at = {{"item_id", items_[index].id}, {"output_index", index}};
   if (items_[index].kind != Item::Kind::kFunctionCall) at["content_index"] = 0;
   return at;
 }
@@ -176,11 +175,11 @@ std::string ResponsesOutput::Open(Item::Kind kind, std::string call_id, std::str
   out += Event("response.output_item.added",
                {{"output_index", open_}, {"item", ItemJson(items_.back())}});
   if (kind == Item::Kind::kMessage) {
-    Json part = At(open_);
+    OrderedJson part = At(open_);
     part["part"] = {{"type", "output_text"},
                     {"text", ""},
-                    {"annotations", Json::array()},
-                    {"logprobs", Json::array()}};
+                    {"annotations", OrderedJson::array()},
+                    {"logprobs", OrderedJson::array()}};
     out += Event("response.content_part.added", std::move(part));
   }
   return out;
@@ -193,7 +192,7 @@ std::string ResponsesOutput::CloseOpen() {
   item.closed = true;
   open_ = -1;
   std::string out;
-  Json done = At(index);
+  OrderedJson done = At(index);
   switch (item.kind) {
     case Item::Kind::kReasoning:
       done["text"] = item.text;
@@ -204,9 +203,9 @@ std::string ResponsesOutput::CloseOpen() {
       out += Event("response.function_call_arguments.done", std::move(done));
       break;
     case Item::Kind::kMessage: {
-      Json part = done;
+      OrderedJson part = done;
       done["text"] = item.text;
-      done["logprobs"] = Json::array();
+      done["logprobs"] = OrderedJson::array();
       out += Event("response.output_text.done", std::move(done));
       part["part"] = ItemJson(item)["content"][0];
       out += Event("response.content_part.done", std::move(part));
@@ -217,21 +216,21 @@ std::string ResponsesOutput::CloseOpen() {
          Event("response.output_item.done", {{"output_index", index}, {"item", ItemJson(item)}});
 }
 
-std::string ResponsesOutput::Stream(const Json& delta) {
+std::string ResponsesOutput::Stream(const OrderedJson& delta) {
   std::string out;
   auto grow = [&](Item::Kind kind, const std::string& text, const char* event) {
     if (text.empty()) return;
     if (open_ < 0 || items_[open_].kind != kind) out += Open(kind);
     items_[open_].text += text;
-    Json e = At(open_);
+    OrderedJson e = At(open_);
     e["delta"] = text;
-    if (kind == Item::Kind::kMessage) e["logprobs"] = Json::array();
+    if (kind == Item::Kind::kMessage) e["logprobs"] = OrderedJson::array();
     out += Event(event, std::move(e));
   };
   grow(Item::Kind::kReasoning, delta.value("reasoning_content", ""),
        "response.reasoning_text.delta");
   grow(Item::Kind::kMessage, delta.value("content", ""), "response.output_text.delta");
-  for (const Json& call : delta.value("tool_calls", Json::array())) {
+  for (const OrderedJson& call : delta.value("tool_calls", OrderedJson::array())) {
     const int index = call["index"];
     if (call.contains("id")) {
       out += Open(Item::Kind::kFunctionCall, call["id"], call["function"]["name"]);
@@ -241,7 +240,7 @@ std::string ResponsesOutput::Stream(const Json& delta) {
     const std::string& arguments = call["function"]["arguments"].get_ref<const std::string&>();
     if (item == call_items_.end() || arguments.empty()) continue;
     items_[item->second].text += arguments;
-    Json e = At(item->second);
+    OrderedJson e = At(item->second);
     e["delta"] = arguments;
     out += Event("response.function_call_arguments.delta", std::move(e));
   }
@@ -249,7 +248,7 @@ std::string ResponsesOutput::Stream(const Json& delta) {
 }
 
 std::string ResponsesOutput::Opening() {
-  const Json opened = ResponseObject("in_progress");
+  const OrderedJson opened = ResponseObject("in_progress");
   // Two statements: the operands of + are evaluated in no set order, and each takes the next
   // sequence number.
   std::string out = Event("response.created", {{"response", opened}});
@@ -261,7 +260,7 @@ std::string ResponsesOutput::Events(const std::vector<OutputChunk>& chunks) {
   for (const OutputChunk& c : chunks) {
     Gather(c);
     if (c.text.empty()) continue;
-    out += Stream(parser_ != nullptr ? parser_->Delta(c.text) : Json{{"content", c.text}});
+    out += Stream(parser_ != nullptr ? parser_->Delta(c.text) : OrderedJson{{"content", c.text}});
   }
   return out;
 }
@@ -279,9 +278,9 @@ std::string ResponsesOutput::Closing() {
 
 std::string ResponsesOutput::Failed(const absl::Status& error) {
   const OpenAiError e = ErrorOf(error);
-  return Event("error", {{"code", e.code.empty() ? Json(nullptr) : Json(e.code)},
+  return Event("error", {{"code", e.code.empty() ? OrderedJson(nullptr) : OrderedJson(e.code)},
                          {"message", e.message},
-                         {"param", e.param.empty() ? Json(nullptr) : Json(e.param)}});
+                         {"param", e.param.empty() ? OrderedJson(nullptr) : OrderedJson(e.param)}});
 }
 
 }  // namespace pagoda

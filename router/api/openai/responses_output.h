@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/openai/call_writer.h"
 #include "router/api/openai/openai_chat_output.h"
 #include "router/api/openai/openai_responses.h"
@@ -53,13 +53,13 @@ class ResponsesOutput final : public CallWriter {
   // "completed", or "incomplete" when the output was cut by its length.
   const char* Status() const;
   // The response object with the items so far; `status` overrides Status() (in_progress).
-  nlohmann::ordered_json ResponseObject(const char* status) const;
+  OrderedJson ResponseObject(const char* status) const;
   // An item as OpenAI writes it; an open one is in_progress, the last one takes Status().
-  nlohmann::ordered_json ItemJson(const Item& item) const;
+  OrderedJson ItemJson(const Item& item) const;
   // One named event: `fields` with its type and sequence number.
-  std::string Event(const char* type, nlohmann::ordered_json fields);
+  std::string Event(const char* type, OrderedJson fields);
   // The place of item `index` in the stream, on every event about it.
-  nlohmann::ordered_json At(size_t index) const;
+  OrderedJson At(size_t index) const;
   void Gather(const OutputChunk& c);
   // A new item of `kind` (closing the open one); its opening events.
   std::string Open(Item::Kind kind, std::string call_id = "", std::string name = "");
@@ -67,7 +67,7 @@ class ResponsesOutput final : public CallWriter {
   std::string CloseOpen();
   // The events for one delta of the chat output ({"reasoning_content", "content",
   // "tool_calls"}).
-  std::string Stream(const nlohmann::ordered_json& delta);
+  std::string Stream(const OrderedJson& delta);
 
   const ResponsesCall call_;
   const std::string model_;

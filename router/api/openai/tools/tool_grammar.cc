@@ -1,18 +1,17 @@
 #include "router/api/openai/tools/tool_grammar.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "lib/grammar/json_schema.h"
 
 namespace pagoda {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 // Points `schema`'s local $refs at its definitions' new home, `#/$defs/<prefix>name`, so
 // that several tools' schemas can share one document ("#" is the tool's own root).
-void RewriteRefs(Json* schema, const std::string& prefix) {
+void RewriteRefs(OrderedJson* schema, const std::string& prefix) {
   if (schema->is_array()) {
-    for (Json& v : *schema) RewriteRefs(&v, prefix);
+    for (OrderedJson& v : *schema) RewriteRefs(&v, prefix);
     return;
   }
   if (!schema->is_object()) return;
@@ -56,9 +55,10 @@ absl::StatusOr<std::string> MistralArgsGbnf(const std::vector<ToolSpec>& tools, 
   std::string calls, rules;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string prefix = absl::StrCat("t", i, "-");
-    const Json parameters = tools[i].parameters.is_null()
-                                ? Json{{"type", "object"}, {"additionalProperties", true}}
-                                : tools[i].parameters;
+    const OrderedJson parameters =
+        tools[i].parameters.is_null()
+            ? OrderedJson{{"type", "object"}, {"additionalProperties", true}}
+            : tools[i].parameters;
     absl::StatusOr<std::string> gbnf = JsonSchemaRulesGbnf(parameters, prefix);
     if (!gbnf.ok()) return gbnf.status();
     // Tool names are [a-zA-Z0-9_-]: a literal as they are.
@@ -83,13 +83,13 @@ absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vecto
     const int args_id = SpecialId("[ARGS]", special);
     if (calls_id >= 0 && args_id >= 0) return MistralArgsGbnf(tools, parallel, calls_id, args_id);
   }
-  Json defs = Json::object();
-  Json calls = Json::array();
+  OrderedJson defs = OrderedJson::object();
+  OrderedJson calls = OrderedJson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string prefix = absl::StrCat("t", i, "-");
-    Json parameters = tools[i].parameters.is_null()
-                          ? Json{{"type", "object"}, {"additionalProperties", true}}
-                          : tools[i].parameters;
+    OrderedJson parameters = tools[i].parameters.is_null()
+                                 ? OrderedJson{{"type", "object"}, {"additionalProperties", true}}
+                                 : tools[i].parameters;
     RewriteRefs(&parameters, prefix);
     for (const char* section : {"$defs", "definitions"}) {
       auto it = parameters.find(section);
@@ -100,15 +100,15 @@ absl::StatusOr<std::string> ToolCallGbnf(ToolCallFormat format, const std::vecto
       parameters.erase(it);
     }
     defs[prefix + "root"] = parameters;
-    calls.push_back(
-        Json{{"type", "object"},
-             {"properties",
-              {{"name", {{"const", tools[i].name}}},
-               {ArgumentsKey(format), {{"$ref", absl::StrCat("#/$defs/", prefix, "root")}}}}},
-             {"required", {"name", ArgumentsKey(format)}},
-             {"additionalProperties", false}});
+    calls.push_back(OrderedJson{
+        {"type", "object"},
+        {"properties",
+         {{"name", {{"const", tools[i].name}}},
+          {ArgumentsKey(format), {{"$ref", absl::StrCat("#/$defs/", prefix, "root")}}}}},
+        {"required", {"name", ArgumentsKey(format)}},
+        {"additionalProperties", false}});
   }
-  Json schema = calls.size() == 1 ? calls[0] : Json{{"anyOf", calls}};
+  OrderedJson schema = calls.size() == 1 ? calls[0] : OrderedJson{{"anyOf", calls}};
   schema["$defs"] = std::move(defs);
   absl::StatusOr<std::string> gbnf = JsonSchemaValueToGbnf(schema);
   if (!gbnf.ok()) return gbnf.status();

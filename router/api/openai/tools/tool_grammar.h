@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "common/json.h"
 #include "router/api/openai/tools/tool_call_format.h"
 
 namespace pagoda {
 
 struct ToolSpec {
   std::string name;
-  nlohmann::ordered_json parameters;  // a JSON Schema object; null: any object
+  OrderedJson parameters;  // a JSON Schema object; null: any object
 };
 
 // The id of the special token whose text is `text` in the model's tokenizer, else -1.

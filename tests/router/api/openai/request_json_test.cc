@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,7 +20,7 @@ RequestJsonLimits Limits(std::vector<std::string> id_fields = {}) {
   return limits;
 }
 
-std::vector<int> Ids(const RequestJson& v) {
+std::vector<int> Ids(const OrderedJson& v) {
   std::vector<int> ids;
   AppendIdList(v, &ids);
   return ids;
@@ -28,24 +29,24 @@ std::vector<int> Ids(const RequestJson& v) {
 TEST(RequestJsonTest, ParsesWhatNlohmannParsesWhenNoFieldIsCompact) {
   const std::string text =
       R"({"a": [1, -2, 3.5, "x", null, true, {"b": [4]}], "c": {"d": {}}, "e": 18446744073709551615})";
-  absl::StatusOr<RequestJson> parsed = ParseRequestJson(text, Limits());
+  absl::StatusOr<OrderedJson> parsed = ParseRequestJson(text, Limits());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_EQ(*parsed, RequestJson::parse(text));
-  EXPECT_EQ(parsed->dump(), RequestJson::parse(text).dump());  // key order kept too
+  EXPECT_EQ(*parsed, OrderedJson::parse(text));
+  EXPECT_EQ(parsed->dump(), OrderedJson::parse(text).dump());  // key order kept too
 }
 
 TEST(RequestJsonTest, ALaterDuplicateKeyWinsAsInNlohmann) {
-  absl::StatusOr<RequestJson> parsed = ParseRequestJson(R"({"n": 1, "n": 2})", Limits());
+  absl::StatusOr<OrderedJson> parsed = ParseRequestJson(R"({"n": 1, "n": 2})", Limits());
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(*parsed, RequestJson::parse(R"({"n": 1, "n": 2})"));
+  EXPECT_EQ(*parsed, OrderedJson::parse(R"({"n": 1, "n": 2})"));
 }
 
 TEST(RequestJsonTest, IdListsUnderTheNamedFieldsAreCompact) {
-  absl::StatusOr<RequestJson> parsed = ParseRequestJson(
+  absl::StatusOr<OrderedJson> parsed = ParseRequestJson(
       R"({"prompt": [[1, 2, 3], [2147483647], []], "tokens": [5, 6], "other": [7, 8]})",
       Limits({"prompt", "tokens"}));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  const RequestJson& prompt = (*parsed)["prompt"];
+  const OrderedJson& prompt = (*parsed)["prompt"];
   ASSERT_TRUE(prompt.is_array());
   ASSERT_EQ(prompt.size(), 3u);
   ASSERT_TRUE(IsIdList(prompt[0]));
@@ -55,14 +56,14 @@ TEST(RequestJsonTest, IdListsUnderTheNamedFieldsAreCompact) {
   EXPECT_TRUE(prompt[2].is_array() && prompt[2].empty());  // nothing to compact
   ASSERT_TRUE(IsIdList((*parsed)["tokens"]));
   EXPECT_THAT(Ids((*parsed)["tokens"]), ElementsAre(5, 6));
-  EXPECT_EQ((*parsed)["other"], RequestJson::parse("[7, 8]"));  // not a named field
+  EXPECT_EQ((*parsed)["other"], OrderedJson::parse("[7, 8]"));  // not a named field
 }
 
 TEST(RequestJsonTest, AListWithAnythingButIdsStaysAnOrdinaryArray) {
   for (const std::string list : {"[1, 2, -3]", "[1, 2, 2147483648]", "[1, 2.5]", "[1, \"a\"]",
                                  "[1, [2]]", "[1, {}]", "[1, null]", "[[1, 2], 3]"}) {
     const std::string text = absl::StrCat(R"({"prompt": )", list, "}");
-    absl::StatusOr<RequestJson> parsed = ParseRequestJson(text, Limits({"prompt"}));
+    absl::StatusOr<OrderedJson> parsed = ParseRequestJson(text, Limits({"prompt"}));
     ASSERT_TRUE(parsed.ok()) << list << ": " << parsed.status();
     EXPECT_FALSE(IsIdList((*parsed)["prompt"])) << list;
     if (list == "[1, [2]]") {
@@ -73,17 +74,17 @@ TEST(RequestJsonTest, AListWithAnythingButIdsStaysAnOrdinaryArray) {
       EXPECT_THAT(Ids((*parsed)["prompt"][0]), ElementsAre(1, 2));
       EXPECT_EQ((*parsed)["prompt"][1], 3);
     } else {
-      EXPECT_EQ((*parsed)["prompt"], RequestJson::parse(list)) << list;
+      EXPECT_EQ((*parsed)["prompt"], OrderedJson::parse(list)) << list;
     }
   }
 }
 
 TEST(RequestJsonTest, OnlyTopLevelFieldsAndTheirListsAreCompact) {
-  absl::StatusOr<RequestJson> parsed =
+  absl::StatusOr<OrderedJson> parsed =
       ParseRequestJson(R"({"x": {"prompt": [1, 2]}, "prompt": [[[1, 2]]]})", Limits({"prompt"}));
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ((*parsed)["x"]["prompt"], RequestJson::parse("[1, 2]"));
-  EXPECT_EQ((*parsed)["prompt"], RequestJson::parse("[[[1, 2]]]"));
+  EXPECT_EQ((*parsed)["x"]["prompt"], OrderedJson::parse("[1, 2]"));
+  EXPECT_EQ((*parsed)["prompt"], OrderedJson::parse("[[[1, 2]]]"));
 }
 
 TEST(RequestJsonTest, DepthAndKeysAreBoundedWhileParsing) {
@@ -108,7 +109,7 @@ TEST(RequestJsonTest, ATreeCostingMoreThanItsBudgetIsRefused) {
   std::string text = "[";
   for (int i = 0; i < (4 << 20) / 3; ++i) text += "[],";
   text += "[]]";
-  absl::StatusOr<RequestJson> parsed = ParseRequestJson(text, Limits());
+  absl::StatusOr<OrderedJson> parsed = ParseRequestJson(text, Limits());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("too many values for its size"));
 }
@@ -120,7 +121,7 @@ TEST(RequestJsonTest, MillionsOfIdsFitTheBudget) {
   for (int i = 0; i < kIds; ++i) text += "7,";
   text.back() = ']';
   text += "}";
-  absl::StatusOr<RequestJson> parsed = ParseRequestJson(text, Limits({"prompt"}));
+  absl::StatusOr<OrderedJson> parsed = ParseRequestJson(text, Limits({"prompt"}));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_TRUE(IsIdList((*parsed)["prompt"]));
   EXPECT_EQ(IdListSize((*parsed)["prompt"]), kIds);
@@ -130,7 +131,7 @@ TEST(RequestJsonTest, MillionsOfIdsFitTheBudget) {
 
 TEST(RequestJsonTest, TextThatIsNotJsonSaysSo) {
   for (const std::string text : {"", "{", "{\"a\": 1} x", "[1,]", "nul"}) {
-    absl::StatusOr<RequestJson> parsed = ParseRequestJson(text, Limits({"prompt"}));
+    absl::StatusOr<OrderedJson> parsed = ParseRequestJson(text, Limits({"prompt"}));
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(std::string(parsed.status().message()), ::testing::EndsWith(std::string(kNotJson)))
         << text;

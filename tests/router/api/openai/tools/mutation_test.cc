@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "router/api/openai/openai_chat_output.h"
@@ -85,7 +86,7 @@ TEST(ChatOutputTest, ReasoningThenCallsWholeAndStreamed) {
       "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": "
       "\"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
   bool calls = false;
-  const nlohmann::ordered_json m = ChatOutput::Message(options, text, &calls);
+  const OrderedJson m = ChatOutput::Message(options, text, &calls);
   EXPECT_TRUE(calls);
   EXPECT_TRUE(m["content"].is_null());
   EXPECT_EQ(m["reasoning_content"], "\nThe user wants the weather.\n");
@@ -93,10 +94,10 @@ TEST(ChatOutputTest, ReasoningThenCallsWholeAndStreamed) {
   EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Oslo\"}");
   ChatOutput stream(options);
   std::string reasoning, arguments, name;
-  auto add = [&](const nlohmann::ordered_json& d) {
+  auto add = [&](const OrderedJson& d) {
     EXPECT_FALSE(d.contains("content")) << d;
     if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    for (const auto& c : d.value("tool_calls", nlohmann::ordered_json::array())) {
+    for (const auto& c : d.value("tool_calls", OrderedJson::array())) {
       if (c.contains("id")) name += c["function"]["name"].get<std::string>();
       arguments += c["function"]["arguments"].get<std::string>();
     }

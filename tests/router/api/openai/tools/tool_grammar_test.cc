@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "common/model/model_config.h"
 #include "gtest/gtest.h"
 #include "lib/grammar/grammar.h"
@@ -16,11 +17,9 @@
 namespace pagoda {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 std::vector<ToolSpec> WeatherAndTime() {
   return {
-      {"get_weather", Json::parse(R"({"type": "object", "properties": {
+      {"get_weather", OrderedJson::parse(R"({"type": "object", "properties": {
           "city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]})")},
       {"get_time", nullptr},
   };
@@ -78,10 +77,10 @@ TEST(ToolGrammarTest, Llama3AndMistralFrames) {
 
 TEST(ToolGrammarTest, SchemasWithDefinitionsKeepTheirRefs) {
   const std::vector<ToolSpec> tools = {
-      {"add", Json::parse(R"({"type": "object", "$defs": {"n": {"type": "integer"}},
+      {"add", OrderedJson::parse(R"({"type": "object", "$defs": {"n": {"type": "integer"}},
           "properties": {"a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#/$defs/n"}},
           "required": ["a", "b"]})")},
-      {"tree", Json::parse(R"({"type": "object", "properties": {
+      {"tree", OrderedJson::parse(R"({"type": "object", "properties": {
           "kids": {"type": "array", "items": {"$ref": "#"}}}})")},
   };
   absl::StatusOr<std::string> gbnf = ToolCallGbnf(ToolCallFormat::kHermes, tools, false);
@@ -185,7 +184,7 @@ TEST(ToolGrammarTest, MistralArgsFormWhenTheTokenizerHasArgs) {
 TEST(ToolGrammarTest, RefusesWhatItCannotEnforce) {
   EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kNone, WeatherAndTime(), false).ok());
   EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kHermes,
-                            {{"f", Json::parse(R"({"type": "object", "not": {}})")}}, false)
+                            {{"f", OrderedJson::parse(R"({"type": "object", "not": {}})")}}, false)
                    .ok());
 }
 

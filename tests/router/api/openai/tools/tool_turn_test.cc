@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/json.h"
 #include "gtest/gtest.h"
 #include "lib/jinja/chat_template.h"
 #include "router/api/openai/openai_tools.h"
@@ -14,18 +15,17 @@
 namespace pagoda {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-Json ReadJson(const std::string& path) {
+OrderedJson ReadJson(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  return Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  return OrderedJson::parse(text.str(), nullptr, /*allow_exceptions=*/false);
 }
 
 TEST(ToolTurnTest, RealTemplatesRenderToolCallsAndResultsAsJinja2Does) {
-  const Json turns = ReadJson(PAGODA_SOURCE_DIR "/tests/router/api/tools/tool_turns.json");
-  const Json golden = ReadJson(testing::SharedPath("golden/chat_templates.json"));
+  const OrderedJson turns =
+      ReadJson(PAGODA_SOURCE_DIR "/tests/router/api/openai/tools/tool_turns.json");
+  const OrderedJson golden = ReadJson(testing::SharedPath("golden/chat_templates.json"));
   ASSERT_TRUE(turns.is_object() && golden.is_object());
   jinja::RenderOptions options;
   options.now = std::tm{};
@@ -35,7 +35,7 @@ TEST(ToolTurnTest, RealTemplatesRenderToolCallsAndResultsAsJinja2Does) {
   options.now->tm_wday = 0;
   options.now->tm_yday = 325;
   int rendered = 0;
-  for (const Json& c : turns["cases"]) {
+  for (const OrderedJson& c : turns["cases"]) {
     const std::string name = c["template"];
     const std::string conversation = c["conversation"];
     SCOPED_TRACE(name + " " + conversation);
@@ -43,7 +43,7 @@ TEST(ToolTurnTest, RealTemplatesRenderToolCallsAndResultsAsJinja2Does) {
         jinja::ChatTemplate::Create(golden["templates"][name].get<std::string>());
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     jinja::ChatTemplateInputs inputs;
-    for (Json message : turns["conversations"][conversation]) {
+    for (OrderedJson message : turns["conversations"][conversation]) {
       ASSERT_TRUE(PrepareToolTurn(&message).ok());
       inputs.messages.push_back(std::move(message));
     }
@@ -63,11 +63,12 @@ TEST(ToolTurnTest, RealTemplatesRenderToolCallsAndResultsAsJinja2Does) {
 }
 
 TEST(ToolTurnTest, ToolCallsGetObjectArgumentsAndAStringContent) {
-  Json message = Json::parse(R"({"role": "assistant", "tool_calls": [{"id": "c", "type":
+  OrderedJson message =
+      OrderedJson::parse(R"({"role": "assistant", "tool_calls": [{"id": "c", "type":
       "function", "function": {"name": "f", "arguments": "{\"a\": [1]}"}}]})");
   ASSERT_TRUE(PrepareToolTurn(&message).ok());
   EXPECT_EQ(message["content"], "");
-  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], Json::parse(R"({"a": [1]})"));
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], OrderedJson::parse(R"({"a": [1]})"));
   for (
       const char* bad : {
           R"({"role": "assistant", "tool_calls": {}})",
@@ -77,20 +78,20 @@ TEST(ToolTurnTest, ToolCallsGetObjectArgumentsAndAStringContent) {
           R"({"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]})",
           R"({"role": "tool", "tool_call_id": 7, "content": "x"})",
       }) {
-    Json m = Json::parse(bad);
+    OrderedJson m = OrderedJson::parse(bad);
     const absl::Status s = PrepareToolTurn(&m);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(s.message().substr(0, 10), "messages: ") << s;
   }
   // Arguments nested past the limit are refused before they are parsed.
-  Json deep = message;
+  OrderedJson deep = message;
   deep["tool_calls"][0]["function"]["arguments"] =
       std::string(100000, '[') + std::string(100000, ']');
   EXPECT_FALSE(PrepareToolTurn(&deep).ok());
 }
 
 TEST(ToolTurnTest, FormatsAreDetectedFromRealTemplates) {
-  const Json golden = ReadJson(testing::SharedPath("golden/chat_templates.json"));
+  const OrderedJson golden = ReadJson(testing::SharedPath("golden/chat_templates.json"));
   ASSERT_TRUE(golden.is_object());
   struct Case {
     const char* name;
