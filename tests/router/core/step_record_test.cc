@@ -14,6 +14,21 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
+SampledToken Sampled(int64_t seq_id, int token_id) {
+  SampledToken t;
+  t.seq_id = seq_id;
+  t.token_id = token_id;
+  return t;
+}
+
+PromptLogprobs Chunk(int first_position, std::vector<float> logprobs, std::vector<int> ranks) {
+  PromptLogprobs chunk;
+  chunk.first_position = first_position;
+  chunk.logprobs = std::move(logprobs);
+  chunk.ranks = std::move(ranks);
+  return chunk;
+}
+
 Sequence MakeSequence(int64_t id, std::vector<int> prompt) {
   Sequence s;
   s.id = id;
@@ -56,8 +71,7 @@ TEST(StepRecordTest, ReaderSkipsTheReportsOfSequencesAbortedMeanwhile) {
   for (Sequence* s : {&a, &b, &c}) record.Emit(s, 2, 0, {0}, &cmd);
   record.Forget(&b);  // aborted after the step was sent: its sample still comes back
   StepResult result;
-  result.sampled = {
-      {.seq_id = 1, .token_id = 7}, {.seq_id = 2, .token_id = 8}, {.seq_id = 3, .token_id = 9}};
+  result.sampled = {Sampled(1, 7), Sampled(2, 8), Sampled(3, 9)};
   StepRecord::Reader reader(result);
   ASSERT_EQ(record.entries().size(), 2u);
   EXPECT_EQ(reader.SamplesOf(record.entries()[0])[0].token_id, 7);
@@ -72,10 +86,7 @@ TEST(StepRecordTest, ReaderGivesADraftItsKeptTokensAndTheOneAfter) {
   record.Emit(&b, 2, 0, {1}, &cmd);
   record.entries()[0].num_draft = 3;
   StepResult result;  // a kept 2 of its 3 draft tokens: 3 samples, then b's
-  result.sampled = {{.seq_id = 1, .token_id = 7},
-                    {.seq_id = 1, .token_id = 8},
-                    {.seq_id = 1, .token_id = 9},
-                    {.seq_id = 2, .token_id = 4}};
+  result.sampled = {Sampled(1, 7), Sampled(1, 8), Sampled(1, 9), Sampled(2, 4)};
   StepRecord::Reader reader(result);
   EXPECT_EQ(reader.SamplesOf(record.entries()[0]).size(), 3u);
   const auto samples_b = reader.SamplesOf(record.entries()[1]);
@@ -86,8 +97,7 @@ TEST(StepRecordTest, ReaderGivesADraftItsKeptTokensAndTheOneAfter) {
 TEST(SequenceUpdateTest, AppendSampledStopsAtTheFirstTokenThatEndsAndDropsTheRest) {
   Sequence seq = MakeSequence(1, {1, 2});
   seq.stop_token_ids = {2};
-  const std::vector<SampledToken> samples = {
-      {.seq_id = 1, .token_id = 9}, {.seq_id = 1, .token_id = 2}, {.seq_id = 1, .token_id = 7}};
+  const std::vector<SampledToken> samples = {Sampled(1, 9), Sampled(1, 2), Sampled(1, 7)};
   SequenceUpdate u;
   EXPECT_EQ(AppendSampled(samples, &seq, &u), FinishReason::kStop);
   EXPECT_THAT(u.token_ids, ElementsAre(9, 2));
@@ -97,8 +107,7 @@ TEST(SequenceUpdateTest, AppendSampledStopsAtTheFirstTokenThatEndsAndDropsTheRes
 TEST(SequenceUpdateTest, AppendSampledEndsAtMaxTokensAndKeepsNothingForAPromptOnlyRequest) {
   Sequence seq = MakeSequence(1, {1, 2});
   seq.max_tokens = 1;
-  const std::vector<SampledToken> samples = {{.seq_id = 1, .token_id = 9},
-                                             {.seq_id = 1, .token_id = 8}};
+  const std::vector<SampledToken> samples = {Sampled(1, 9), Sampled(1, 8)};
   SequenceUpdate u;
   EXPECT_EQ(AppendSampled(samples, &seq, &u), FinishReason::kLength);
   EXPECT_THAT(u.token_ids, ElementsAre(9));
@@ -113,9 +122,9 @@ TEST(SequenceUpdateTest, AppendSampledEndsAtMaxTokensAndKeepsNothingForAPromptOn
 
 TEST(SequenceUpdateTest, GatherPromptLogprobsSkipsWhatARecomputedChunkBringsAgain) {
   Sequence seq = MakeSequence(1, {1, 2, 3, 4, 5});
-  GatherPromptLogprobs({.first_position = 1, .logprobs = {-1, -2}, .ranks = {1, 2}}, &seq);
+  GatherPromptLogprobs(Chunk(1, {-1, -2}, {1, 2}), &seq);
   // A recompute (after a preemption) brings positions 1..3 again: only 3 is new.
-  GatherPromptLogprobs({.first_position = 1, .logprobs = {-1, -2, -3}, .ranks = {1, 2, 3}}, &seq);
+  GatherPromptLogprobs(Chunk(1, {-1, -2, -3}, {1, 2, 3}), &seq);
   EXPECT_THAT(seq.prompt_logprobs.logprobs, ElementsAre(-1, -2, -3));
   EXPECT_THAT(seq.prompt_logprobs.ranks, ElementsAre(1, 2, 3));
 }
