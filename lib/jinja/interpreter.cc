@@ -1,4 +1,3 @@
-// Interpreter: statements, macros, Render and the budget (expressions: interpreter_expressions.cc).
 #include "lib/jinja/interpreter.h"
 
 #include <algorithm>
@@ -10,14 +9,6 @@
 #include "lib/jinja/value_format.h"
 
 namespace pagoda::jinja {
-
-const Value* Scope::Lookup(absl::string_view name) const {
-  for (const Scope* s = this; s != nullptr; s = s->parent_.get()) {
-    const auto it = s->vars_.find(name);
-    if (it != s->vars_.end()) return &it->second;
-  }
-  return nullptr;
-}
 
 absl::Status WithLine(absl::Status status, int line) {
   if (status.ok() || status.GetPayload(kRaisedPayload).has_value() ||
@@ -49,32 +40,11 @@ Interpreter::~Interpreter() {
   for (const auto& ns : namespaces_) ns->Clear();
 }
 
-absl::Status Interpreter::Charge(int64_t steps) {
-  steps_ += steps;
-  if (steps_ > limits_.max_steps) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("template exceeded its limit of ", limits_.max_steps,
-                     " steps (loop iterations, calls, filters, elements built)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Interpreter::ChargeBytes(int64_t bytes) {
-  copied_bytes_ += bytes;
-  if (copied_bytes_ > limits_.max_copied_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "template exceeded its limit of ", limits_.max_copied_bytes, " bytes copied into strings"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Interpreter::CheckSize(int64_t size) const {
-  if (size > limits_.max_output_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("template built a value of ", size,
-                                                     " bytes, over the limit of ",
-                                                     limits_.max_output_bytes));
-  }
-  return absl::OkStatus();
+absl::StatusOr<Value> Interpreter::Call(const Value& callee, CallArgs& args) {
+  if (callee.is_callable()) return callee.function()(args);
+  if (callee.is_undefined()) return UndefinedError(callee);
+  return TemplateError("TypeError",
+                       absl::StrCat("'", callee.TypeName(), "' object is not callable"));
 }
 
 Value Interpreter::NewNamespace() {
@@ -104,22 +74,19 @@ absl::Status Interpreter::ExecBody(const Body& body, const ScopePtr& scope, std:
 }
 
 absl::Status Interpreter::Exec(const Stmt& s, const ScopePtr& scope, std::string* out) {
-  DepthGuard guard(&depth_);
-  if (depth_ > limits_.max_call_depth) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "line ", s.line, ": template nests or recurses deeper than ", limits_.max_call_depth));
-  }
+  RenderBudget::DepthGuard guard(budget_);
+  RETURN_IF_ERROR(budget_.CheckDepth(s.line, "template nests or recurses"));
   switch (s.kind) {
     case Stmt::Kind::kText:
       return Append(s.text, out);
     case Stmt::Kind::kOutput: {
-      ASSIGN_OR_RETURN(const Value v, Eval(*s.expr, scope));
+      ASSIGN_OR_RETURN(const Value v, eval_.Eval(*s.expr, scope));
       ASSIGN_OR_RETURN(const std::string text, ToPythonStr(v));
       return Append(text, out);
     }
     case Stmt::Kind::kIf:
       for (size_t i = 0; i < s.conditions.size(); ++i) {
-        ASSIGN_OR_RETURN(const Value c, Eval(*s.conditions[i], scope));
+        ASSIGN_OR_RETURN(const Value c, eval_.Eval(*s.conditions[i], scope));
         if (c.Truthy()) return ExecBody(s.bodies[i], scope, out);
       }
       if (s.bodies.size() > s.conditions.size()) return ExecBody(s.bodies.back(), scope, out);
@@ -133,7 +100,7 @@ absl::Status Interpreter::Exec(const Stmt& s, const ScopePtr& scope, std::string
       RETURN_IF_ERROR(ExecBody(s.body, std::make_shared<Scope>(scope), &text));
       Value v = Value::String(std::move(text));
       if (s.filter) {
-        ASSIGN_OR_RETURN(v, EvalFilter(*s.filter, std::move(v), scope));
+        ASSIGN_OR_RETURN(v, eval_.EvalFilter(*s.filter, std::move(v), scope));
       }
       scope->Set(s.targets[0], std::move(v));
       return absl::OkStatus();
@@ -144,9 +111,9 @@ absl::Status Interpreter::Exec(const Stmt& s, const ScopePtr& scope, std::string
     case Stmt::Kind::kCallBlock: {
       // `caller()` renders the block's body; it goes to the macro as a keyword.
       const Expr& call = *s.expr;
-      ASSIGN_OR_RETURN(const Value callee, Eval(*call.children[0], scope));
+      ASSIGN_OR_RETURN(const Value callee, eval_.Eval(*call.children[0], scope));
       CallArgs args;
-      RETURN_IF_ERROR(EvalArgs(call, 1, scope, &args));
+      RETURN_IF_ERROR(eval_.EvalArgs(call, 1, scope, &args));
       args.keyword.emplace_back("caller", MakeMacro(s, scope, &s.body, "caller"));
       ASSIGN_OR_RETURN(const Value result, Call(callee, args));
       ASSIGN_OR_RETURN(const std::string text, ToPythonStr(result));
@@ -155,14 +122,15 @@ absl::Status Interpreter::Exec(const Stmt& s, const ScopePtr& scope, std::string
     case Stmt::Kind::kFilterBlock: {
       std::string text;
       RETURN_IF_ERROR(ExecBody(s.body, scope, &text));
-      ASSIGN_OR_RETURN(const Value v, EvalFilter(*s.filter, Value::String(std::move(text)), scope));
+      ASSIGN_OR_RETURN(const Value v,
+                       eval_.EvalFilter(*s.filter, Value::String(std::move(text)), scope));
       ASSIGN_OR_RETURN(const std::string filtered, ToPythonStr(v));
       return Append(filtered, out);
     }
     case Stmt::Kind::kWith: {
       auto inner = std::make_shared<Scope>(scope);
       for (size_t i = 0; i < s.targets.size(); ++i) {
-        ASSIGN_OR_RETURN(Value v, Eval(*s.values[i], scope));
+        ASSIGN_OR_RETURN(Value v, eval_.Eval(*s.values[i], scope));
         inner->Set(s.targets[i], std::move(v));
       }
       return ExecBody(s.body, inner, out);
@@ -195,7 +163,7 @@ absl::Status Interpreter::Assign(const Stmt& s, const Value& value, Scope& scope
 }
 
 absl::Status Interpreter::ExecSet(const Stmt& s, const ScopePtr& scope) {
-  ASSIGN_OR_RETURN(const Value v, Eval(*s.expr, scope));
+  ASSIGN_OR_RETURN(const Value v, eval_.Eval(*s.expr, scope));
   if (s.name.empty()) return Assign(s, v, *scope, s.line);
   // `set ns.attr = v`: only a namespace takes attributes.
   const Value* target = scope->Lookup(s.targets[0]);
@@ -209,7 +177,7 @@ absl::Status Interpreter::ExecSet(const Stmt& s, const ScopePtr& scope) {
 }
 
 absl::Status Interpreter::ExecFor(const Stmt& s, const ScopePtr& scope, std::string* out) {
-  ASSIGN_OR_RETURN(const Value iterable, Eval(*s.expr, scope));
+  ASSIGN_OR_RETURN(const Value iterable, eval_.Eval(*s.expr, scope));
   absl::StatusOr<ValueList> all = Iterate(*this, iterable);
   if (!all.ok()) return WithLine(all.status(), s.line);
   ValueList items;
@@ -218,7 +186,7 @@ absl::Status Interpreter::ExecFor(const Stmt& s, const ScopePtr& scope, std::str
       RETURN_IF_ERROR(Charge(1));
       auto probe = std::make_shared<Scope>(scope);
       RETURN_IF_ERROR(Assign(s, item, *probe, s.line));
-      ASSIGN_OR_RETURN(const Value keep, Eval(*s.filter, probe));
+      ASSIGN_OR_RETURN(const Value keep, eval_.Eval(*s.filter, probe));
       if (keep.Truthy()) items.push_back(std::move(item));
     }
   } else {
@@ -271,11 +239,8 @@ Value Interpreter::MakeMacro(const Stmt& s, const ScopePtr& scope, const Body* b
 
 absl::StatusOr<Value> Interpreter::CallMacro(const Stmt& s, const Body& body,
                                              const ScopePtr& defined_in, CallArgs& args) {
-  DepthGuard guard(&depth_);
-  if (depth_ > limits_.max_call_depth) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("line ", s.line, ": macro calls nest deeper than ", limits_.max_call_depth));
-  }
+  RenderBudget::DepthGuard guard(budget_);
+  RETURN_IF_ERROR(budget_.CheckDepth(s.line, "macro calls nest"));
   RETURN_IF_ERROR(Charge(1));
   auto scope = std::make_shared<Scope>(defined_in);
   ValueList varargs;
@@ -311,7 +276,7 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Stmt& s, const Body& body,
       continue;
     }
     if (p.default_value) {
-      ASSIGN_OR_RETURN(Value v, Eval(*p.default_value, scope));
+      ASSIGN_OR_RETURN(Value v, eval_.Eval(*p.default_value, scope));
       scope->Set(p.name, std::move(v));
     } else {
       scope->Set(p.name, Value::Undefined(absl::StrCat("UndefinedError: parameter '", p.name,

@@ -7,6 +7,7 @@
 #include "lib/jinja/builtin_util.h"
 #include "lib/jinja/builtins.h"
 #include "lib/jinja/filters.h"
+#include "lib/jinja/operators.h"
 #include "lib/jinja/text.h"
 #include "lib/text/utf8.h"
 

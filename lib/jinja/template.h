@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "lib/jinja/ast.h"
 #include "lib/jinja/interpreter.h"
+#include "lib/jinja/render_budget.h"
 #include "lib/jinja/value.h"
 
 namespace pagoda::jinja {

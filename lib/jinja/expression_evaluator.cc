@@ -1,4 +1,5 @@
-// Interpreter: expressions (statements: interpreter.cc, Binary/Compare: interpreter_operators.cc).
+#include "lib/jinja/expression_evaluator.h"
+
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -7,20 +8,14 @@
 #include "common/status_macros.h"
 #include "lib/jinja/builtins.h"
 #include "lib/jinja/interpreter.h"
+#include "lib/jinja/operators.h"
 #include "lib/jinja/value_format.h"
 #include "lib/text/utf8.h"
 
 namespace pagoda::jinja {
 
-absl::StatusOr<Value> Interpreter::Call(const Value& callee, CallArgs& args) {
-  if (callee.is_callable()) return callee.function()(args);
-  if (callee.is_undefined()) return UndefinedError(callee);
-  return TemplateError("TypeError",
-                       absl::StrCat("'", callee.TypeName(), "' object is not callable"));
-}
-
-absl::Status Interpreter::EvalArgs(const Expr& e, size_t first, const ScopePtr& scope,
-                                   CallArgs* args) {
+absl::Status ExpressionEvaluator::EvalArgs(const Expr& e, size_t first, const ScopePtr& scope,
+                                           CallArgs* args) {
   for (size_t i = first; i < e.children.size(); ++i) {
     ASSIGN_OR_RETURN(Value v, Eval(*e.children[i], scope));
     args->positional.push_back(std::move(v));
@@ -32,7 +27,8 @@ absl::Status Interpreter::EvalArgs(const Expr& e, size_t first, const ScopePtr& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<Value> Interpreter::EvalFilter(const Expr& e, Value subject, const ScopePtr& scope) {
+absl::StatusOr<Value> ExpressionEvaluator::EvalFilter(const Expr& e, Value subject,
+                                                      const ScopePtr& scope) {
   // A filter chain parsed without a subject (block set / filter block): the innermost
   // filter's subject slot is null and takes `subject`.
   if (e.children[0] && e.children[0]->kind == Expr::Kind::kFilter) {
@@ -42,17 +38,14 @@ absl::StatusOr<Value> Interpreter::EvalFilter(const Expr& e, Value subject, cons
   }
   CallArgs args;
   RETURN_IF_ERROR(EvalArgs(e, 1, scope, &args));
-  absl::StatusOr<Value> v = ApplyFilter(*this, e.name, subject, args);
+  absl::StatusOr<Value> v = ApplyFilter(interp_, e.name, subject, args);
   if (!v.ok()) return WithLine(v.status(), e.line);
   return v;
 }
 
-absl::StatusOr<Value> Interpreter::Eval(const Expr& e, const ScopePtr& scope) {
-  DepthGuard guard(&depth_);
-  if (depth_ > limits_.max_call_depth) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "line ", e.line, ": template nests or recurses deeper than ", limits_.max_call_depth));
-  }
+absl::StatusOr<Value> ExpressionEvaluator::Eval(const Expr& e, const ScopePtr& scope) {
+  RenderBudget::DepthGuard guard(budget_);
+  RETURN_IF_ERROR(budget_.CheckDepth(e.line, "template nests or recurses"));
   absl::StatusOr<Value> v = EvalInner(e, scope);
   if (!v.ok()) return WithLine(v.status(), e.line);
   // Deeper values would recurse without bound when printed, compared or freed.
@@ -63,7 +56,7 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, const ScopePtr& scope) {
   return v;
 }
 
-absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scope) {
+absl::StatusOr<Value> ExpressionEvaluator::EvalInner(const Expr& e, const ScopePtr& scope) {
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       return e.value;
@@ -75,7 +68,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
     }
     case Expr::Kind::kList:
     case Expr::Kind::kTuple: {
-      RETURN_IF_ERROR(Charge(static_cast<int64_t>(e.children.size())));
+      RETURN_IF_ERROR(budget_.Charge(static_cast<int64_t>(e.children.size())));
       ValueList items;
       for (const ExprPtr& c : e.children) {
         ASSIGN_OR_RETURN(Value v, Eval(*c, scope));
@@ -84,7 +77,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       return Value::List(std::move(items), e.kind == Expr::Kind::kTuple);
     }
     case Expr::Kind::kDict: {
-      RETURN_IF_ERROR(Charge(static_cast<int64_t>(e.children.size())));
+      RETURN_IF_ERROR(budget_.Charge(static_cast<int64_t>(e.children.size())));
       auto dict = std::make_shared<ValueDict>();
       for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
         ASSIGN_OR_RETURN(const Value key, Eval(*e.children[i], scope));
@@ -96,13 +89,13 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
     case Expr::Kind::kGetAttr: {
       ASSIGN_OR_RETURN(const Value obj, Eval(*e.children[0], scope));
       if (obj.is_undefined()) return UndefinedError(obj);
-      return GetAttribute(*this, obj, e.name);
+      return GetAttribute(interp_, obj, e.name);
     }
     case Expr::Kind::kGetItem: {
       ASSIGN_OR_RETURN(const Value obj, Eval(*e.children[0], scope));
       if (obj.is_undefined()) return UndefinedError(obj);
       ASSIGN_OR_RETURN(const Value key, Eval(*e.children[1], scope));
-      return GetItem(*this, obj, key);
+      return GetItem(interp_, obj, key);
     }
     case Expr::Kind::kSlice: {
       ASSIGN_OR_RETURN(const Value obj, Eval(*e.children[0], scope));
@@ -142,7 +135,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       const int64_t stop = clamp(bounds[1], step > 0 ? n : -1);
       std::vector<int64_t> picked;
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) picked.push_back(i);
-      RETURN_IF_ERROR(Charge(static_cast<int64_t>(picked.size())));
+      RETURN_IF_ERROR(budget_.Charge(static_cast<int64_t>(picked.size())));
       if (obj.is_string()) {
         std::u32string out;
         for (const int64_t i : picked) out += cps[i];
@@ -156,7 +149,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       ASSIGN_OR_RETURN(const Value callee, Eval(*e.children[0], scope));
       CallArgs args;
       RETURN_IF_ERROR(EvalArgs(e, 1, scope, &args));
-      return Call(callee, args);
+      return interp_.Call(callee, args);
     }
     case Expr::Kind::kFilter:
       return EvalFilter(e, Value(), scope);
@@ -164,7 +157,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       ASSIGN_OR_RETURN(const Value subject, Eval(*e.children[0], scope));
       CallArgs args;
       RETURN_IF_ERROR(EvalArgs(e, 1, scope, &args));
-      ASSIGN_OR_RETURN(const bool result, ApplyTest(*this, e.name, subject, args));
+      ASSIGN_OR_RETURN(const bool result, ApplyTest(interp_, e.name, subject, args));
       return Value::Bool(result != e.negated);
     }
     case Expr::Kind::kNot: {
@@ -185,7 +178,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
     case Expr::Kind::kBinary: {
       ASSIGN_OR_RETURN(const Value a, Eval(*e.children[0], scope));
       ASSIGN_OR_RETURN(const Value b, Eval(*e.children[1], scope));
-      return Binary(e.name, a, b);
+      return ApplyBinary(budget_, e.name, a, b);
     }
     case Expr::Kind::kAnd: {
       ASSIGN_OR_RETURN(const Value a, Eval(*e.children[0], scope));
@@ -201,7 +194,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e, const ScopePtr& scop
       ASSIGN_OR_RETURN(Value left, Eval(*e.children[0], scope));
       for (size_t i = 0; i < e.ops.size(); ++i) {
         ASSIGN_OR_RETURN(Value right, Eval(*e.children[i + 1], scope));
-        ASSIGN_OR_RETURN(const bool holds, Compare(e.ops[i], left, right));
+        ASSIGN_OR_RETURN(const bool holds, ApplyComparison(e.ops[i], left, right));
         if (!holds) return Value::Bool(false);
         left = std::move(right);
       }

@@ -1,4 +1,5 @@
-// Interpreter: Binary and Compare, the operators as Python defines them (the rest: interpreter.cc).
+#include "lib/jinja/operators.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -6,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "lib/jinja/builtins.h"
-#include "lib/jinja/interpreter.h"
+#include "lib/jinja/interpreter.h"  // TemplateError, UndefinedError
 #include "lib/jinja/text.h"
 #include "lib/jinja/value_format.h"
 
@@ -29,12 +30,13 @@ int64_t FloorDiv(int64_t a, int64_t b) {
 
 }  // namespace
 
-absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a, const Value& b) {
+absl::StatusOr<Value> ApplyBinary(RenderBudget& budget, const std::string& op, const Value& a,
+                                  const Value& b) {
   if (op == "~") {
     ASSIGN_OR_RETURN(std::string s, ToPythonStr(a));
     ASSIGN_OR_RETURN(const std::string t, ToPythonStr(b));
-    RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(s.size() + t.size())));
-    RETURN_IF_ERROR(ChargeBytes(static_cast<int64_t>(s.size() + t.size())));
+    RETURN_IF_ERROR(budget.CheckSize(static_cast<int64_t>(s.size() + t.size())));
+    RETURN_IF_ERROR(budget.ChargeBytes(static_cast<int64_t>(s.size() + t.size())));
     return Value::String(s + t);
   }
   if (a.is_undefined()) return UndefinedError(a);
@@ -103,21 +105,21 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
         const std::string x = a.is_markup() ? a.as_string() : HtmlEscape(a.as_string());
         const std::string y = b.is_markup() ? b.as_string() : HtmlEscape(b.as_string());
         const int64_t size = static_cast<int64_t>(x.size() + y.size());
-        RETURN_IF_ERROR(CheckSize(size));
-        RETURN_IF_ERROR(ChargeBytes(size));
+        RETURN_IF_ERROR(budget.CheckSize(size));
+        RETURN_IF_ERROR(budget.ChargeBytes(size));
         return Value::Markup(x + y);
       }
       const int64_t size = static_cast<int64_t>(a.as_string().size() + b.as_string().size());
-      RETURN_IF_ERROR(CheckSize(size));
-      RETURN_IF_ERROR(ChargeBytes(size));
+      RETURN_IF_ERROR(budget.CheckSize(size));
+      RETURN_IF_ERROR(budget.ChargeBytes(size));
       return Value::String(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() &&
         !b.is_generator()) {
       ValueList items = a.as_list();
       const ValueList& more = b.as_list();
-      RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(items.size() + more.size())));
-      RETURN_IF_ERROR(Charge(static_cast<int64_t>(items.size() + more.size())));
+      RETURN_IF_ERROR(budget.CheckSize(static_cast<int64_t>(items.size() + more.size())));
+      RETURN_IF_ERROR(budget.Charge(static_cast<int64_t>(items.size() + more.size())));
       items.insert(items.end(), more.begin(), more.end());
       return Value::List(std::move(items), a.is_tuple());
     }
@@ -132,7 +134,7 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
       }
     }
     ASSIGN_OR_RETURN(std::string out, PercentFormat(a.as_string(), values));
-    RETURN_IF_ERROR(CheckSize(static_cast<int64_t>(out.size())));
+    RETURN_IF_ERROR(budget.CheckSize(static_cast<int64_t>(out.size())));
     return a.is_markup() ? Value::Markup(std::move(out)) : Value::String(std::move(out));
   }
   if (op == "*") {
@@ -141,11 +143,12 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
     const Value& count = a.is_number() ? a : b;
     if (!count.is_int() && !count.is_bool()) return unsupported();
     const int64_t n = std::max<int64_t>(0, count.as_int());
+    // A size past the bound is checked as bound + 1, before it is narrowed to int64.
+    const int64_t bound = budget.limits().max_output_bytes;
     if (seq.is_string()) {
       const __int128 size = static_cast<__int128>(seq.as_string().size()) * n;
-      RETURN_IF_ERROR(CheckSize(size > limits_.max_output_bytes ? limits_.max_output_bytes + 1
-                                                                : static_cast<int64_t>(size)));
-      RETURN_IF_ERROR(ChargeBytes(static_cast<int64_t>(size)));
+      RETURN_IF_ERROR(budget.CheckSize(size > bound ? bound + 1 : static_cast<int64_t>(size)));
+      RETURN_IF_ERROR(budget.ChargeBytes(static_cast<int64_t>(size)));
       std::string out;
       out.reserve(static_cast<size_t>(size));
       for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -153,9 +156,8 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
     }
     if (seq.is_list()) {
       const __int128 size = static_cast<__int128>(seq.as_list().size()) * n;
-      RETURN_IF_ERROR(CheckSize(size > limits_.max_output_bytes ? limits_.max_output_bytes + 1
-                                                                : static_cast<int64_t>(size)));
-      RETURN_IF_ERROR(Charge(static_cast<int64_t>(size)));
+      RETURN_IF_ERROR(budget.CheckSize(size > bound ? bound + 1 : static_cast<int64_t>(size)));
+      RETURN_IF_ERROR(budget.Charge(static_cast<int64_t>(size)));
       ValueList out;
       for (int64_t i = 0; i < n; ++i) {
         out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
@@ -167,7 +169,7 @@ absl::StatusOr<Value> Interpreter::Binary(const std::string& op, const Value& a,
   return unsupported();
 }
 
-absl::StatusOr<bool> Interpreter::Compare(const std::string& op, const Value& a, const Value& b) {
+absl::StatusOr<bool> ApplyComparison(const std::string& op, const Value& a, const Value& b) {
   if (op == "==") return Equals(a, b);
   if (op == "!=") return !Equals(a, b);
   if (op == "in" || op == "notin") {
@@ -217,7 +219,7 @@ absl::StatusOr<bool> Interpreter::Compare(const std::string& op, const Value& a,
     size_t i = 0;
     while (i < x.size() && i < y.size() && Equals(x[i], y[i])) ++i;
     if (i < x.size() && i < y.size()) {
-      ASSIGN_OR_RETURN(const bool less, Compare("<", x[i], y[i]));
+      ASSIGN_OR_RETURN(const bool less, ApplyComparison("<", x[i], y[i]));
       order = less ? -1 : 1;
     } else {
       order = x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
