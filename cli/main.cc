@@ -63,7 +63,8 @@ ABSL_FLAG(std::string, kv_cache_mb, "auto",
           "KV cache size in MiB, or auto: half the memory available after the weights load, at "
           "most --max-num-seqs sequences of the model's context");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
-          "K/V element type: f32, bf16 or f16 (twice the tokens in --kv-cache-mb), or auto: f32");
+          "K/V element type: f32, bf16 or f16 (twice the tokens in --kv-cache-mb), int8 (~4x), "
+          "or auto: f32");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
