@@ -1,9 +1,11 @@
 // What a KV cache dtype costs in accuracy at long context (issue 42): one random token sequence
 // of `depth` tokens is prefilled in chunks through a random-weight model of a named shape
-// (pagoda-make-model's), once per KV dtype, in step, and the logits of every position from
+// (pagoda-make-model's, made in memory, or its file given as --model), once per KV dtype, in step,
+// and the logits of every position from
 // --from on are compared with the f32 cache's: their Pearson correlation, KL(p_f32 ‖ p_kv) and
 // top-1 agreement. Every position reads its whole context back from the pool, as in serving.
-//   kv_accuracy [--shape=1B] [--depth=4096] [--from=2048] [--chunk=256] [--kv_dtypes=bf16,int8]
+//   kv_accuracy [--shape=1B | --model=PATH] [--depth=4096] [--from=2048] [--chunk=256]
+//   [--kv_dtypes=bf16,int8]
 //               [--weight_dtype=f32] [--seed=1]
 // Prints one line per dtype; the f32 weights of the 1B shape take ~4.4 GB.
 #include <algorithm>
@@ -18,12 +20,14 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "common/dtype_flags.h"
+#include "common/model/model_loader.h"
 #include "common/model/random_weights.h"
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"
 #include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, shape, "1B", "the model shape (pagoda-make-model's --shape)");
+ABSL_FLAG(std::string, model, "", "a model file or directory instead (its context >= --depth)");
 ABSL_FLAG(int, depth, 4096, "tokens of context");
 ABSL_FLAG(int, from, 2048, "the first position whose logits are compared");
 ABSL_FLAG(int, chunk, 256, "prefill chunk, in tokens");
@@ -101,8 +105,23 @@ int Run() {
   }
   config.max_seq_len = std::max(config.max_seq_len, depth);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  auto model = LlamaModel::Create(RandomModelWeights(config, seed), chunk, chunk,
-                                  weight_dtype->value_or(WeightDtype::kF32));
+  const WeightDtype weights = weight_dtype->value_or(WeightDtype::kF32);
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model;
+  if (const std::string path = absl::GetFlag(FLAGS_model); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<WeightSource>> source = OpenWeightSource(path);
+    if (!source.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(source.status().message()).c_str());
+      return 2;
+    }
+    config = (*source)->config();
+    model = LlamaModel::Create(**source, chunk, chunk, [weights](GgmlType) { return weights; });
+  } else {
+    model = LlamaModel::Create(RandomModelWeights(config, seed), chunk, chunk, weights);
+  }
+  if (model.ok() && config.max_seq_len < depth) {
+    std::fprintf(stderr, "error: the model's context is %d < --depth\n", config.max_seq_len);
+    return 2;
+  }
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -154,10 +173,10 @@ int Run() {
     std::printf(
         "%s shape, %s weights, %s KV vs f32 KV, positions %d-%d: logits' correlation mean "
         "%.6f min %.6f, mean KL %.3g nats, top-1 agreement %.2f%%\n",
-        absl::GetFlag(FLAGS_shape).c_str(),
-        WeightDtypeName(weight_dtype->value_or(WeightDtype::kF32)), KvDtypeName(dtypes[d]), from,
-        depth - 1, a.corr_sum / a.positions, a.corr_min, a.kl_sum / a.positions,
-        100.0 * a.agree / a.positions);
+        absl::GetFlag(FLAGS_model).empty() ? absl::GetFlag(FLAGS_shape).c_str()
+                                           : absl::GetFlag(FLAGS_model).c_str(),
+        WeightDtypeName(weights), KvDtypeName(dtypes[d]), from, depth - 1, a.corr_sum / a.positions,
+        a.corr_min, a.kl_sum / a.positions, 100.0 * a.agree / a.positions);
   }
   return 0;
 }
