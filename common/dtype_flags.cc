@@ -9,7 +9,7 @@ namespace {
 
 constexpr WeightDtype kWeightDtypes[] = {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8,
                                          WeightDtype::kInt4};
-constexpr KvDtype kKvDtypes[] = {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16};
+constexpr KvDtype kKvDtypes[] = {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16, KvDtype::kInt8};
 // Without kAuto: Choices and Parse name "auto" themselves.
 constexpr ComputeDtype kComputeDtypes[] = {ComputeDtype::kF32, ComputeDtype::kBf16};
 

@@ -24,7 +24,7 @@ absl::StatusOr<std::optional<KvDtype>> ParseKvDtypeFlag(absl::string_view flag,
 absl::StatusOr<ComputeDtype> ParseComputeDtypeFlag(absl::string_view flag, absl::string_view value);
 
 // What such a flag accepts, for help texts: "auto, f32, bf16, int8 or int4",
-// "auto, f32, bf16 or f16".
+// "auto, f32, bf16, f16 or int8".
 std::string WeightDtypeChoices();
 std::string KvDtypeChoices();
 std::string ComputeDtypeChoices();  // "auto, f32 or bf16"

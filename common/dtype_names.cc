@@ -26,8 +26,23 @@ const char* KvDtypeName(KvDtype dtype) {
       return "bf16";
     case KvDtype::kF16:
       return "f16";
+    case KvDtype::kInt8:
+      return "int8";
   }
   return "?";
+}
+
+int KvRowBytes(KvDtype dtype, int head_dim) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return 4 * head_dim;
+    case KvDtype::kBf16:
+    case KvDtype::kF16:
+      return 2 * head_dim;
+    case KvDtype::kInt8:
+      return head_dim + 2;
+  }
+  return 4 * head_dim;
 }
 
 const char* ComputeDtypeName(ComputeDtype dtype) {

@@ -23,11 +23,17 @@ enum class KvDtype : int32_t {
   kF32 = 0,
   kBf16 = 1,  // f32's range, 8 significant bits: no overflow, coarser values
   kF16 = 2,   // 11 significant bits, but |x| ≥ 65520 becomes inf
+  kInt8 = 3,  // per (token, KV head) row: q ∈ [−127, 127] and an f16 scale absmax/127
 };
 
 const char* WeightDtypeName(WeightDtype dtype);    // "f32", "bf16", "int8", "int4", "q6_k"
-const char* KvDtypeName(KvDtype dtype);            // "f32", "bf16", "f16"
+const char* KvDtypeName(KvDtype dtype);            // "f32", "bf16", "f16", "int8"
 const char* ComputeDtypeName(ComputeDtype dtype);  // "auto", "f32", "bf16"
+
+// Bytes of one K (or V) row of `head_dim` elements in the KV pool, its scale included: 4 and 2
+// per element, and int8's head_dim + 2 (one byte each and an f16 scale). A block of the pool is
+// block_size of them per KV head and layer (worker/kv_pool.h has the layout).
+int KvRowBytes(KvDtype dtype, int head_dim);
 
 }  // namespace pagoda
 

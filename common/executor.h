@@ -14,7 +14,7 @@ struct WorkerInfo {
   int block_size = 0;
   int max_num_batched_tokens = 0;  // the largest step (in tokens) its buffers hold
   int max_num_seqs = 0;            // the most sequences one step may schedule
-  std::string kv_cache_dtype;      // "f32", "bf16", "f16"; informational ("" when unknown)
+  std::string kv_cache_dtype;      // "f32", "bf16", "f16", "int8"; informational ("" when unknown)
   // host:port where peers pull its KV blocks; "" = it neither serves nor pulls (issue 28).
   std::string kv_transfer_address = {};
 };

@@ -1,8 +1,8 @@
 // Paged attention alone, decode shapes (block 16):
 //   BM_DecodeAttention/S/C/D/P    stories110M's heads (12 heads of 64, no GQA): S sequences,
 //                                 one query each, C tokens of context, K/V stored as D (0 = f32,
-//                                 1 = bf16, 2 = f16; the label names it), the first P tokens'
-//                                 blocks shared by all (a common system prompt)
+//                                 1 = bf16, 2 = f16, 3 = int8; the label names it), the first P
+//                                 tokens' blocks shared by all (a common system prompt)
 //   BM_DecodeAttention1B/S/C/D    one layer of TinyLlama-1.1B's (32 query heads of 64 over 4 KV
 //                                 heads), the depths of issue 42: 4k to 16k
 // Reports the K/V bytes per second and `roof`, the bytes read's share of the read bandwidth sampled
@@ -23,17 +23,21 @@
 namespace pagoda {
 namespace {
 
-// A pool of `n` elements of `dtype`, random in [-1, 1) (no two pages alike: see roofline.h).
-HugePageBuffer RandomPool(size_t n, KvDtype dtype, uint32_t seed) {
-  HugePageBuffer pool((n * KvDtypeBytes(dtype) + sizeof(float) - 1) / sizeof(float));
+// A pool of `runs` (block, KV head) runs of `dtype`, random in [-1, 1) (no two pages alike: see
+// roofline.h).
+HugePageBuffer RandomPool(size_t runs, const AttentionShape& shape, KvDtype dtype, uint32_t seed) {
+  const size_t run_bytes =
+      static_cast<size_t>(shape.block_size) * KvRowBytes(dtype, shape.head_dim);
+  HugePageBuffer pool((runs * run_bytes + sizeof(float) - 1) / sizeof(float));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> values(1 << 16);
-  for (size_t i = 0; i < n; i += values.size()) {
-    for (float& x : values) x = dist(rng);
-    const size_t count = std::min(values.size(), n - i);
-    ConvertFromFloat(values.data(), static_cast<int>(count), dtype,
-                     reinterpret_cast<char*>(pool.data()) + i * KvDtypeBytes(dtype));
+  std::vector<float> row(shape.head_dim);
+  char* base = reinterpret_cast<char*>(pool.data());
+  for (size_t r = 0; r < runs; ++r) {
+    for (int o = 0; o < shape.block_size; ++o) {
+      for (float& x : row) x = dist(rng);
+      WriteKvRow(row.data(), shape.head_dim, dtype, shape.block_size, o, base + r * run_bytes);
+    }
   }
   return pool;
 }
@@ -56,10 +60,9 @@ void RunDecodeAttention(benchmark::State& state, const AttentionShape& shape, in
                         KvDtype dtype, int shared_tokens) {
   const int blocks_per_seq = (ctx + shape.block_size - 1) / shape.block_size;
   const int num_blocks = num_seqs * blocks_per_seq;
-  const size_t block_elems =
-      static_cast<size_t>(shape.num_kv_heads) * shape.block_size * shape.head_dim;
-  const HugePageBuffer k = RandomPool(num_blocks * block_elems, dtype, 1);
-  const HugePageBuffer v = RandomPool(num_blocks * block_elems, dtype, 2);
+  const size_t runs = static_cast<size_t>(num_blocks) * shape.num_kv_heads;
+  const HugePageBuffer k = RandomPool(runs, shape, dtype, 1);
+  const HugePageBuffer v = RandomPool(runs, shape, dtype, 2);
   std::vector<int> ids(num_blocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(1));  // scattered, as in a busy pool
@@ -91,7 +94,7 @@ void RunDecodeAttention(benchmark::State& state, const AttentionShape& shape, in
   bandwidth.Sample();
   // Bytes processed count every sequence's whole context, as if none were shared; the roof
   // counts the bytes read, shared blocks once.
-  const double token_bytes = 2.0 * shape.num_kv_heads * shape.head_dim * KvDtypeBytes(dtype);
+  const double token_bytes = 2.0 * shape.num_kv_heads * KvRowBytes(dtype, shape.head_dim);
   const double tokens_read = static_cast<double>(num_seqs - 1) * (ctx - shared_tokens) + ctx;
   state.SetLabel(KvDtypeName(dtype));
   state.SetBytesProcessed(
@@ -118,7 +121,7 @@ BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{32}, {133, 512}, {0, 1, 2}, {0}})
     ->ArgsProduct({{32}, {512}, {0, 1, 2}, {352}});
 BENCHMARK(BM_DecodeAttention1B)
-    ->ArgsProduct({{1, 8}, {4096, 8192, 16384}, {0, 1}})
+    ->ArgsProduct({{1, 8}, {4096, 8192, 16384}, {0, 1, 3}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -79,7 +79,7 @@ struct Bench {
   std::unique_ptr<Engine> engine;
   std::mt19937 rng{1};
   int64_t next_request_id = 0;
-  int kv_elem_bytes = 4;  // of the KV cache's dtype
+  double kv_elem_bytes = 4;  // of the KV cache's dtype (int8: 1 and its row's scale, shared)
 
   std::vector<int> RandomPrompt(int n) {
     std::uniform_int_distribution<int> id(3, config.vocab_size - 1);
@@ -218,7 +218,8 @@ Bench& GetBench() {
       wo.compute_dtype = *c;
     }
     wo.kv_cache_dtype = kBenchKv;
-    b->kv_elem_bytes = KvDtypeBytes(kBenchKv);
+    b->kv_elem_bytes =
+        static_cast<double>(KvRowBytes(kBenchKv, b->config.head_dim)) / b->config.head_dim;
     const char* kv_gib = std::getenv("PAGODA_BENCH_KV_GIB");
     wo.kv_cache_bytes = static_cast<int64_t>((kv_gib ? std::atof(kv_gib) : 1.0) * (1LL << 30));
     CHECK_GT(wo.kv_cache_bytes, 0) << "PAGODA_BENCH_KV_GIB=" << kv_gib;

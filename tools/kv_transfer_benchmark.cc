@@ -20,7 +20,7 @@
 ABSL_FLAG(std::string, shape, "1B", "the model shape (pagoda-make-model's --shape)");
 ABSL_FLAG(int, tokens, 1000, "the prefix moved, in tokens");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
-ABSL_FLAG(std::string, kv_dtype, "f32", "f32, bf16 or f16");
+ABSL_FLAG(std::string, kv_dtype, "f32", "f32, bf16, f16 or int8");
 ABSL_FLAG(int, iterations, 20, "timed pulls (after one warm-up)");
 
 int main(int argc, char** argv) {

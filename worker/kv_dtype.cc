@@ -2,9 +2,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/numeric.h"
+#include "glog/logging.h"
 
 namespace pagoda {
 namespace {
@@ -45,9 +48,74 @@ void ToF16(const float* src, int n, uint16_t* dst) {
 #endif
 }
 
-}  // namespace
+// max |x_i| over n floats; NaN if any is a NaN.
+float AbsMax(const float* x, int n) {
+  float max = 0.0f;
+  bool nan = false;
+  int i = 0;
+#if defined(__AVX2__)
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps(), unordered = m;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v));
+    unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  nan = _mm256_movemask_ps(unordered) != 0;
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  for (float lane : lanes) max = std::max(max, lane);
+#endif
+  for (; i < n; ++i) {
+    nan |= std::isnan(x[i]);
+    max = std::max(max, std::fabs(x[i]));
+  }
+  return nan ? NAN : max;
+}
 
-int KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 : 2; }
+// q = x / scale rounded to nearest even, clamped to ±127; all 0 when inv_scale is 0.
+void Quantize(const float* x, int n, float inv_scale, int8_t* q) {
+  int i = 0;
+#if defined(__AVX2__)
+  const __m256 inv = _mm256_set1_ps(inv_scale);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a =
+        _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv)));
+    const __m256 b =
+        _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), inv)));
+    // cvtps rounds to nearest even; pack 2×8 int32 → 16 int16 → 16 int8, then undo the lanes.
+    const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(a), _mm256_cvtps_epi32(b));
+    const __m128i bytes =
+        _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i),
+                     _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+#endif
+  for (; i < n; ++i) {
+    q[i] = static_cast<int8_t>(std::nearbyint(std::clamp(x[i] * inv_scale, -127.0f, 127.0f)));
+  }
+}
+
+void WriteInt8Row(const float* src, int head_dim, int block_size, int offset, void* run) {
+  auto* q = static_cast<int8_t*>(run) + static_cast<long>(offset) * head_dim;
+  auto* scales = reinterpret_cast<uint16_t*>(static_cast<char*>(run) +
+                                             static_cast<long>(block_size) * head_dim);
+  const float absmax = AbsMax(src, head_dim);
+  const uint16_t scale_half = std::isfinite(absmax) ? FloatToHalf(absmax / 127.0f) : 0x7e00;
+  const float scale = HalfToFloat(scale_half);
+  if (!std::isfinite(scale)) {  // NaN or inf in the row, or max|x| past f16's range
+    std::memset(q, 0, head_dim);
+    const uint16_t nan = 0x7e00;
+    std::memcpy(scales + offset, &nan, sizeof(nan));
+    return;
+  }
+  // The stored (f16) scale, not absmax / 127: q · scale is then the closest a row can be.
+  Quantize(src, head_dim, scale > 0.0f ? 1.0f / scale : 0.0f, q);
+  std::memcpy(scales + offset, &scale_half, sizeof(scale_half));
+}
+
+}  // namespace
 
 void ConvertFromFloat(const float* src, int n, KvDtype dtype, void* dst) {
   switch (dtype) {
@@ -58,6 +126,47 @@ void ConvertFromFloat(const float* src, int n, KvDtype dtype, void* dst) {
       return ToBf16(src, n, static_cast<uint16_t*>(dst));
     case KvDtype::kF16:
       return ToF16(src, n, static_cast<uint16_t*>(dst));
+    case KvDtype::kInt8:
+      break;
+  }
+  LOG(FATAL) << "ConvertFromFloat: no elementwise conversion to " << KvDtypeName(dtype);
+}
+
+void WriteKvRow(const float* src, int head_dim, KvDtype dtype, int block_size, int offset,
+                void* run) {
+  if (dtype == KvDtype::kInt8) return WriteInt8Row(src, head_dim, block_size, offset, run);
+  ConvertFromFloat(
+      src, head_dim, dtype,
+      static_cast<char*>(run) + static_cast<long>(offset) * KvRowBytes(dtype, head_dim));
+}
+
+void ReadKvRow(const void* run, int head_dim, KvDtype dtype, int block_size, int offset,
+               float* dst) {
+  const char* row = static_cast<const char*>(run) +
+                    static_cast<long>(offset) *
+                        (dtype == KvDtype::kInt8 ? head_dim : KvRowBytes(dtype, head_dim));
+  for (int d = 0; d < head_dim; ++d) {
+    switch (dtype) {
+      case KvDtype::kF32:
+        std::memcpy(&dst[d], row + 4 * d, 4);
+        break;
+      case KvDtype::kBf16:
+      case KvDtype::kF16: {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * d, 2);
+        dst[d] = dtype == KvDtype::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+        break;
+      }
+      case KvDtype::kInt8: {
+        uint16_t scale;
+        std::memcpy(
+            &scale,
+            static_cast<const char*>(run) + static_cast<long>(block_size) * head_dim + 2 * offset,
+            2);
+        dst[d] = static_cast<int8_t>(row[d]) * HalfToFloat(scale);
+        break;
+      }
+    }
   }
 }
 

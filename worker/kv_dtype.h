@@ -1,7 +1,12 @@
-// The element type of the KV pool (KvDtype, named in common/dtype_names.h): its size and the
-// vectorized conversion into it. Kernel sources include this header (through
+// The element type of the KV pool (KvDtype, named in common/dtype_names.h): the layout of its
+// rows and the vectorized conversion into it. Kernel sources include this header (through
 // worker/kernels/kernels.h), so it holds only types and declarations: no inline function that
 // an AVX-512 object could emit. The scalar f32 ↔ bf16/f16 conversions are common/numeric.h's.
+//
+// One (block, KV head) run of the pool holds block_size rows, KvRowBytes(dtype, head_dim) each:
+//   f32, bf16, f16: [block_size][head_dim] elements
+//   int8:           [block_size][head_dim] int8 q, then [block_size] f16 scales; x ≈ q · scale
+// so a block's bytes carry their scales: copying, sending or comparing a block needs no more.
 #ifndef PAGODA_WORKER_KV_DTYPE_H_
 #define PAGODA_WORKER_KV_DTYPE_H_
 
@@ -11,19 +16,28 @@
 
 namespace pagoda {
 
-int KvDtypeBytes(KvDtype dtype);  // 4 or 2
-
-// One layer of the pool: K and V, each [num_blocks, num_kv_heads, block_size, head_dim] of
-// `dtype`. Not owned.
+// One layer of the pool: K and V, each [num_blocks, num_kv_heads] runs of `dtype` as above.
+// Not owned.
 struct KvLayerView {
   const void* k = nullptr;
   const void* v = nullptr;
   KvDtype dtype = KvDtype::kF32;
 };
 
-// Converts n floats into `dtype` elements at dst (n·KvDtypeBytes(dtype) bytes), rounding to
-// nearest even; a NaN stays a NaN. Vectorized: it runs for every K/V row a step writes.
+// Converts n floats into `dtype` elements at dst (n · 4 or 2 bytes), rounding to nearest even;
+// a NaN stays a NaN. Vectorized: it runs for every K/V row a step writes.
+// REQUIRES: dtype is f32, bf16 or f16 (int8 has a scale per row: WriteKvRow).
 void ConvertFromFloat(const float* src, int n, KvDtype dtype, void* dst);
+
+// Writes row `offset` of the run at `run` (block_size rows of head_dim, laid out as above) from
+// head_dim floats. int8 quantizes symmetrically: scale = max|x| / 127 rounded to f16, then
+// q = x / scale rounded to nearest even and clamped to ±127; a row holding a NaN or an infinity,
+// or whose scale overflows f16 (max|x| ≥ ~8.3e6), gets a NaN scale: it reads back as NaNs.
+void WriteKvRow(const float* src, int head_dim, KvDtype dtype, int block_size, int offset,
+                void* run);
+// Row `offset` of the run as floats (what attention computes with), for tests and tools.
+void ReadKvRow(const void* run, int head_dim, KvDtype dtype, int block_size, int offset,
+               float* dst);
 
 }  // namespace pagoda
 

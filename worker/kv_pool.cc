@@ -22,8 +22,8 @@ KvPool::KvPool(const ModelConfig& config, int num_blocks, int block_size, KvDtyp
 }
 
 int64_t KvPool::BytesPerBlock(const ModelConfig& config, int block_size, KvDtype dtype) {
-  return 2LL * config.num_layers * config.num_kv_heads * block_size * config.head_dim *
-         KvDtypeBytes(dtype);
+  return 2LL * config.num_layers * config.num_kv_heads * block_size *
+         KvRowBytes(dtype, config.head_dim);
 }
 
 int KvPool::BlocksForBytes(const ModelConfig& config, int block_size, int64_t bytes,
@@ -33,16 +33,16 @@ int KvPool::BlocksForBytes(const ModelConfig& config, int block_size, int64_t by
 }
 
 size_t KvPool::block_bytes() const {
-  return static_cast<size_t>(num_kv_heads_) * block_size_ * head_dim_ * KvDtypeBytes(dtype_);
+  return static_cast<size_t>(num_kv_heads_) * block_size_ * KvRowBytes(dtype_, head_dim_);
 }
 
 void KvPool::Write(int layer, int64_t slot, const float* k_row, const float* v_row) {
   const int64_t block = slot / block_size_, offset = slot % block_size_;
-  const size_t row_bytes = static_cast<size_t>(head_dim_) * KvDtypeBytes(dtype_);
+  const size_t run_bytes = static_cast<size_t>(block_size_) * KvRowBytes(dtype_, head_dim_);
   for (int h = 0; h < num_kv_heads_; ++h) {
-    const size_t at = ((block * num_kv_heads_ + h) * block_size_ + offset) * row_bytes;
-    ConvertFromFloat(k_row + h * head_dim_, head_dim_, dtype_, k_bytes(layer) + at);
-    ConvertFromFloat(v_row + h * head_dim_, head_dim_, dtype_, v_bytes(layer) + at);
+    const size_t run = (block * num_kv_heads_ + h) * run_bytes;
+    WriteKvRow(k_row + h * head_dim_, head_dim_, dtype_, block_size_, offset, k_bytes(layer) + run);
+    WriteKvRow(v_row + h * head_dim_, head_dim_, dtype_, block_size_, offset, v_bytes(layer) + run);
   }
 }
 

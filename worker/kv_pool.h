@@ -3,9 +3,12 @@
 //
 //   K, V of layer l: [num_blocks, num_kv_heads, block_size, head_dim] of dtype
 //   slot s = block * block_size + offset  →  K[l][block][h][offset][:]
+//   (int8: each [block][h] run ends with its block_size f16 scales, worker/kv_dtype.h)
 //
 // A 16-bit dtype halves the bytes of a block, so the same memory holds twice the blocks; rows
-// are rounded to it as they are written and widened back to f32 by the attention kernel.
+// are rounded to it as they are written and widened back to f32 by the attention kernel. int8
+// keeps (head_dim + 2) / (4 · head_dim) of f32's bytes (0.25 + 1/(2 · head_dim)): each row is
+// quantized with its own scale as it is written, and the scales travel inside the block.
 // Thread-compatible. Allocated once at start.
 #ifndef PAGODA_WORKER_KV_POOL_H_
 #define PAGODA_WORKER_KV_POOL_H_
@@ -40,7 +43,7 @@ class KvPool {
   // Copies every layer's K and V of block `src` into block `dst` (copy-on-write).
   void CopyBlock(int src, int dst);
 
-  // One block of one layer's K or V as bytes, [num_kv_heads, block_size, head_dim] of dtype():
+  // One block of one layer's K or V as bytes, [num_kv_heads] runs of dtype() (scales included):
   // what a KV transfer sends and receives as it is, with no conversion. The mutable view is for
   // a transfer writing a block no step reads meanwhile. REQUIRES: block and layer in range.
   enum class Part { kK, kV };

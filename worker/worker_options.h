@@ -46,9 +46,9 @@ WeightDtype AutoWeightDtype(GgmlType stored);
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes;
 // INVALID_ARGUMENT naming the flag otherwise.
 absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag);
-// --kv-cache-dtype: f32, bf16, f16, or auto, which is f32 whatever the weights: 16-bit K and V
-// change tokens (a bf16 checkpoint with auto gives its f32 widening's tokens exactly), so they
-// are asked for. INVALID_ARGUMENT naming the flag otherwise.
+// --kv-cache-dtype: f32, bf16, f16, int8, or auto, which is f32 whatever the weights: 16-bit and
+// int8 K and V change tokens (a bf16 checkpoint with auto gives its f32 widening's tokens exactly),
+// so they are asked for. INVALID_ARGUMENT naming the flag otherwise.
 absl::StatusOr<KvDtype> ParseKvCacheDtype(const std::string& flag);
 
 // The auto KV size (WorkerOptions::kv_cache_bytes = 0): `fraction` of `available_bytes`,

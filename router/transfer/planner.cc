@@ -1,9 +1,11 @@
 #include "router/transfer/planner.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/algorithm/container.h"
+#include "common/dtype_flags.h"
 #include "glog/logging.h"
 #include "router/core/block_pool.h"
 
@@ -32,13 +34,17 @@ void HashPrompt(GenerationRequest* request, int block_size) {
 
 TransferPlanner::TransferPlanner(const ModelConfig& config, const TransferPlannerOptions& options,
                                  Placement* placement)
-    : kv_values_per_token_(int64_t{2} * config.num_layers * config.num_kv_heads * config.head_dim),
+    : kv_rows_per_token_(int64_t{2} * config.num_layers * config.num_kv_heads),
+      head_dim_(config.head_dim),
       options_(options),
       placement_(placement) {}
 
 int64_t TransferPlanner::BytesPerBlock(const WorkerInfo& info) const {
-  const int dtype_bytes = info.kv_cache_dtype == "f32" ? 4 : 2;
-  return kv_values_per_token_ * info.block_size * dtype_bytes;
+  // The name comes off the wire: one this router does not know counts as f32's bytes, the most.
+  const absl::StatusOr<std::optional<KvDtype>> dtype =
+      ParseKvDtypeFlag("kv-cache-dtype", info.kv_cache_dtype);
+  const KvDtype known = dtype.ok() && dtype->has_value() ? **dtype : KvDtype::kF32;
+  return kv_rows_per_token_ * info.block_size * KvRowBytes(known, head_dim_);
 }
 
 bool TransferPlanner::CanTransfer(const TransferSnapshot& s, int src, int dst) {

@@ -156,7 +156,8 @@ class TransferPlanner {
   // K/V bytes of one block on a worker like `info`.
   int64_t BytesPerBlock(const WorkerInfo& info) const;
 
-  const int64_t kv_values_per_token_;  // K and V over all layers and KV heads
+  const int64_t kv_rows_per_token_;  // K and V over all layers and KV heads
+  const int head_dim_;
   const TransferPlannerOptions options_;
   Placement* const placement_;  // Not owned.
   absl::flat_hash_map<int64_t, Transfer> transfers_;

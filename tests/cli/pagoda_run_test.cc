@@ -114,7 +114,7 @@ TEST(PagodaRunTest, SixteenBitKvRunsTheBatchAndABadDtypeIsRefused) {
   }
   const CommandResult bad = RunCommand(RunArgs({"--prompt=x", "--kv-cache-dtype=int4"}));
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("--kv-cache-dtype=int4: expected auto, f32, bf16 or f16"));
+  EXPECT_THAT(bad.err, HasSubstr("--kv-cache-dtype=int4: expected auto, f32, bf16, f16 or int8"));
 }
 
 TEST(PagodaRunTest, TextModeStreamsWhatRunCPrints) {

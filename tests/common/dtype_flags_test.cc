@@ -25,9 +25,9 @@ TEST(DtypeFlagsTest, AnUnknownNameIsRefusedNamingTheFlagItWasGivenTo) {
   const absl::Status weight = ParseWeightDtypeFlag("worker-weight-dtype", "f16").status();
   EXPECT_EQ(weight.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(weight.message(), "--worker-weight-dtype=f16: expected auto, f32, bf16, int8 or int4");
-  const absl::Status kv = ParseKvDtypeFlag("worker-kv-cache-dtype", "int8").status();
+  const absl::Status kv = ParseKvDtypeFlag("worker-kv-cache-dtype", "int4").status();
   EXPECT_EQ(kv.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(kv.message(), "--worker-kv-cache-dtype=int8: expected auto, f32, bf16 or f16");
+  EXPECT_EQ(kv.message(), "--worker-kv-cache-dtype=int4: expected auto, f32, bf16, f16 or int8");
 }
 
 // q6_k is only what `auto` keeps a GGUF's Q6_K tensors as: no flag asks every matrix for it.
@@ -40,7 +40,7 @@ TEST(DtypeFlagsTest, QSixKIsNamedButNoFlagValue) {
 
 TEST(DtypeFlagsTest, TheChoicesListAutoThenEveryName) {
   EXPECT_EQ(WeightDtypeChoices(), "auto, f32, bf16, int8 or int4");
-  EXPECT_EQ(KvDtypeChoices(), "auto, f32, bf16 or f16");
+  EXPECT_EQ(KvDtypeChoices(), "auto, f32, bf16, f16 or int8");
 }
 
 // auto is a compute dtype of its own (bf16 where the CPU has it), not the reader's default.

@@ -113,8 +113,8 @@ TEST(RouterServerTest, OptionsThatCanNeverWorkAreRefusedNamingTheFlag) {
                         {"--tls-ca", [](RouterServerOptions& o) { o.worker_tls.ca = "pem"; }},
                         {"--worker-weight-dtype=fp8",
                          [](RouterServerOptions& o) { o.local_workers.weight_dtype = "fp8"; }},
-                        {"--worker-kv-cache-dtype=int8",
-                         [](RouterServerOptions& o) { o.local_workers.kv_cache_dtype = "int8"; }},
+                        {"--worker-kv-cache-dtype=int4",
+                         [](RouterServerOptions& o) { o.local_workers.kv_cache_dtype = "int4"; }},
                         {"--spawn-workers", [](RouterServerOptions& o) {
                            o.worker_tls = {"cert", "key", ""};
                            o.local_workers.num_workers = 1;

@@ -1,6 +1,8 @@
 #include "worker/kv_dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -21,9 +23,12 @@ TEST(KvDtypeTest, NamesAndSizes) {
   EXPECT_STREQ(KvDtypeName(KvDtype::kF32), "f32");
   EXPECT_STREQ(KvDtypeName(KvDtype::kBf16), "bf16");
   EXPECT_STREQ(KvDtypeName(KvDtype::kF16), "f16");
-  EXPECT_EQ(KvDtypeBytes(KvDtype::kF32), 4);
-  EXPECT_EQ(KvDtypeBytes(KvDtype::kBf16), 2);
-  EXPECT_EQ(KvDtypeBytes(KvDtype::kF16), 2);
+  EXPECT_STREQ(KvDtypeName(KvDtype::kInt8), "int8");
+  EXPECT_EQ(KvRowBytes(KvDtype::kF32, 64), 256);
+  EXPECT_EQ(KvRowBytes(KvDtype::kBf16, 64), 128);
+  EXPECT_EQ(KvRowBytes(KvDtype::kF16, 64), 128);
+  EXPECT_EQ(KvRowBytes(KvDtype::kInt8, 64), 66);  // and its f16 scale
+  EXPECT_EQ(KvRowBytes(KvDtype::kInt8, 128), 130);
 }
 
 // Values that stress rounding: random bit patterns (every exponent, subnormals, inf, NaN),
@@ -114,6 +119,65 @@ TEST(KvDtypeTest, F32IsCopiedBitForBit) {
   float dst[3];
   ConvertFromFloat(src, 3, KvDtype::kF32, dst);
   EXPECT_EQ(std::memcmp(dst, src, sizeof(src)), 0);
+}
+
+// The int8 row as the spec reads: scale = max|x| / 127 rounded to f16, q = x / scale rounded to
+// nearest even, written with the vectorized path at every length up to two vectors past 32.
+TEST(KvDtypeTest, Int8RowsAreQuantizedByTheirAbsMaxWithAnF16Scale) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int head_dim = 1; head_dim <= 48; ++head_dim) {
+    for (int block_size : {1, 3, 16}) {
+      std::vector<std::byte> run(static_cast<size_t>(block_size) * (head_dim + 2), std::byte{0x55});
+      const int offset = block_size - 1;
+      std::vector<float> x(head_dim);
+      for (float& e : x) e = normal(rng);
+      WriteKvRow(x.data(), head_dim, KvDtype::kInt8, block_size, offset, run.data());
+      float absmax = 0;
+      for (float e : x) absmax = std::max(absmax, std::fabs(e));
+      const float scale = HalfToFloat(FloatToHalf(absmax / 127.0f));
+      uint16_t stored_scale;
+      std::memcpy(&stored_scale, &run[static_cast<size_t>(block_size) * head_dim + 2 * offset], 2);
+      ASSERT_EQ(stored_scale, FloatToHalf(absmax / 127.0f)) << head_dim;
+      std::vector<float> back(head_dim);
+      ReadKvRow(run.data(), head_dim, KvDtype::kInt8, block_size, offset, back.data());
+      for (int d = 0; d < head_dim; ++d) {
+        const float q = std::clamp(std::nearbyint(x[d] / scale), -127.0f, 127.0f);
+        ASSERT_EQ(static_cast<int8_t>(run[static_cast<size_t>(offset) * head_dim + d]), q)
+            << "head_dim " << head_dim << " d " << d << " x " << x[d];
+        ASSERT_EQ(back[d], q * scale);
+        ASSERT_LE(std::fabs(back[d] - x[d]), 0.5f * scale * 1.01f + absmax * 0x1p-11f);
+      }
+      // The other rows of the run are untouched.
+      ASSERT_EQ(run[0], offset == 0 ? run[0] : std::byte{0x55});
+    }
+  }
+}
+
+TEST(KvDtypeTest, Int8EdgeRows) {
+  constexpr int kDim = 16;
+  std::vector<std::byte> run(kDim + 2);
+  std::vector<float> back(kDim);
+  auto round_trip = [&](std::vector<float> x) {
+    WriteKvRow(x.data(), kDim, KvDtype::kInt8, 1, 0, run.data());
+    ReadKvRow(run.data(), kDim, KvDtype::kInt8, 1, 0, back.data());
+    return back;
+  };
+  // Zeros stay zeros, and the largest element is exact up to its f16 scale.
+  for (float e : round_trip(std::vector<float>(kDim, 0.0f))) EXPECT_EQ(e, 0.0f);
+  std::vector<float> x(kDim, 0.25f);
+  x[3] = -127.0f;
+  EXPECT_EQ(round_trip(x)[3], -127.0f);
+  EXPECT_EQ(back[0], 0.0f);  // 0.25 < half a step of 1
+  // A row far below f16's normal range still reads back close (its scale is subnormal or 0).
+  std::vector<float> tiny(kDim, 1e-9f);
+  for (float e : round_trip(tiny)) EXPECT_LE(std::fabs(e - 1e-9f), 1e-9f);
+  // A NaN or an infinity, or a row past f16's range, reads back as NaNs, never as numbers.
+  for (float bad : {NAN, INFINITY, -INFINITY, 1e7f * 127}) {
+    std::vector<float> y(kDim, 1.0f);
+    y[5] = bad;
+    for (float e : round_trip(y)) EXPECT_TRUE(std::isnan(e)) << bad;
+  }
 }
 
 }  // namespace

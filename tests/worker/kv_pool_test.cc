@@ -30,27 +30,41 @@ TEST(KvPoolTest, SixteenBitBlocksTakeHalfTheBytesSoTwiceAsManyFit) {
   EXPECT_EQ(KvPool::BlocksForBytes(c, 16, bytes, KvDtype::kF16), 200);
 }
 
-// The element at (block, head, offset, d) of a layer's K or V, widened to f32.
-float ElementAt(const void* pool, KvDtype dtype, const ModelConfig& c, int block_size, int block,
-                int head, int offset, int d) {
-  const size_t i =
-      ((static_cast<size_t>(block) * c.num_kv_heads + head) * block_size + offset) * c.head_dim + d;
-  switch (dtype) {
-    case KvDtype::kF32:
-      return static_cast<const float*>(pool)[i];
-    case KvDtype::kBf16:
-      return Bf16ToFloat(static_cast<const uint16_t*>(pool)[i]);
-    case KvDtype::kF16:
-      return HalfToFloat(static_cast<const uint16_t*>(pool)[i]);
+// A block holds its rows' scales: one f16 per (token, KV head) beside head_dim bytes. At the
+// 1.1B and 8B shapes' head_dim of 64 and 128 that is 66/128 and 130/256 of bf16's bytes.
+TEST(KvPoolTest, AnInt8BlockIsItsBytesAndOneF16ScalePerRow) {
+  ModelConfig c = SmallConfig();
+  EXPECT_EQ(KvPool::BytesPerBlock(c, 16, KvDtype::kInt8), 2LL * 3 * 2 * 16 * (12 + 2));
+  for (int head_dim : {64, 128}) {
+    c.head_dim = head_dim;
+    EXPECT_EQ(KvPool::BytesPerBlock(c, 16, KvDtype::kInt8) * 2 * head_dim,
+              KvPool::BytesPerBlock(c, 16, KvDtype::kBf16) * (head_dim + 2));
+    KvPool pool(c, 3, 16, KvDtype::kInt8);
+    EXPECT_EQ(pool.block_bytes(), static_cast<size_t>(2) * 16 * (head_dim + 2));
+    EXPECT_EQ(pool.BlockBytes(1, 2, KvPool::Part::kV).size(), pool.block_bytes());
   }
-  return 0;
 }
 
-float Rounded(float x, KvDtype dtype) {
-  if (dtype == KvDtype::kF32) return x;
-  uint16_t h;
-  ConvertFromFloat(&x, 1, dtype, &h);
-  return dtype == KvDtype::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+// The element at (block, head, offset, d) of a layer's K or V, as attention reads it.
+float ElementAt(const void* pool, KvDtype dtype, const ModelConfig& c, int block_size, int block,
+                int head, int offset, int d) {
+  const size_t run = (static_cast<size_t>(block) * c.num_kv_heads + head) * block_size *
+                     KvRowBytes(dtype, c.head_dim);
+  std::vector<float> row(c.head_dim);
+  ReadKvRow(static_cast<const char*>(pool) + run, c.head_dim, dtype, block_size, offset,
+            row.data());
+  return row[d];
+}
+
+// Each head's row of `x` (num_kv_heads, head_dim) as the pool stores it.
+std::vector<float> Rounded(const std::vector<float>& x, KvDtype dtype, int head_dim) {
+  std::vector<float> out(x.size());
+  std::vector<std::byte> run(KvRowBytes(dtype, head_dim));
+  for (size_t h = 0; h < x.size() / head_dim; ++h) {
+    WriteKvRow(&x[h * head_dim], head_dim, dtype, 1, 0, run.data());
+    ReadKvRow(run.data(), head_dim, dtype, 1, 0, &out[h * head_dim]);
+  }
+  return out;
 }
 
 class KvPoolDtypeTest : public ::testing::TestWithParam<KvDtype> {};
@@ -75,15 +89,15 @@ TEST_P(KvPoolDtypeTest, WriteRoundsIntoTheSlotAndCopyBlockCopiesEveryLayer) {
   pool.CopyBlock(2, 4);
   for (int l = 0; l < c.num_layers; ++l) {
     const KvLayerView view = pool.layer(l);
+    const std::vector<float> want_k = Rounded(k[l], dtype, c.head_dim);
+    const std::vector<float> want_v = Rounded(v[l], dtype, c.head_dim);
     EXPECT_EQ(view.dtype, dtype);
     for (int block : {2, 4}) {
       for (int h = 0; h < c.num_kv_heads; ++h) {
         for (int d = 0; d < c.head_dim; ++d) {
-          const float want_k = Rounded(k[l][h * c.head_dim + d], dtype);
-          const float want_v = Rounded(v[l][h * c.head_dim + d], dtype);
-          ASSERT_EQ(ElementAt(view.k, dtype, c, bs, block, h, 3, d), want_k)
+          ASSERT_EQ(ElementAt(view.k, dtype, c, bs, block, h, 3, d), want_k[h * c.head_dim + d])
               << "layer " << l << " block " << block << " head " << h << " d " << d;
-          ASSERT_EQ(ElementAt(view.v, dtype, c, bs, block, h, 3, d), want_v);
+          ASSERT_EQ(ElementAt(view.v, dtype, c, bs, block, h, 3, d), want_v[h * c.head_dim + d]);
           // The neighbouring slot is untouched (zero).
           ASSERT_EQ(ElementAt(view.k, dtype, c, bs, block, h, 2, d), 0.0f);
         }
@@ -95,7 +109,8 @@ TEST_P(KvPoolDtypeTest, WriteRoundsIntoTheSlotAndCopyBlockCopiesEveryLayer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, KvPoolDtypeTest,
-                         ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16),
+                         ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16,
+                                           KvDtype::kInt8),
                          [](const ::testing::TestParamInfo<KvDtype>& info) {
                            return std::string(KvDtypeName(info.param));
                          });

@@ -140,7 +140,7 @@ std::vector<TransferResult> PullAndWait(WorkerEngine& engine, std::vector<BlockP
 }
 
 TEST(KvTransferTest, ABlockReceivedEqualsTheBlockSentBitForBit) {
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16}) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kInt8}) {
     SCOPED_TRACE(KvDtypeName(dtype));
     std::unique_ptr<Node> a = StartNode(dtype), b = StartNode(dtype);
     Prefill(*a->engine, 1, {0, 1, 2});
@@ -173,9 +173,12 @@ TEST(KvTransferTest, ABlockReceivedEqualsTheBlockSentBitForBit) {
 }
 
 // A's running sequence moves to B with its KV: B decodes from the pulled blocks without
-// computing the prompt again and gives exactly A's greedy tokens.
-TEST(KvTransferTest, BDecodesFromPulledBlocksExactlyAsA) {
-  std::unique_ptr<Node> a = StartNode(KvDtype::kF32), b = StartNode(KvDtype::kF32);
+// computing the prompt again and gives exactly A's greedy tokens (int8: the rows' scales come
+// with the blocks).
+class KvTransferDtypeTest : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(KvTransferDtypeTest, BDecodesFromPulledBlocksExactlyAsA) {
+  std::unique_ptr<Node> a = StartNode(GetParam()), b = StartNode(GetParam());
   const int first = Prefill(*a->engine, 1, {0, 1, 2, 3});
   const int pos = static_cast<int>(kPrompt.size());
   const std::vector<int> a_tokens = Decode(*a->engine, 1, first, pos, 20, 4);
@@ -201,6 +204,12 @@ TEST(KvTransferTest, BDecodesFromPulledBlocksExactlyAsA) {
   b_tokens.insert(b_tokens.end(), rest.begin(), rest.end());
   EXPECT_EQ(b_tokens, a_tokens);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, KvTransferDtypeTest,
+                         ::testing::Values(KvDtype::kF32, KvDtype::kInt8),
+                         [](const ::testing::TestParamInfo<KvDtype>& info) {
+                           return std::string(KvDtypeName(info.param));
+                         });
 
 // A sender that streams the header and part of the blocks, then hangs until it is shut down.
 class StallingSender final : public v1::KvTransfer::Service {

@@ -10,7 +10,6 @@
 #include <random>
 #include <vector>
 
-#include "common/numeric.h"
 #include "gtest/gtest.h"
 #include "worker/kernels/isa.h"
 #include "worker/kv_dtype.h"
@@ -18,12 +17,29 @@
 namespace pagoda {
 namespace {
 
-// x as the pool stores it.
-float Rounded(float x, KvDtype dtype) {
-  if (dtype == KvDtype::kF32) return x;
-  uint16_t h;
-  ConvertFromFloat(&x, 1, dtype, &h);
-  return dtype == KvDtype::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+// Rows of head_dim in x as the pool stores them (rounded, or int8 with its scale), which the
+// kernel must then read back exactly: the reference computes with these values.
+void RoundRows(std::vector<float>* x, int head_dim, KvDtype dtype) {
+  std::vector<std::byte> run(KvRowBytes(dtype, head_dim));
+  for (size_t at = 0; at < x->size(); at += head_dim) {
+    WriteKvRow(x->data() + at, head_dim, dtype, 1, 0, run.data());
+    ReadKvRow(run.data(), head_dim, dtype, 1, 0, x->data() + at);
+  }
+}
+
+// A pool of `runs` (block, KV head) runs of block_size rows, from floats [runs][block_size][hd].
+std::vector<std::byte> PoolOf(const std::vector<float>& floats, int block_size, int head_dim,
+                              KvDtype dtype) {
+  const size_t run_bytes = static_cast<size_t>(block_size) * KvRowBytes(dtype, head_dim);
+  const size_t runs = floats.size() / (static_cast<size_t>(block_size) * head_dim);
+  std::vector<std::byte> pool(runs * run_bytes);
+  for (size_t r = 0; r < runs; ++r) {
+    for (int o = 0; o < block_size; ++o) {
+      WriteKvRow(&floats[(r * block_size + o) * head_dim], head_dim, dtype, block_size, o,
+                 &pool[r * run_bytes]);
+    }
+  }
+  return pool;
 }
 
 // A sequence's K/V kept contiguously for the reference, and scattered over the pool.
@@ -80,7 +96,6 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   const Case& c = std::get<0>(GetParam());
   const Kernels& kernels = *std::get<1>(GetParam());
   const KvDtype dtype = std::get<2>(GetParam());
-  const int elem_bytes = KvDtypeBytes(dtype);
   omp_set_num_threads(3);  // more threads than work in some cases: exercises the split
   std::mt19937 rng(1234 + c.group * 7 + c.block_size);
   std::normal_distribution<float> normal;
@@ -99,8 +114,10 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
     s.k.resize(static_cast<size_t>(ctx) * shape.num_kv_heads * shape.head_dim);
     s.v.resize(s.k.size());
     // The reference sees what the pool holds: values already rounded to its dtype.
-    for (float& x : s.k) x = Rounded(normal(rng), dtype);
-    for (float& x : s.v) x = Rounded(normal(rng), dtype);
+    for (float& x : s.k) x = normal(rng);
+    for (float& x : s.v) x = normal(rng);
+    RoundRows(&s.k, shape.head_dim, dtype);
+    RoundRows(&s.v, shape.head_dim, dtype);
     const int blocks = (ctx + c.block_size - 1) / c.block_size;
     for (int b = 0; b < blocks; ++b) s.block_table.push_back(num_blocks++);
     seqs.push_back(std::move(s));
@@ -114,20 +131,19 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
       static_cast<size_t>(shape.num_kv_heads) * c.block_size * shape.head_dim;
   // NaN everywhere no sequence wrote: reading one would poison the output.
   const std::vector<float> nans(pool_blocks * block_floats, NAN);
-  std::vector<std::byte> k_pool(nans.size() * elem_bytes), v_pool(k_pool.size());
-  ConvertFromFloat(nans.data(), static_cast<int>(nans.size()), dtype, k_pool.data());
-  ConvertFromFloat(nans.data(), static_cast<int>(nans.size()), dtype, v_pool.data());
+  std::vector<std::byte> k_pool = PoolOf(nans, c.block_size, shape.head_dim, dtype);
+  std::vector<std::byte> v_pool = k_pool;
+  const size_t run_bytes = static_cast<size_t>(c.block_size) * KvRowBytes(dtype, shape.head_dim);
   for (TestSequence& s : seqs) {
     for (int& b : s.block_table) b = perm[b];
     for (int t = 0; t < s.start_pos + s.num_rows; ++t) {
       for (int h = 0; h < shape.num_kv_heads; ++h) {
-        const size_t dst =
+        const size_t run =
             (s.block_table[t / c.block_size] * static_cast<size_t>(shape.num_kv_heads) + h) *
-                c.block_size * shape.head_dim +
-            (t % c.block_size) * shape.head_dim;
+            run_bytes;
         const size_t src = (static_cast<size_t>(t) * shape.num_kv_heads + h) * shape.head_dim;
-        ConvertFromFloat(&s.k[src], shape.head_dim, dtype, &k_pool[dst * elem_bytes]);
-        ConvertFromFloat(&s.v[src], shape.head_dim, dtype, &v_pool[dst * elem_bytes]);
+        WriteKvRow(&s.k[src], shape.head_dim, dtype, c.block_size, t % c.block_size, &k_pool[run]);
+        WriteKvRow(&s.v[src], shape.head_dim, dtype, c.block_size, t % c.block_size, &v_pool[run]);
       }
     }
   }
@@ -159,31 +175,31 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PagedAttentionTest,
-    ::testing::Combine(::testing::Values(
-                           // Decodes only, MHA, positions crossing block boundaries.
-                           Case{1, 16, {{0, 1}, {15, 1}, {16, 1}, {47, 1}, {100, 1}}},
-                           // Mixed prefill chunks and decodes, GQA 2.
-                           Case{2, 16, {{0, 37}, {5, 1}, {16, 16}, {31, 2}, {64, 20}}},
-                           // GQA 4, small blocks, chunks that start mid-block.
-                           Case{4, 4, {{3, 9}, {0, 1}, {13, 1}, {7, 30}}},
-                           // GQA 4, chunk longer than the 16-row tile, large block.
-                           Case{4, 32, {{0, 70}, {50, 3}, {200, 1}}},
-                           // Block size 1: every token its own block.
-                           Case{2, 1, {{0, 5}, {9, 2}}},
-                           // Head size 64 (the real models'), a long context.
-                           Case{2, 16, {{0, 20}, {300, 1}, {40, 3}}, 64},
-                           // Head size 8 (stories260K): narrower than a vector.
-                           Case{1, 16, {{0, 9}, {20, 1}}, 8},
-                           // Head sizes no vector width divides, or only AVX2's: the
-                           // element-wise tails, in partial blocks.
-                           Case{2, 16, {{0, 19}, {33, 1}, {5, 4}}, 20},
-                           Case{1, 8, {{0, 11}, {17, 1}}, 24},
-                           // A lone long decode, and a lone chunk deep in a context: fewer
-                           // (sequence, KV head) items than the 3 threads, so their blocks are
-                           // split between threads and merged.
-                           Case{4, 16, {{2000, 1}}, 64}, Case{2, 16, {{1100, 5}}, 64}),
-                       ::testing::ValuesIn(SupportedKernels()),
-                       ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16)));
+    ::testing::Combine(
+        ::testing::Values(
+            // Decodes only, MHA, positions crossing block boundaries.
+            Case{1, 16, {{0, 1}, {15, 1}, {16, 1}, {47, 1}, {100, 1}}},
+            // Mixed prefill chunks and decodes, GQA 2.
+            Case{2, 16, {{0, 37}, {5, 1}, {16, 16}, {31, 2}, {64, 20}}},
+            // GQA 4, small blocks, chunks that start mid-block.
+            Case{4, 4, {{3, 9}, {0, 1}, {13, 1}, {7, 30}}},
+            // GQA 4, chunk longer than the 16-row tile, large block.
+            Case{4, 32, {{0, 70}, {50, 3}, {200, 1}}},
+            // Block size 1: every token its own block.
+            Case{2, 1, {{0, 5}, {9, 2}}},
+            // Head size 64 (the real models'), a long context.
+            Case{2, 16, {{0, 20}, {300, 1}, {40, 3}}, 64},
+            // Head size 8 (stories260K): narrower than a vector.
+            Case{1, 16, {{0, 9}, {20, 1}}, 8},
+            // Head sizes no vector width divides, or only AVX2's: the
+            // element-wise tails, in partial blocks.
+            Case{2, 16, {{0, 19}, {33, 1}, {5, 4}}, 20}, Case{1, 8, {{0, 11}, {17, 1}}, 24},
+            // A lone long decode, and a lone chunk deep in a context: fewer
+            // (sequence, KV head) items than the 3 threads, so their blocks are
+            // split between threads and merged.
+            Case{4, 16, {{2000, 1}}, 64}, Case{2, 16, {{1100, 5}}, 64}),
+        ::testing::ValuesIn(SupportedKernels()),
+        ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16, KvDtype::kInt8)));
 
 // A long context split across threads gives what one thread (no split) gives, up to rounding.
 TEST(PagedAttentionSplitTest, SplitContextMatchesOneThread) {
@@ -233,12 +249,12 @@ TEST_P(SharedPrefixTest, SharedBlocksGiveExactlyWhatEachSequenceGetsAlone) {
   std::mt19937 rng(99);
   std::normal_distribution<float> normal;
   std::vector<float> k_floats(pool_blocks * block_floats), v_floats(k_floats.size());
-  for (float& x : k_floats) x = Rounded(normal(rng), dtype);
-  for (float& x : v_floats) x = Rounded(normal(rng), dtype);
-  const int elem_bytes = KvDtypeBytes(dtype);
-  std::vector<std::byte> k_pool(k_floats.size() * elem_bytes), v_pool(k_pool.size());
-  ConvertFromFloat(k_floats.data(), static_cast<int>(k_floats.size()), dtype, k_pool.data());
-  ConvertFromFloat(v_floats.data(), static_cast<int>(v_floats.size()), dtype, v_pool.data());
+  for (float& x : k_floats) x = normal(rng);
+  for (float& x : v_floats) x = normal(rng);
+  RoundRows(&k_floats, shape.head_dim, dtype);
+  RoundRows(&v_floats, shape.head_dim, dtype);
+  const std::vector<std::byte> k_pool = PoolOf(k_floats, bs, shape.head_dim, dtype);
+  const std::vector<std::byte> v_pool = PoolOf(v_floats, bs, shape.head_dim, dtype);
 
   // Blocks 40, 41, 42 hold a 48-token prompt; 50 and 51 another one of 32 tokens.
   struct Seq {
@@ -301,7 +317,7 @@ TEST_P(SharedPrefixTest, SharedBlocksGiveExactlyWhatEachSequenceGetsAlone) {
 INSTANTIATE_TEST_SUITE_P(Kernels, SharedPrefixTest,
                          ::testing::Combine(::testing::ValuesIn(SupportedKernels()),
                                             ::testing::Values(KvDtype::kF32, KvDtype::kBf16,
-                                                              KvDtype::kF16)));
+                                                              KvDtype::kF16, KvDtype::kInt8)));
 
 }  // namespace
 }  // namespace pagoda

@@ -10,8 +10,8 @@ namespace pagoda {
 namespace {
 
 TEST(WorkerEngineTest, ASixteenBitPoolHoldsTwiceTheBlocksInTheSameBytes) {
-  int num_blocks[3] = {};
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16}) {
+  int num_blocks[4] = {};
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16, KvDtype::kInt8}) {
     absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
     ASSERT_TRUE(w.ok()) << w.status();
     WorkerOptions options;
@@ -27,6 +27,8 @@ TEST(WorkerEngineTest, ASixteenBitPoolHoldsTwiceTheBlocksInTheSameBytes) {
   EXPECT_EQ(num_blocks[0], 100);
   EXPECT_EQ(num_blocks[1], 200);
   EXPECT_EQ(num_blocks[2], 200);
+  // int8: head_dim 8 bytes and a 2-byte scale per row against f32's 32 bytes.
+  EXPECT_EQ(num_blocks[3], 320);
 }
 
 // A step comes off the wire: a bad sampling field or stop id is refused, never a crash, and

@@ -50,12 +50,13 @@ TEST(WorkerOptionsTest, KvCacheDtypeIsF32UnlessASixteenBitOneIsAskedFor) {
   EXPECT_EQ(ParseKvCacheDtype("f32").value(), KvDtype::kF32);
   EXPECT_EQ(ParseKvCacheDtype("bf16").value(), KvDtype::kBf16);
   EXPECT_EQ(ParseKvCacheDtype("f16").value(), KvDtype::kF16);
-  for (const char* bad : {"", "fp16", "BF16", "float32", "int8", "bf16 "}) {
+  EXPECT_EQ(ParseKvCacheDtype("int8").value(), KvDtype::kInt8);
+  for (const char* bad : {"", "fp16", "BF16", "float32", "INT8", "q8_0", "bf16 "}) {
     const absl::StatusOr<KvDtype> dtype = ParseKvCacheDtype(bad);
     ASSERT_FALSE(dtype.ok()) << bad;
     EXPECT_EQ(dtype.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(dtype.status().message(),
-              std::string("--kv-cache-dtype=") + bad + ": expected auto, f32, bf16 or f16");
+              std::string("--kv-cache-dtype=") + bad + ": expected auto, f32, bf16, f16 or int8");
   }
 }
 

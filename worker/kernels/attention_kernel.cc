@@ -1,7 +1,8 @@
 // Paged attention over one tile (rows of one sequence x a range of its KV heads) for one ISA:
 // the online-softmax merge that worker/paged_attention.h describes, block by block. K and V may
-// be stored in 16 bits: a block's rows are widened to f32 once per KV head, for every query
-// head of its group and every row to read from L1, and all arithmetic is f32. The query heads
+// be stored in 16 bits or int8: a block's rows are widened to f32 once per KV head (int8 rows
+// times their scale), for every query head of its group and every row to read from L1, and all
+// arithmetic is f32. The query heads
 // of a group go two at a time (GQA): each K/V load feeds two FMA chains, and twice the chains
 // hide the FMA latency; each head's sums keep a lone head's order, so the result is the same
 // bit for bit.
@@ -57,6 +58,19 @@ struct F16 {
 #endif
   static float LoadOne(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
+
+// int8 rows with an f16 scale each (worker/kv_dtype.h): a (block, KV head) run is block_size
+// rows of head_dim bytes, then their block_size scales. WidenInt8 reads it.
+struct Int8 {
+  using Elem = int8_t;
+};
+
+// Elements of Elem between two (block, KV head) runs, block_size rows each.
+template <typename T>
+long RunElems(int bs, int hd) {
+  if constexpr (std::is_same_v<T, Int8>) return static_cast<long>(bs) * (hd + 2);
+  return static_cast<long>(bs) * hd;
+}
 
 // scores[j] = q · k_j · scale for keys [j, n) of a block (k: (n, hd)), one at a time; returns
 // the max of them and `max`.
@@ -239,6 +253,34 @@ void Widen(const typename T::Elem* src, long count, float* dst) {
   for (; i < count; ++i) dst[i] = T::LoadOne(src + i);
 }
 
+// kWidth int8 values as f32.
+[[gnu::always_inline]] inline V LoadInt8(const int8_t* p) {
+#if defined(__AVX512F__)
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#endif
+}
+
+// dst (keys, hd) = the first `keys` rows of an int8 run (bs rows, then bs f16 scales) as f32,
+// each row times its scale: the scale is applied once here, for every query head that reads it.
+void WidenInt8(const int8_t* run, int keys, int hd, int bs, float* dst) {
+  const int8_t* scales = run + static_cast<long>(bs) * hd;
+  for (int j = 0; j < keys; ++j) {
+    uint16_t half;
+    __builtin_memcpy(&half, scales + 2 * j, sizeof(half));
+    const float s = _cvtsh_ss(half);
+    const V sv = Set1(s);
+    const int8_t* q = run + static_cast<long>(j) * hd;
+    float* out = dst + static_cast<long>(j) * hd;
+    int d = 0;
+    for (; d + kWidth <= hd; d += kWidth) Store(out + d, Mul(LoadInt8(q + d), sv));
+    for (; d < hd; ++d) out[d] = static_cast<float>(q[d]) * s;
+  }
+}
+
 // One state's merge of a block whose scores are in `scores` (n of them, max block_max).
 [[gnu::always_inline]] inline float Rescale(float block_max, float* scores, int n, float* m,
                                             float* l) {
@@ -275,7 +317,7 @@ void AttentionOf(const AttentionTile& t) {
   const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
   const int last_pos = t.start_pos + t.row_end - 1;
   const int num_blocks = t.block_end >= 0 ? t.block_end : last_pos / bs + 1;
-  const long head_stride = static_cast<long>(bs) * hd;
+  const long head_stride = RunElems<T>(bs, hd);
   const long block_stride = t.num_kv_heads * head_stride;
   const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
   const bool pairs = hd % kWidth == 0;
@@ -299,6 +341,11 @@ void AttentionOf(const AttentionTile& t) {
       if constexpr (std::is_same_v<T, F32>) {
         kb = k_pool + at;
         vb = v_pool + at;
+      } else if constexpr (std::is_same_v<T, Int8>) {
+        WidenInt8(k_pool + at, keys, hd, bs, k_wide);
+        WidenInt8(v_pool + at, keys, hd, bs, v_wide);
+        kb = k_wide;
+        vb = v_wide;
       } else {
         Widen<T>(k_pool + at, static_cast<long>(keys) * hd, k_wide);
         Widen<T>(v_pool + at, static_cast<long>(keys) * hd, v_wide);
@@ -354,6 +401,8 @@ void Attention(const AttentionTile& t) {
       return AttentionOf<Bf16>(t);
     case KvDtype::kF16:
       return AttentionOf<F16>(t);
+    case KvDtype::kInt8:
+      return AttentionOf<Int8>(t);
   }
 }
 

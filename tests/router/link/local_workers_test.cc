@@ -60,9 +60,9 @@ TEST(LocalWorkersTest, ADtypeAWorkerWouldRefuseStopsTheRouterNamingItsFlag) {
   EXPECT_EQ(CheckLocalWorkersOptions(options).message(),
             "--worker-weight-dtype=fp8: expected auto, f32, bf16, int8 or int4");
   options.weight_dtype = "int8";
-  options.kv_cache_dtype = "int8";
+  options.kv_cache_dtype = "q8_0";
   EXPECT_EQ(CheckLocalWorkersOptions(options).message(),
-            "--worker-kv-cache-dtype=int8: expected auto, f32, bf16 or f16");
+            "--worker-kv-cache-dtype=q8_0: expected auto, f32, bf16, f16 or int8");
   options.kv_cache_dtype = "bf16";
   EXPECT_TRUE(CheckLocalWorkersOptions(options).ok());
   EXPECT_EQ(
