@@ -246,7 +246,7 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
   if (num_logit_rows > model_->max_logit_rows())
     return bad(num_logit_rows, " rows of logits or hidden states exceed ",
                model_->max_logit_rows());
-  if (cmd.pulls.empty() && transfers_.InFlight().empty()) return absl::OkStatus();
+  if (cmd.pulls.empty() && !transfers_.busy()) return absl::OkStatus();
   KvTransfers::SequenceTables tables;
   for (const auto& [id, s] : seqs_) tables.emplace(id, &s.block_table);
   return transfers_.ValidateStep(cmd, tables);

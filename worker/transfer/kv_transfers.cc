@@ -16,6 +16,11 @@ absl::flat_hash_map<int, int64_t> KvTransfers::InFlight() const {
   return in_flight_;
 }
 
+bool KvTransfers::busy() const {
+  absl::MutexLock lock(&mu_);
+  return !in_flight_.empty();
+}
+
 absl::Status KvTransfers::Validate(const std::vector<BlockPull>& pulls,
                                    const std::function<bool(int block)>& held) const {
   if (pulls.empty()) return absl::OkStatus();

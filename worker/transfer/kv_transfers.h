@@ -39,6 +39,8 @@ class KvTransfers {
 
   // The blocks pulls in flight are writing, each with its transfer id.
   absl::flat_hash_map<int, int64_t> InFlight() const;
+  // Whether any pull is in flight (no copy of InFlight: asked before every step).
+  bool busy() const;
   // INVALID_ARGUMENT naming the pull and field when `pulls` cannot all start now: transfers off,
   // sizes, ids outside the pool, a dst block repeated, in flight or `held` (by a sequence),
   // a transfer id already in flight, too many pulls.
