@@ -57,6 +57,28 @@ void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
                            [cluster] {
                              return Values{{{}, 1.0 * cluster->stats().num_workers}};
                            });
+  // Totals since start (they never decrease): the worker loops' steps and their time, and
+  // the Cluster's lock as the loops met it (issue 38: what a fleet of workers costs it).
+  const auto total = [registry, cluster](const char* name, const char* help, auto value) {
+    registry->AddGaugeFamily(name, help, [cluster, value] {
+      return Values{{{}, static_cast<double>(value(cluster->stats()))}};
+    });
+  };
+  total("pagoda_cluster_steps_total", "Steps the worker loops ran that had tokens.",
+        [](const ClusterStats& s) { return s.num_steps; });
+  total("pagoda_cluster_step_seconds_total",
+        "The loops' wall time in those steps (schedule, round trip, results).",
+        [](const ClusterStats& s) { return s.step_seconds; });
+  total("pagoda_cluster_forward_seconds_total",
+        "Of that, what the workers reported as their forward pass.",
+        [](const ClusterStats& s) { return s.forward_seconds; });
+  total("pagoda_cluster_loop_reports_total", "The worker loops' reports to the Cluster.",
+        [](const ClusterStats& s) { return s.num_loop_reports; });
+  total("pagoda_cluster_loop_lock_waits_total", "Of those, the ones that found its lock taken.",
+        [](const ClusterStats& s) { return s.num_loop_lock_waits; });
+  total("pagoda_cluster_loop_lock_wait_seconds_total",
+        "The loops' time waiting for the Cluster's locks.",
+        [](const ClusterStats& s) { return s.loop_lock_wait_seconds; });
   auto per_worker = [cluster](auto value) {
     return [cluster, value] {
       Values out;
