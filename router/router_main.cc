@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/dtype_flags.h"
 #include "common/process/command_line.h"
 #include "common/process/secret.h"
@@ -300,6 +301,13 @@ int main(int argc, char** argv) {
   // parsed (request_json.h) then leaves each smaller copy resident in the heap (a 30 MiB body of
   // token ids peaked at 4.2x its size, 3.1x with this).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#ifdef NDEBUG
+  // Debian's Abseil is built with its Mutex deadlock detection on: every lock and unlock
+  // updates a global acquisition graph (GraphCycles), which took 8% of a busy router's CPU and
+  // lengthened every hold of the Cluster's lock (issue 38, BENCHMARKS §30). Release binaries
+  // leave it off; tests and debug builds keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
 
   pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;
