@@ -15,7 +15,7 @@
 namespace pagoda {
 namespace {
 
-// The fields this endpoint reads; any other is refused by name rather than ignored.
+// The fields this endpoint reads; any other (unless null) is refused by name, not ignored.
 constexpr const char* kKnownFields[] = {"model",      "input", "encoding_format",
                                         "dimensions", "user",  "add_special_tokens"};
 
@@ -64,6 +64,7 @@ absl::StatusOr<Pooling> ParsePooling(const std::string& name) {
 absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const OrderedJson& body,
                                                     const OpenAiContext& context, Pooling pooling) {
   for (const auto& [key, value] : body.items()) {
+    if (value.is_null()) continue;  // absent, as every endpoint reads it (openai_fields.h)
     bool known = false;
     for (const char* field : kKnownFields) known = known || key == field;
     if (!known) return BadField(key.substr(0, 64), "is not supported", kUnsupportedParameter);
