@@ -41,6 +41,14 @@ class ErrorCollector final : public nlohmann::json_sax<Json> {
   std::string error = "not valid JSON";
 };
 
+template <typename J>
+const J* Member(const J& v, absl::string_view key) {
+  if (!v.is_object()) return nullptr;
+  const auto it = v.find(Std(key));
+  if (it == v.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
 }  // namespace
 
 absl::Status CheckJsonShape(absl::string_view text, const JsonShapeLimits& limits,
@@ -104,11 +112,10 @@ std::string JsonDump(const OrderedJson& j) {
   return j.dump(-1, ' ', /*ensure_ascii=*/false, OrderedJson::error_handler_t::replace);
 }
 
-const Json* JsonMember(const Json& v, absl::string_view key) {
-  if (!v.is_object()) return nullptr;
-  const auto it = v.find(Std(key));
-  if (it == v.end() || it->is_null()) return nullptr;
-  return &*it;
+const Json* JsonMember(const Json& v, absl::string_view key) { return Member(v, key); }
+
+const OrderedJson* JsonMember(const OrderedJson& v, absl::string_view key) {
+  return Member(v, key);
 }
 
 absl::StatusOr<int64_t> JsonAsInt(const Json& v, absl::string_view what) {

@@ -47,8 +47,12 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 std::string JsonDump(const Json& j);
 std::string JsonDump(const OrderedJson& j);
 
-// The member `key` of an object, or null when absent, null, or `v` is not an object.
+// The member `key` of an object, or null when absent, null, or `v` is not an object: a member
+// set to null reads as one left out (OpenAI's clients send null for a field they leave to its
+// default; a config.json writes null for an option it does not set). The one such reader, for
+// both kinds of document: every OpenAI endpoint reads its request's fields through it.
 const Json* JsonMember(const Json& v, absl::string_view key);
+const OrderedJson* JsonMember(const OrderedJson& v, absl::string_view key);
 
 // Typed reads; INVALID_ARGUMENT naming `what` (and `key`) when the value has another type or,
 // for the ones without a fallback, is absent. Integers must be whole numbers within int64 (a

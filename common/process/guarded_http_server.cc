@@ -20,40 +20,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/process/http_connection.h"
+#include "common/process/http_refusal.h"
 #include "common/process/http_request_stream.h"
 #include "glog/logging.h"
 
 namespace pagoda {
 namespace {
 
-// A sized body up to this many bytes needs no share of max_body_bytes_in_flight: the head
-// limit and the connection cap bound those already.
-constexpr uint64_t kSmallBody = 64 << 10;
 constexpr absl::Duration kDrainTime = absl::Seconds(2);
 
-struct Connection {
-  explicit Connection(int fd) : fd(fd) {}
-  ~Connection() {
-    shutdown(fd, SHUT_RDWR);
-    close(fd);
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  const int fd;
-  std::string buf;      // received and not yet served: the current request's bytes first
-  absl::Time since;     // when it started waiting for its current request (eviction order)
-  absl::Time deadline;  // the loop closes it then
-  absl::Time body_start;
-  bool started = false;  // a byte of the current request has arrived
-  bool head_done = false;
-  HttpHead head;
-  uint64_t reserved = 0;  // bytes of max_body_bytes_in_flight this request holds
-  bool chunked_slot = false;
-  bool draining = false;  // refused: what arrives is dropped until kDrainTime passes
-  int served = 0;
-};
-using ConnectionPtr = std::unique_ptr<Connection>;
+using ConnectionPtr = std::unique_ptr<HttpConnection>;
 
 // httplib's accept loop hands each socket to process_and_close_socket through its task
 // queue: run at once, it only passes the socket to our loop.
@@ -63,42 +40,6 @@ class InlineQueue final : public httplib::TaskQueue {
   void shutdown() override {}
 };
 
-const char* Reason(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 413:
-      return "Payload Too Large";
-    case 417:
-      return "Expectation Failed";
-    case 431:
-      return "Request Header Fields Too Large";
-    default:
-      return "Service Unavailable";
-  }
-}
-
-// The error `code` and `type` as OpenAI's error object spells them
-// (router/api/openai/openai_error.h, which this layer cannot see: it serves workers' metrics too).
-const char* ErrorCode(int status) {
-  switch (status) {
-    case 400:
-      return "invalid_request";
-    case 401:
-      return "invalid_api_key";
-    case 413:
-      return "request_too_large";
-    case 417:
-      return "expectation_failed";
-    case 431:
-      return "headers_too_large";
-    default:
-      return "service_unavailable";
-  }
-}
-
 // The request the current pool thread serves.
 thread_local const HttpRequestStream* current_stream = nullptr;
 
@@ -107,7 +48,10 @@ thread_local const HttpRequestStream* current_stream = nullptr;
 class GuardedHttpServer::Loop {
  public:
   Loop(GuardedHttpServer* server, HttpGuardOptions options)
-      : server_(server), options_(std::move(options)), wake_fd_(eventfd(0, EFD_CLOEXEC)) {
+      : server_(server),
+        options_(std::move(options)),
+        wake_fd_(eventfd(0, EFD_CLOEXEC)),
+        budget_(options_.max_body_bytes_in_flight, options_.max_chunked_in_flight) {
     PCHECK(wake_fd_ >= 0) << "eventfd";
     loop_thread_ = std::thread([this] { Run(); });
     for (int i = 0; i < options_.threads; ++i) pool_.emplace_back([this] { Serve(); });
@@ -256,10 +200,10 @@ class GuardedHttpServer::Loop {
         return Refuse(c, 401,
                       "missing or wrong API key: send the header Authorization: Bearer <key>");
       }
-      if (const char* full = Admit(*c)) return Refuse(c, 503, full);
+      if (const char* full = budget_.Admit(c->head, &c->share)) return Refuse(c, 503, full);
       // Once, exactly: appending would double the buffer's capacity past the body.
-      if (c->reserved > 0) c->buf.reserve(c->head.head_bytes + c->reserved);
-      if (c->head.expect_continue && BodyPending(*c)) {
+      if (c->share.bytes > 0) c->buf.reserve(c->head.head_bytes + c->share.bytes);
+      if (c->head.expect_continue && c->BodyPending()) {
         // The head passed every check: the client may send its body now. A few bytes on a
         // socket that has sent nothing yet: they fit its buffer.
         constexpr absl::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -282,46 +226,13 @@ class GuardedHttpServer::Loop {
     }
   }
 
-  // Whether the current request's body has not all arrived (a chunked one: not read yet).
-  static bool BodyPending(const Connection& c) {
-    if (c.head.body == HttpHead::Body::kChunked) return true;
-    return c.head.body == HttpHead::Body::kSized &&
-           c.buf.size() - c.head.head_bytes < c.head.content_length;
-  }
-
-  // Takes the body's share of the bounds on bodies in flight; what is full when it cannot.
-  const char* Admit(Connection& c) {
-    absl::MutexLock lock(&mu_);
-    if (c.head.body == HttpHead::Body::kChunked) {
-      if (chunked_in_flight_ >= options_.max_chunked_in_flight) {
-        return "too many chunked request bodies at once; send Content-Length";
-      }
-      ++chunked_in_flight_;
-      c.chunked_slot = true;
-    } else if (c.head.content_length > kSmallBody) {
-      if (bytes_in_flight_ + c.head.content_length > options_.max_body_bytes_in_flight) {
-        return "too many large request bodies at once; retry later";
-      }
-      bytes_in_flight_ += c.head.content_length;
-      c.reserved = c.head.content_length;
-    }
-    return nullptr;
-  }
-
   // Answers from the loop and closes: the request is refused before any thread reads it.
   void Refuse(ConnectionPtr& c, int status, const std::string& message) {
     const std::string extra =
         c->head_done && options_.refusal_headers
             ? options_.refusal_headers(absl::string_view(c->buf).substr(0, c->head.head_bytes))
             : std::string();
-    const std::string body =
-        absl::StrCat(R"({"error": {"message": ")", message, R"(", "type": ")",
-                     status >= 500 ? "service_unavailable_error" : "invalid_request_error",
-                     R"(", "param": null, "code": ")", ErrorCode(status), R"("}})");
-    const std::string response =
-        absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
-                     "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-                     "\r\nConnection: close\r\n", extra, "\r\n", body);
+    const std::string response = HttpRefusal(status, message, extra);
     (void)!send(c->fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     // Closed at once, a client still sending its body would get a reset, which discards the
     // answer before it reads it: what it sends is read and dropped a little longer.
@@ -338,13 +249,7 @@ class GuardedHttpServer::Loop {
     c.reset();
   }
 
-  void Release(Connection& c) {
-    absl::MutexLock lock(&mu_);
-    bytes_in_flight_ -= c.reserved;
-    c.reserved = 0;
-    if (c.chunked_slot) --chunked_in_flight_;
-    c.chunked_slot = false;
-  }
+  void Release(HttpConnection& c) { budget_.Release(&c.share); }
 
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !ready_.empty(); }
 
@@ -363,31 +268,17 @@ class GuardedHttpServer::Loop {
     }
   }
 
-  // Takes the current request's sized body out of c.buf, which keeps the head and any bytes
-  // of the next request. The body stays where it was received (moved to the front in place):
-  // no second buffer of its size.
-  static std::string TakeBody(Connection& c) {
-    const size_t head = c.head.head_bytes;
-    const size_t end = head + static_cast<size_t>(c.head.content_length);
-    std::string kept = c.buf.substr(0, head) + c.buf.substr(end);  // small: head, pipelined
-    c.buf.resize(end);
-    c.buf.erase(0, head);
-    std::string body = std::move(c.buf);
-    c.buf = std::move(kept);
-    return body;
-  }
-
   void ServeOne(ConnectionPtr c) {
     const bool chunked = c->head.body == HttpHead::Body::kChunked;
     // httplib would copy a sized body from the stream a few KiB at a time into a string that
     // doubles as it grows (~2x the body at its peak): the request gets it moved instead, the
     // stream serves the head alone, and a Content-Length of 0 leaves httplib nothing to read.
     const bool sized = c->head.body == HttpHead::Body::kSized && c->head.content_length > 0;
-    std::string body = sized ? TakeBody(*c) : std::string();
+    std::string body = sized ? c->TakeBody() : std::string();
     const size_t limit = chunked ? std::string::npos : c->head.head_bytes;
     const uint64_t max_body = options_.head.max_body_bytes;
     HttpRequestStream stream(
-        c->fd, c->buf, limit, max_body + max_body / 8 + kSmallBody,
+        c->fd, c->buf, limit, max_body + max_body / 8 + kSmallBodyBytes,
         absl::Now() + options_.head_timeout +
             absl::Seconds(static_cast<double>(max_body) / options_.min_body_bytes_per_second),
         options_.write_timeout);
@@ -410,7 +301,7 @@ class GuardedHttpServer::Loop {
     };
     const bool ok = server_->process_request(stream, close, closed, setup);
     current_stream = nullptr;
-    const bool large = c->reserved > 0;
+    const bool large = c->share.bytes > 0;
     Release(*c);
     if (large) {
       // glibc keeps what a large body and its parsed copies freed (its mmap threshold grows
@@ -432,8 +323,7 @@ class GuardedHttpServer::Loop {
   std::vector<ConnectionPtr> incoming_ ABSL_GUARDED_BY(mu_);  // new, or back from the pool
   std::deque<ConnectionPtr> ready_ ABSL_GUARDED_BY(mu_);      // a complete request each
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int chunked_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  BodyBudget budget_;
   std::vector<ConnectionPtr> waiting_;  // the loop thread's own
   std::thread loop_thread_;
   std::vector<std::thread> pool_;
@@ -474,7 +364,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   // piece waits for the client's delayed ACK, ~40 ms a request on a keep-alive connection.
   const int one = 1;
   setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  loop_->Add(std::make_unique<Connection>(sock));
+  loop_->Add(std::make_unique<HttpConnection>(sock));
   return true;
 }
 

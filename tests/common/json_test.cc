@@ -90,6 +90,24 @@ TEST(JsonTest, TypedReadsNameTheFieldInsteadOfThrowing) {
               HasSubstr("c.json: list: not a string"));
 }
 
+// What every OpenAI endpoint reads its request's fields with.
+TEST(JsonTest, AnAbsentOrNullMemberOfAnOrderedDocumentIsNotGiven) {
+  const OrderedJson body = OrderedJson::parse(R"({"a": 1, "b": null, "c": false, "d": 0})");
+  ASSERT_NE(JsonMember(body, "a"), nullptr);
+  EXPECT_EQ(*JsonMember(body, "a"), 1);
+  EXPECT_EQ(JsonMember(body, "a"), &body["a"]);  // the body's own value, not a copy
+  EXPECT_EQ(JsonMember(body, "b"), nullptr);
+  EXPECT_EQ(JsonMember(body, "z"), nullptr);
+  // False and zero are values, not absence.
+  ASSERT_NE(JsonMember(body, "c"), nullptr);
+  EXPECT_EQ(*JsonMember(body, "c"), false);
+  ASSERT_NE(JsonMember(body, "d"), nullptr);
+  // Not an object: nothing is given.
+  EXPECT_EQ(JsonMember(OrderedJson::array({1, 2}), "a"), nullptr);
+  EXPECT_EQ(JsonMember(OrderedJson("a"), "a"), nullptr);
+  EXPECT_EQ(JsonMember(OrderedJson(nullptr), "a"), nullptr);
+}
+
 TEST(JsonTest, DumpKeepsUtf8EscapesControlsAndRepairsInvalidBytes) {
   EXPECT_EQ(JsonDump(Json("a\"b\\c\n\t\x01")), "\"a\\\"b\\\\c\\n\\t\\u0001\"");
   EXPECT_EQ(JsonDump(Json("日本 🦙")), "\"日本 🦙\"") << "UTF-8 as is, not \\u escapes";

@@ -11,7 +11,6 @@
 #include "lib/grammar/json_schema.h"
 #include "lib/grammar/regex_to_gbnf.h"
 #include "router/api/openai/openai_error.h"
-#include "router/api/openai/openai_fields.h"
 
 namespace pagoda {
 namespace {
@@ -34,7 +33,7 @@ absl::StatusOr<std::string> SchemaGbnf(const OrderedJson& schema, absl::string_v
 absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const OrderedJson& format) {
   constexpr char kField[] = "response_format";
   if (!format.is_object()) return BadField(kField, "must be an object", kInvalidType);
-  const OrderedJson* type = GivenField(format, "type");
+  const OrderedJson* type = JsonMember(format, "type");
   if (type == nullptr || !type->is_string()) {
     return BadField(kField, "needs a type: \"text\", \"json_object\" or \"json_schema\"");
   }
@@ -48,7 +47,7 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const OrderedJson&
   if (name == "text") return std::nullopt;
   if (name == "json_object") {
     // llama.cpp's extension: json_object with a schema is json_schema.
-    if (const OrderedJson* schema = GivenField(format, "schema"))
+    if (const OrderedJson* schema = JsonMember(format, "schema"))
       return SchemaGbnf(*schema, kField);
     return JsonObjectGbnf();
   }
@@ -57,7 +56,7 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const OrderedJson&
                     absl::StrCat("type \"", name.substr(0, 64),
                                  "\" is not one of \"text\", \"json_object\", \"json_schema\""));
   }
-  const OrderedJson* spec = GivenField(format, "json_schema");
+  const OrderedJson* spec = JsonMember(format, "json_schema");
   if (spec == nullptr || !spec->is_object()) {
     return BadField(kField, "type json_schema needs a json_schema object", kMissingRequired);
   }
@@ -75,7 +74,7 @@ absl::StatusOr<std::optional<std::string>> ResponseFormatGbnf(const OrderedJson&
                       kUnsupportedParameter);
     }
   }
-  const OrderedJson* schema = GivenField(*spec, "schema");
+  const OrderedJson* schema = JsonMember(*spec, "schema");
   // OpenAI's default is the empty schema, which any JSON value satisfies.
   return SchemaGbnf(schema != nullptr ? *schema : OrderedJson::object(), kField);
 }
@@ -91,14 +90,14 @@ absl::Status ReadConstraint(const OrderedJson& body, ConstraintCompiler* compile
                             GenerationRequest* request) {
   for (const char* unsupported :
        {"guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "json_schema"}) {
-    if (GivenField(body, unsupported) != nullptr) {
+    if (JsonMember(body, unsupported) != nullptr) {
       return BadField(unsupported, "is not supported", kUnsupportedParameter);
     }
   }
   std::vector<std::string> given;  // the constraint fields set
   std::optional<std::string> gbnf;
   const char* field = nullptr;
-  if (const OrderedJson* format = GivenField(body, "response_format")) {
+  if (const OrderedJson* format = JsonMember(body, "response_format")) {
     ASSIGN_OR_RETURN(std::optional<std::string> g, ResponseFormatGbnf(*format));
     if (g.has_value()) {
       given.push_back("response_format");
@@ -106,22 +105,22 @@ absl::Status ReadConstraint(const OrderedJson& body, ConstraintCompiler* compile
       field = "response_format";
     }
   }
-  if (const OrderedJson* v = GivenField(body, "grammar")) {
+  if (const OrderedJson* v = JsonMember(body, "grammar")) {
     given.push_back("grammar");
     ASSIGN_OR_RETURN(gbnf, StringField(*v, "grammar"));
     field = "grammar";
   }
-  if (const OrderedJson* v = GivenField(body, "guided_grammar")) {
+  if (const OrderedJson* v = JsonMember(body, "guided_grammar")) {
     given.push_back("guided_grammar");
     ASSIGN_OR_RETURN(gbnf, StringField(*v, "guided_grammar"));
     field = "guided_grammar";
   }
-  if (const OrderedJson* v = GivenField(body, "guided_json")) {
+  if (const OrderedJson* v = JsonMember(body, "guided_json")) {
     given.push_back("guided_json");
     ASSIGN_OR_RETURN(gbnf, SchemaGbnf(*v, "guided_json"));
     field = "guided_json";
   }
-  if (const OrderedJson* v = GivenField(body, "guided_regex")) {
+  if (const OrderedJson* v = JsonMember(body, "guided_regex")) {
     given.push_back("guided_regex");
     ASSIGN_OR_RETURN(std::string regex, StringField(*v, "guided_regex"));
     absl::StatusOr<std::string> expr = RegexToGbnf(regex, /*json_string=*/false);
@@ -129,7 +128,7 @@ absl::Status ReadConstraint(const OrderedJson& body, ConstraintCompiler* compile
     gbnf = absl::StrCat("root ::= ", *expr, "\n");
     field = "guided_regex";
   }
-  if (const OrderedJson* v = GivenField(body, "guided_choice")) {
+  if (const OrderedJson* v = JsonMember(body, "guided_choice")) {
     given.push_back("guided_choice");
     if (!v->is_array() || v->empty() || v->size() > kMaxChoices) {
       return BadField("guided_choice",

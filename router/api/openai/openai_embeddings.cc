@@ -8,14 +8,13 @@
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/openai_error.h"
-#include "router/api/openai/openai_fields.h"
 #include "router/api/openai/request_json.h"
 #include "router/api/request_policy.h"
 
 namespace pagoda {
 namespace {
 
-// The fields this endpoint reads; any other is refused by name rather than ignored.
+// The fields this endpoint reads; any other (unless null) is refused by name, not ignored.
 constexpr const char* kKnownFields[] = {"model",      "input", "encoding_format",
                                         "dimensions", "user",  "add_special_tokens"};
 
@@ -64,26 +63,27 @@ absl::StatusOr<Pooling> ParsePooling(const std::string& name) {
 absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const OrderedJson& body,
                                                     const OpenAiContext& context, Pooling pooling) {
   for (const auto& [key, value] : body.items()) {
+    if (value.is_null()) continue;  // absent, as every endpoint reads it (openai_fields.h)
     bool known = false;
     for (const char* field : kKnownFields) known = known || key == field;
     if (!known) return BadField(key.substr(0, 64), "is not supported", kUnsupportedParameter);
   }
   EmbeddingCall call;
-  if (const OrderedJson* m = GivenField(body, "model")) {
+  if (const OrderedJson* m = JsonMember(body, "model")) {
     if (!m->is_string()) return BadField("model", "must be a string", kInvalidType);
     call.model = m->get<std::string>();
   }
-  if (const OrderedJson* u = GivenField(body, "user"); u != nullptr && !u->is_string()) {
+  if (const OrderedJson* u = JsonMember(body, "user"); u != nullptr && !u->is_string()) {
     return BadField("user", "must be a string", kInvalidType);
   }
-  if (const OrderedJson* f = GivenField(body, "encoding_format")) {
+  if (const OrderedJson* f = JsonMember(body, "encoding_format")) {
     if (!f->is_string() || (*f != "float" && *f != "base64")) {
       return BadField("encoding_format", "must be \"float\" or \"base64\"");
     }
     call.base64 = *f == "base64";
   }
   const int dim = context.cluster->config().dim;
-  if (const OrderedJson* d = GivenField(body, "dimensions")) {
+  if (const OrderedJson* d = JsonMember(body, "dimensions")) {
     // The model's vectors are not truncatable (not trained Matryoshka-style): only its dim.
     if (!d->is_number_integer() || d->get<int64_t>() != dim) {
       return BadField("dimensions", absl::StrCat("only the model's own ", dim, " is supported"),
@@ -91,12 +91,12 @@ absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const OrderedJson& body,
     }
   }
   bool add_special_tokens = true;
-  if (const OrderedJson* a = GivenField(body, "add_special_tokens")) {
+  if (const OrderedJson* a = JsonMember(body, "add_special_tokens")) {
     if (!a->is_boolean())
       return BadField("add_special_tokens", "must be true or false", kInvalidType);
     add_special_tokens = a->get<bool>();
   }
-  const OrderedJson* input = GivenField(body, "input");
+  const OrderedJson* input = JsonMember(body, "input");
   if (input == nullptr) return BadField("input", "is required", kMissingRequired);
   std::vector<const OrderedJson*> inputs;
   if (input->is_string() || IsTokenIds(*input)) {

@@ -27,8 +27,8 @@ struct EmbeddingCall {
 };
 
 // INVALID_ARGUMENT naming the field for a bad request (`dimensions` other than the model's
-// dim is refused by name, as is any field this endpoint does not read). REQUIRES: `body` is a
-// JSON object.
+// dim is refused by name, as is any field this endpoint does not read; a null field is
+// absent, as on every endpoint). REQUIRES: `body` is a JSON object.
 absl::StatusOr<EmbeddingCall> ParseEmbeddingRequest(const OrderedJson& body,
                                                     const OpenAiContext& context, Pooling pooling);
 

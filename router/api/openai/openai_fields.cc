@@ -1,5 +1,6 @@
 #include "router/api/openai/openai_fields.h"
 
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -72,9 +73,37 @@ bool In(const std::string_view (&list)[N], std::string_view key) {
 
 }  // namespace
 
-const OrderedJson* GivenField(const OrderedJson& body, absl::string_view name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
+absl::Status ReadNumberField(const OrderedJson& body, const char* name, double min, double max,
+                             std::optional<double>* out) {
+  const OrderedJson* v = JsonMember(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number()) return BadField(name, "must be a number", kInvalidType);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < min || x > max) {
+    return BadField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status ReadIntField(const OrderedJson& body, const char* name, int64_t min, int64_t max,
+                          std::optional<int64_t>* out) {
+  const OrderedJson* v = JsonMember(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number_integer()) return BadField(name, "must be an integer", kInvalidType);
+  const int64_t x =
+      v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
+  if (x < min || x > max) return BadField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status ReadBoolField(const OrderedJson& body, const char* name, bool* out) {
+  const OrderedJson* v = JsonMember(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_boolean()) return BadField(name, "must be true or false", kInvalidType);
+  *out = v->get<bool>();
+  return absl::OkStatus();
 }
 
 absl::Status CheckKnownFields(const OrderedJson& body, bool chat) {
@@ -91,7 +120,7 @@ absl::Status CheckKnownFields(const OrderedJson& body, bool chat) {
                      " (unknown fields are refused, not ignored)"),
         kUnsupportedParameter);
   }
-  if (const OrderedJson* options = GivenField(body, "stream_options");
+  if (const OrderedJson* options = JsonMember(body, "stream_options");
       options != nullptr && options->is_object()) {
     for (const auto& [key, value] : options->items()) {
       if (key != "include_usage" && !value.is_null()) {

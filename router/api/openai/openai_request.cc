@@ -1,14 +1,14 @@
 #include "router/api/openai/openai_request.h"
 
-#include <cmath>
+#include <algorithm>
 #include <limits>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "router/api/openai/chat_prompt.h"
 #include "router/api/openai/openai_constraint.h"
 #include "router/api/openai/openai_error.h"
 #include "router/api/openai/openai_fields.h"
@@ -18,39 +18,6 @@
 
 namespace pagoda {
 namespace {
-
-absl::Status ReadNumber(const OrderedJson& body, const char* name, double min, double max,
-                        std::optional<double>* out) {
-  const OrderedJson* v = GivenField(body, name);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number()) return BadField(name, "must be a number", kInvalidType);
-  const double x = v->get<double>();
-  if (!std::isfinite(x) || x < min || x > max) {
-    return BadField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
-  }
-  *out = x;
-  return absl::OkStatus();
-}
-
-absl::Status ReadInt(const OrderedJson& body, const char* name, int64_t min, int64_t max,
-                     std::optional<int64_t>* out) {
-  const OrderedJson* v = GivenField(body, name);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number_integer()) return BadField(name, "must be an integer", kInvalidType);
-  const int64_t x =
-      v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
-  if (x < min || x > max) return BadField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
-  *out = x;
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const OrderedJson& body, const char* name, bool* out) {
-  const OrderedJson* v = GivenField(body, name);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_boolean()) return BadField(name, "must be true or false", kInvalidType);
-  *out = v->get<bool>();
-  return absl::OkStatus();
-}
 
 absl::Status ReadTokenIds(const OrderedJson& v, const char* name, int max_count,
                           std::vector<int>* out) {
@@ -73,7 +40,7 @@ absl::Status ReadTokenIds(const OrderedJson& v, const char* name, int max_count,
 
 // OpenAI's logit_bias: {"token id": bias}. Ranges are checked with the rest of the request.
 absl::Status ReadLogitBias(const OrderedJson& body, SamplingParams* params) {
-  const OrderedJson* v = GivenField(body, "logit_bias");
+  const OrderedJson* v = JsonMember(body, "logit_bias");
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_object()) return BadField("logit_bias", "must be an object", kInvalidType);
   std::vector<LogitBias> entries;
@@ -95,63 +62,63 @@ absl::Status ReadLogitBias(const OrderedJson& body, SamplingParams* params) {
 // Everything the two endpoints share: model, sampling, stops, n, seed, streaming.
 absl::Status ReadCommon(const OrderedJson& body, const OpenAiContext& context, OpenAiCall* call,
                         GenerationRequest* base) {
-  if (const OrderedJson* m = GivenField(body, "model")) {
+  if (const OrderedJson* m = JsonMember(body, "model")) {
     if (!m->is_string()) return BadField("model", "must be a string", kInvalidType);
     call->model = m->get<std::string>();
   }
-  if (const OrderedJson* u = GivenField(body, "user"); u != nullptr && !u->is_string()) {
+  if (const OrderedJson* u = JsonMember(body, "user"); u != nullptr && !u->is_string()) {
     return BadField("user", "must be a string", kInvalidType);
   }
   // Fields left out: the model's defaults (generation_config.json), and a fresh seed.
   SamplingOverrides set;
   SamplingParams given;
   std::optional<double> x;
-  RETURN_IF_ERROR(ReadNumber(body, "temperature", 0, 1e6, &x));
+  RETURN_IF_ERROR(ReadNumberField(body, "temperature", 0, 1e6, &x));
   if (x.has_value()) set.temperature = static_cast<float>(*x);
   x.reset();
-  RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &x));
+  RETURN_IF_ERROR(ReadNumberField(body, "top_p", 0, 1, &x));
   if (x.has_value()) set.top_p = static_cast<float>(*x);
   if (set.top_p.has_value() && *set.top_p <= 0) return BadField("top_p", "must be in (0, 1]");
   x.reset();
-  RETURN_IF_ERROR(ReadNumber(body, "min_p", 0, 1, &x));
+  RETURN_IF_ERROR(ReadNumberField(body, "min_p", 0, 1, &x));
   given.min_p = static_cast<float>(x.value_or(0));
   x.reset();
-  RETURN_IF_ERROR(ReadNumber(body, "presence_penalty", -2, 2, &x));
+  RETURN_IF_ERROR(ReadNumberField(body, "presence_penalty", -2, 2, &x));
   given.presence_penalty = static_cast<float>(x.value_or(0));
   x.reset();
-  RETURN_IF_ERROR(ReadNumber(body, "frequency_penalty", -2, 2, &x));
+  RETURN_IF_ERROR(ReadNumberField(body, "frequency_penalty", -2, 2, &x));
   given.frequency_penalty = static_cast<float>(x.value_or(0));
   x.reset();
-  RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", 1e-6, 1e6, &x));
+  RETURN_IF_ERROR(ReadNumberField(body, "repetition_penalty", 1e-6, 1e6, &x));
   if (x.has_value()) set.repetition_penalty = static_cast<float>(*x);
   std::optional<int64_t> i;
   // vLLM's top_k: -1 (or 0) turns it off.
-  RETURN_IF_ERROR(ReadInt(body, "top_k", -1, std::numeric_limits<int>::max(), &i));
+  RETURN_IF_ERROR(ReadIntField(body, "top_k", -1, std::numeric_limits<int>::max(), &i));
   if (i.has_value()) set.top_k = static_cast<int>(std::max<int64_t>(*i, 0));
   i.reset();
-  RETURN_IF_ERROR(ReadInt(body, "seed", std::numeric_limits<int64_t>::min(),
-                          std::numeric_limits<int64_t>::max(), &i));
+  RETURN_IF_ERROR(ReadIntField(body, "seed", std::numeric_limits<int64_t>::min(),
+                               std::numeric_limits<int64_t>::max(), &i));
   if (i.has_value()) set.seed = static_cast<uint64_t>(*i);
   i.reset();
-  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
+  RETURN_IF_ERROR(ReadIntField(body, "min_tokens", 0, std::numeric_limits<int>::max(), &i));
   given.min_tokens = static_cast<int>(i.value_or(0));
   i.reset();
   RETURN_IF_ERROR(ReadLogitBias(body, &given));
-  RETURN_IF_ERROR(ReadInt(body, "prompt_logprobs", 0, kMaxLogprobs, &i));
+  RETURN_IF_ERROR(ReadIntField(body, "prompt_logprobs", 0, kMaxLogprobs, &i));
   call->prompt_logprobs = static_cast<int>(i.value_or(-1));
   i.reset();
   base->sampling = ResolveSampling(set, context.cluster->config(), given);
   call->seed = base->sampling.seed;
   // Bounded here, where it is read: the call's writer builds one choice per n before the
   // GenerationStream sees the requests.
-  RETURN_IF_ERROR(ReadInt(body, "n", 1, context.cluster->max_n(), &i));
+  RETURN_IF_ERROR(ReadIntField(body, "n", 1, context.cluster->max_n(), &i));
   base->n = static_cast<int>(i.value_or(1));
   i.reset();
-  RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &base->ignore_eos));
-  if (const OrderedJson* ids = GivenField(body, "stop_token_ids")) {
+  RETURN_IF_ERROR(ReadBoolField(body, "ignore_eos", &base->ignore_eos));
+  if (const OrderedJson* ids = JsonMember(body, "stop_token_ids")) {
     RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", kMaxStopTokenIds, &base->stop_token_ids));
   }
-  if (const OrderedJson* stop = GivenField(body, "stop")) {
+  if (const OrderedJson* stop = JsonMember(body, "stop")) {
     if (stop->is_string()) {
       call->stops.push_back(stop->get<std::string>());
     } else if (stop->is_array() && stop->size() <= kMaxStopStrings) {
@@ -170,14 +137,14 @@ absl::Status ReadCommon(const OrderedJson& body, const OpenAiContext& context, O
       }
     }
   }
-  RETURN_IF_ERROR(ReadBool(body, "stream", &call->stream));
-  if (const OrderedJson* options = GivenField(body, "stream_options")) {
+  RETURN_IF_ERROR(ReadBoolField(body, "stream", &call->stream));
+  if (const OrderedJson* options = JsonMember(body, "stream_options")) {
     if (!options->is_object()) return BadField("stream_options", "must be an object", kInvalidType);
     if (!call->stream) return BadField("stream_options", "only allowed with stream: true");
-    RETURN_IF_ERROR(ReadBool(*options, "include_usage", &call->include_usage));
+    RETURN_IF_ERROR(ReadBoolField(*options, "include_usage", &call->include_usage));
   }
   bool skip_special_tokens = true;
-  RETURN_IF_ERROR(ReadBool(body, "skip_special_tokens", &skip_special_tokens));
+  RETURN_IF_ERROR(ReadBoolField(body, "skip_special_tokens", &skip_special_tokens));
   return ReadConstraint(body, context.constraints, base);
 }
 
@@ -188,7 +155,7 @@ absl::Status ReadMaxTokens(const OrderedJson& body, bool chat, int max_model_len
   std::optional<int64_t> i;
   auto read = [&](const char* name, int64_t min) -> absl::Status {
     std::optional<int64_t> value;
-    RETURN_IF_ERROR(ReadInt(body, name, min, std::numeric_limits<int>::max(), &value));
+    RETURN_IF_ERROR(ReadIntField(body, name, min, std::numeric_limits<int>::max(), &value));
     if (!value.has_value()) return absl::OkStatus();
     if (*value >= max_model_len) {
       return BadField(name,
@@ -222,52 +189,6 @@ OpenAiCall Finish(OpenAiCall call) {
     r.sampling.prompt_logprobs = prompt_logprobs;
   }
   return call;
-}
-
-std::string ContentText(const OrderedJson& content) {
-  if (content.is_string()) return content.get<std::string>();
-  std::string text;
-  for (const OrderedJson& part : content) {
-    if (!text.empty()) text += "\n";
-    text += part.find("text")->get_ref<const std::string&>();
-  }
-  return text;
-}
-
-// The messages as the template sees them: content parts joined into one string.
-absl::StatusOr<OrderedJson> ReadMessages(const OrderedJson& body) {
-  const OrderedJson* messages = GivenField(body, "messages");
-  if (messages == nullptr) return BadField("messages", "is required", kMissingRequired);
-  if (!messages->is_array() || messages->empty() || messages->size() > kMaxMessages) {
-    return BadField("messages", absl::StrCat("must be a list of 1 to ", kMaxMessages, " messages"));
-  }
-  OrderedJson out = OrderedJson::array();
-  for (const OrderedJson& m : *messages) {
-    if (!m.is_object()) return BadField("messages", "each message must be an object");
-    const OrderedJson* role = GivenField(m, "role");
-    if (role == nullptr || !role->is_string())
-      return BadField("messages", "each needs a role string");
-    OrderedJson message = m;
-    if (const OrderedJson* content = GivenField(m, "content")) {
-      bool ok = content->is_string() || content->is_array();
-      if (content->is_array()) {
-        for (const OrderedJson& part : *content) {
-          const OrderedJson* type = part.is_object() ? GivenField(part, "type") : nullptr;
-          const OrderedJson* text = part.is_object() ? GivenField(part, "text") : nullptr;
-          ok = ok && type != nullptr && type->is_string() && *type == "text" && text != nullptr &&
-               text->is_string();
-        }
-      }
-      if (!ok) {
-        return BadField("messages",
-                        "content must be a string or a list of {\"type\": \"text\"} parts");
-      }
-      message["content"] = ContentText(*content);
-    }
-    RETURN_IF_ERROR(PrepareToolTurn(&message));
-    out.push_back(std::move(message));
-  }
-  return out;
 }
 
 // How the chat's output is parsed (tool calls, reasoning), and the grammar of a call that
@@ -315,53 +236,6 @@ absl::Status InOpenAiFieldNames(const absl::Status& status) {
   return renamed;
 }
 
-absl::StatusOr<std::string> RenderChat(const OrderedJson& body, const OpenAiContext& context) {
-  if (context.chat_template == nullptr) {
-    return absl::FailedPreconditionError(
-        "messages: this model has no chat template; start the router with --chat-template=FILE");
-  }
-  jinja::ChatTemplateInputs inputs;
-  ASSIGN_OR_RETURN(inputs.messages, ReadMessages(body));
-  RETURN_IF_ERROR(ReadBool(body, "add_generation_prompt", &inputs.add_generation_prompt));
-  bool continue_final = false;
-  RETURN_IF_ERROR(ReadBool(body, "continue_final_message", &continue_final));
-  if (continue_final) {
-    if (GivenField(body, "add_generation_prompt") != nullptr && inputs.add_generation_prompt) {
-      return BadField("continue_final_message", "cannot be used with add_generation_prompt: true");
-    }
-    inputs.add_generation_prompt = false;
-  }
-  ASSIGN_OR_RETURN(ToolRequest tools,
-                   ReadToolRequest(body, context.tool_format, /*build_grammar=*/false));
-  inputs.tools = std::move(tools.tools);
-  if (const OrderedJson* documents = GivenField(body, "documents")) {
-    if (!documents->is_array()) return BadField("documents", "must be a list", kInvalidType);
-    inputs.documents = *documents;
-  }
-  if (const OrderedJson* kwargs = GivenField(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object())
-      return BadField("chat_template_kwargs", "must be an object", kInvalidType);
-    inputs.extra_context = *kwargs;
-  }
-  inputs.bos_token = context.bos_token;
-  inputs.eos_token = context.eos_token;
-  absl::StatusOr<std::string> text = context.chat_template->Apply(inputs);
-  if (!text.ok())
-    return BadField("messages",
-                    absl::StrCat("the chat template failed: ", text.status().message()));
-  if (continue_final) {
-    // As transformers does: the text ends where the final message's content ends.
-    const OrderedJson& last = inputs.messages.back();
-    const std::string content(absl::StripAsciiWhitespace(last.value("content", std::string())));
-    const size_t at = content.empty() ? std::string::npos : text->rfind(content);
-    if (at == std::string::npos) {
-      return BadField("continue_final_message", "the final message's content is not in the prompt");
-    }
-    text->resize(at + content.size());
-  }
-  return text;
-}
-
 absl::StatusOr<OpenAiCall> ParseCompletionRequest(const OrderedJson& body,
                                                   const OpenAiContext& context) {
   RETURN_IF_ERROR(CheckKnownFields(body, /*chat=*/false));
@@ -369,20 +243,20 @@ absl::StatusOr<OpenAiCall> ParseCompletionRequest(const OrderedJson& body,
   GenerationRequest base;
   RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
   RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/false, context.cluster->max_model_len(), &base));
-  RETURN_IF_ERROR(ReadBool(body, "echo", &call.echo));
+  RETURN_IF_ERROR(ReadBoolField(body, "echo", &call.echo));
   std::optional<int64_t> logprobs;
-  RETURN_IF_ERROR(ReadInt(body, "logprobs", 0, kMaxLogprobs, &logprobs));
+  RETURN_IF_ERROR(ReadIntField(body, "logprobs", 0, kMaxLogprobs, &logprobs));
   if (logprobs.has_value()) call.top_logprobs = static_cast<int>(*logprobs);
   call.echo_logprobs = call.echo && logprobs.has_value();
   if (base.max_tokens == 0 && !call.echo_logprobs && call.prompt_logprobs < 0) {
     return BadField("max_tokens",
                     "must be >= 1 (0 only with echo and logprobs, or prompt_logprobs)");
   }
-  if (const OrderedJson* suffix = GivenField(body, "suffix"); suffix != nullptr) {
+  if (const OrderedJson* suffix = JsonMember(body, "suffix"); suffix != nullptr) {
     return BadField("suffix", "is not supported", kUnsupportedParameter);
   }
 
-  const OrderedJson* prompt = GivenField(body, "prompt");
+  const OrderedJson* prompt = JsonMember(body, "prompt");
   if (prompt == nullptr) return BadField("prompt", "is required", kMissingRequired);
   const int max_len = context.cluster->max_model_len();
   // Each prompt is a string or a list of token ids; a list of either makes several.
@@ -432,9 +306,9 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const OrderedJson& body, const OpenA
   RETURN_IF_ERROR(ReadCommon(body, context, &call, &base));
   RETURN_IF_ERROR(ReadMaxTokens(body, /*chat=*/true, context.cluster->max_model_len(), &base));
   bool logprobs = false;
-  RETURN_IF_ERROR(ReadBool(body, "logprobs", &logprobs));
+  RETURN_IF_ERROR(ReadBoolField(body, "logprobs", &logprobs));
   std::optional<int64_t> top;
-  RETURN_IF_ERROR(ReadInt(body, "top_logprobs", 0, kMaxLogprobs, &top));
+  RETURN_IF_ERROR(ReadIntField(body, "top_logprobs", 0, kMaxLogprobs, &top));
   if (top.has_value() && !logprobs) return BadField("top_logprobs", "needs logprobs: true");
   if (logprobs) call.top_logprobs = static_cast<int>(top.value_or(0));
 

@@ -8,41 +8,19 @@
 #define PAGODA_ROUTER_API_OPENAI_OPENAI_REQUEST_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/json.h"
-#include "lib/jinja/chat_template.h"
-#include "lib/text/tokenizer.h"
-#include "router/api/constraint_compiler.h"
 #include "router/api/openai/openai_chat_output.h"
+#include "router/api/openai/openai_context.h"
 #include "router/api/request_output.h"
-#include "router/core/cluster.h"
 
 namespace pagoda {
 
 // Prompts per /v1/completions call at most (each becomes its own request).
 inline constexpr int kMaxPromptsPerCall = 64;
-// Chat messages per call at most: each renders to a few tokens at least, so more could not fit
-// any model's context, and the template's work grows with them.
-inline constexpr size_t kMaxMessages = 4096;
-
-// What a request is parsed against. Pointers not owned; `chat_template` may be null (chat
-// requests are then refused).
-struct OpenAiContext {
-  const Cluster* cluster = nullptr;
-  const Tokenizer* tokenizer = nullptr;
-  const jinja::ChatTemplate* chat_template = nullptr;
-  std::optional<std::string> bos_token, eos_token;  // the template's variables
-  // Structured output (response_format, grammar, guided_*); null: those fields are refused.
-  ConstraintCompiler* constraints = nullptr;
-  // How this model writes tool calls and reasoning (--tool-call-parser, --reasoning-parser, or
-  // detected from its chat template); kNone: not parsed.
-  ToolCallFormat tool_format = ToolCallFormat::kNone;
-  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
-};
 
 struct OpenAiCall {
   bool chat = false;
@@ -75,10 +53,6 @@ absl::StatusOr<OpenAiCall> ParseChatRequest(const OrderedJson& body, const OpenA
 // A core validation error with the field named as this API names it (the core uses gRPC's
 // names: prompt_token_ids is `prompt`, a length over the model's is `max_tokens`).
 absl::Status InOpenAiFieldNames(const absl::Status& status);
-
-// The chat prompt text for `messages` and the template options in `body` (what
-// /v1/chat/completions and /tokenize render).
-absl::StatusOr<std::string> RenderChat(const OrderedJson& body, const OpenAiContext& context);
 
 }  // namespace pagoda
 

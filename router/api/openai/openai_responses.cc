@@ -8,8 +8,8 @@
 #include "absl/strings/string_view.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "router/api/openai/chat_prompt.h"
 #include "router/api/openai/openai_error.h"
-#include "router/api/openai/openai_fields.h"
 
 namespace pagoda {
 namespace {
@@ -96,7 +96,7 @@ absl::StatusOr<std::string> StringOf(const OrderedJson& v, absl::string_view fie
 
 // Settings that would need state or other service, accepted only at their stateless values.
 absl::Status CheckStateless(const OrderedJson& body) {
-  if (const OrderedJson* store = GivenField(body, "store")) {
+  if (const OrderedJson* store = JsonMember(body, "store")) {
     if (!store->is_boolean()) return BadField("store", "must be true or false", kInvalidType);
     if (store->get<bool>()) {
       return BadField("store",
@@ -105,7 +105,7 @@ absl::Status CheckStateless(const OrderedJson& body) {
                       kUnsupportedParameter);
     }
   }
-  if (const OrderedJson* background = GivenField(body, "background")) {
+  if (const OrderedJson* background = JsonMember(body, "background")) {
     if (!background->is_boolean())
       return BadField("background", "must be true or false", kInvalidType);
     if (background->get<bool>()) {
@@ -113,14 +113,14 @@ absl::Status CheckStateless(const OrderedJson& body) {
                       kUnsupportedParameter);
     }
   }
-  if (const OrderedJson* tier = GivenField(body, "service_tier")) {
+  if (const OrderedJson* tier = JsonMember(body, "service_tier")) {
     ASSIGN_OR_RETURN(std::string name, StringOf(*tier, "service_tier"));
     if (name != "auto" && name != "default") {
       return BadField("service_tier", "only \"auto\" and \"default\" are supported",
                       kUnsupportedParameter);
     }
   }
-  if (const OrderedJson* truncation = GivenField(body, "truncation")) {
+  if (const OrderedJson* truncation = JsonMember(body, "truncation")) {
     ASSIGN_OR_RETURN(std::string name, StringOf(*truncation, "truncation"));
     if (name != "disabled") {
       return BadField("truncation",
@@ -128,7 +128,7 @@ absl::Status CheckStateless(const OrderedJson& body) {
                       kUnsupportedParameter);
     }
   }
-  if (const OrderedJson* include = GivenField(body, "include")) {
+  if (const OrderedJson* include = JsonMember(body, "include")) {
     if (!include->is_array()) return BadField("include", "must be a list", kInvalidType);
     if (!include->empty()) {
       return BadField("include", "no additional output data is supported", kUnsupportedParameter);
@@ -136,13 +136,13 @@ absl::Status CheckStateless(const OrderedJson& body) {
   }
   // Identifiers for the client's own bookkeeping; prefix caching needs no key here.
   for (const char* id : {"user", "safety_identifier", "prompt_cache_key"}) {
-    if (const OrderedJson* v = GivenField(body, id)) RETURN_IF_ERROR(StringOf(*v, id).status());
+    if (const OrderedJson* v = JsonMember(body, id)) RETURN_IF_ERROR(StringOf(*v, id).status());
   }
   return absl::OkStatus();
 }
 
 absl::Status ReadMetadata(const OrderedJson& body, ResponsesCall* call) {
-  const OrderedJson* metadata = GivenField(body, "metadata");
+  const OrderedJson* metadata = JsonMember(body, "metadata");
   if (metadata == nullptr) return absl::OkStatus();
   if (!metadata->is_object() || metadata->size() > kMaxMetadataKeys) {
     return BadField("metadata", absl::StrCat("must be an object of at most ", kMaxMetadataKeys,
@@ -167,7 +167,7 @@ absl::StatusOr<OrderedJson> MessageContent(const OrderedJson& content) {
     return BadField("input", "a message's content must be a string or a list");
   OrderedJson parts = OrderedJson::array();
   for (const OrderedJson& part : content) {
-    const OrderedJson* type = part.is_object() ? GivenField(part, "type") : nullptr;
+    const OrderedJson* type = part.is_object() ? JsonMember(part, "type") : nullptr;
     if (type == nullptr || !type->is_string()) {
       return BadField("input", "each content part needs a type");
     }
@@ -179,7 +179,7 @@ absl::StatusOr<OrderedJson> MessageContent(const OrderedJson& content) {
           absl::StrCat("content type \"", name.substr(0, 64), "\" is not supported (text only)"),
           kUnsupportedParameter);
     }
-    const OrderedJson* text = GivenField(part, text_key);
+    const OrderedJson* text = JsonMember(part, text_key);
     if (text == nullptr || !text->is_string()) {
       return BadField("input", absl::StrCat("a ", name, " part needs its ", text_key, " string"));
     }
@@ -196,7 +196,7 @@ absl::StatusOr<OrderedJson> Message(const OrderedJson& item) {
                       kUnsupportedParameter);
     }
   }
-  const OrderedJson* role = GivenField(item, "role");
+  const OrderedJson* role = JsonMember(item, "role");
   if (role == nullptr || !role->is_string()) {
     return BadField("input", "each message needs a role string");
   }
@@ -205,7 +205,7 @@ absl::StatusOr<OrderedJson> Message(const OrderedJson& item) {
     return BadField("input", absl::StrCat("role \"", name.substr(0, 64),
                                           "\" is not one of user, system, developer, assistant"));
   }
-  const OrderedJson* content = GivenField(item, "content");
+  const OrderedJson* content = JsonMember(item, "content");
   if (content == nullptr) return BadField("input", "each message needs its content");
   ASSIGN_OR_RETURN(OrderedJson text, MessageContent(*content));
   // Chat templates know system, not developer: the developer's are the system's instructions.
@@ -214,7 +214,7 @@ absl::StatusOr<OrderedJson> Message(const OrderedJson& item) {
 
 absl::StatusOr<std::string> ItemString(const OrderedJson& item, const char* key,
                                        absl::string_view type) {
-  const OrderedJson* v = GivenField(item, key);
+  const OrderedJson* v = JsonMember(item, key);
   if (v == nullptr || !v->is_string()) {
     return BadField("input", absl::StrCat("a ", type, " item needs its ", key, " string"));
   }
@@ -237,7 +237,7 @@ absl::StatusOr<OrderedJson> InputMessages(const OrderedJson& input) {
       OrderedJson::object();  // call_id -> function name, for the tool messages
   for (const OrderedJson& item : input) {
     if (!item.is_object()) return BadField("input", "each item must be an object");
-    const OrderedJson* type = GivenField(item, "type");
+    const OrderedJson* type = JsonMember(item, "type");
     if (type != nullptr && !type->is_string()) return BadField("input", "type must be a string");
     const std::string kind = type == nullptr ? "message" : type->get<std::string>();
     if (kind == "message") {
@@ -258,7 +258,7 @@ absl::StatusOr<OrderedJson> InputMessages(const OrderedJson& input) {
       messages.back()["tool_calls"].push_back(std::move(tool_call));
     } else if (kind == "function_call_output") {
       ASSIGN_OR_RETURN(std::string call_id, ItemString(item, "call_id", kind));
-      const OrderedJson* output = GivenField(item, "output");
+      const OrderedJson* output = JsonMember(item, "output");
       if (output == nullptr) return BadField("input", "a function_call_output item needs output");
       ASSIGN_OR_RETURN(OrderedJson content, MessageContent(*output));
       OrderedJson message = {
@@ -278,7 +278,7 @@ absl::StatusOr<OrderedJson> InputMessages(const OrderedJson& input) {
 
 // text.format as chat's response_format.
 absl::Status ReadTextFormat(const OrderedJson& body, OrderedJson* chat, ResponsesCall* call) {
-  const OrderedJson* text = GivenField(body, "text");
+  const OrderedJson* text = JsonMember(body, "text");
   if (text == nullptr) return absl::OkStatus();
   if (!text->is_object()) return BadField("text", "must be an object", kInvalidType);
   for (const auto& [key, value] : text->items()) {
@@ -288,9 +288,9 @@ absl::Status ReadTextFormat(const OrderedJson& body, OrderedJson* chat, Response
                       kUnsupportedParameter);
     }
   }
-  const OrderedJson* format = GivenField(*text, "format");
+  const OrderedJson* format = JsonMember(*text, "format");
   if (format == nullptr) return absl::OkStatus();
-  const OrderedJson* type = format->is_object() ? GivenField(*format, "type") : nullptr;
+  const OrderedJson* type = format->is_object() ? JsonMember(*format, "type") : nullptr;
   if (type == nullptr || !type->is_string()) {
     return BadField("text.format", "needs a type: \"text\", \"json_object\" or \"json_schema\"");
   }
@@ -325,12 +325,12 @@ absl::Status ReadTextFormat(const OrderedJson& body, OrderedJson* chat, Response
 // nested one, which the chat path checks, renders and parses calls for; built-in tools are
 // refused by name.
 absl::Status ReadTools(const OrderedJson& body, OrderedJson* chat, ResponsesCall* call) {
-  const OrderedJson* tools = GivenField(body, "tools");
+  const OrderedJson* tools = JsonMember(body, "tools");
   if (tools != nullptr) {
     if (!tools->is_array()) return BadField("tools", "must be a list", kInvalidType);
     OrderedJson nested = OrderedJson::array();
     for (const OrderedJson& tool : *tools) {
-      const OrderedJson* type = tool.is_object() ? GivenField(tool, "type") : nullptr;
+      const OrderedJson* type = tool.is_object() ? JsonMember(tool, "type") : nullptr;
       if (type == nullptr || !type->is_string()) return BadField("tools", "each tool needs a type");
       if (*type != "function") {
         return BadField("tools",
@@ -354,7 +354,7 @@ absl::Status ReadTools(const OrderedJson& body, OrderedJson* chat, ResponsesCall
     call->tools = *tools;
     if (!nested.empty()) (*chat)["tools"] = std::move(nested);
   }
-  const OrderedJson* choice = GivenField(body, "tool_choice");
+  const OrderedJson* choice = JsonMember(body, "tool_choice");
   if (choice == nullptr) return absl::OkStatus();
   call->tool_choice = *choice;
   // OpenAI's default, "auto", comes without tools too: then there is nothing to choose.
@@ -363,8 +363,8 @@ absl::Status ReadTools(const OrderedJson& body, OrderedJson* chat, ResponsesCall
     return absl::OkStatus();
   }
   // Chat's named choice is {"type": "function", "function": {"name"}}.
-  if (choice->is_object() && GivenField(*choice, "type") != nullptr &&
-      (*choice)["type"] == "function" && GivenField(*choice, "name") != nullptr) {
+  if (choice->is_object() && JsonMember(*choice, "type") != nullptr &&
+      (*choice)["type"] == "function" && JsonMember(*choice, "name") != nullptr) {
     (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
   } else {
     (*chat)["tool_choice"] = *choice;
@@ -411,24 +411,24 @@ absl::StatusOr<ResponsesCall> ParseResponsesRequest(const OrderedJson& body,
   RETURN_IF_ERROR(ReadMetadata(body, &call));
   OrderedJson chat = OrderedJson::object();
   for (absl::string_view key : kChatFields) {
-    if (const OrderedJson* v = GivenField(body, key)) chat[std::string(key)] = *v;
+    if (const OrderedJson* v = JsonMember(body, key)) chat[std::string(key)] = *v;
   }
-  if (const OrderedJson* tokens = GivenField(body, "max_output_tokens")) {
+  if (const OrderedJson* tokens = JsonMember(body, "max_output_tokens")) {
     call.max_output_tokens = *tokens;
     chat["max_completion_tokens"] = *tokens;
   }
-  if (const OrderedJson* user = GivenField(body, "user")) call.user = *user;
-  if (const OrderedJson* parallel = GivenField(body, "parallel_tool_calls");
+  if (const OrderedJson* user = JsonMember(body, "user")) call.user = *user;
+  if (const OrderedJson* parallel = JsonMember(body, "parallel_tool_calls");
       parallel && parallel->is_boolean()) {
     call.parallel_tool_calls = parallel->get<bool>();
   }
   RETURN_IF_ERROR(ReadTextFormat(body, &chat, &call));
   RETURN_IF_ERROR(ReadTools(body, &chat, &call));
 
-  const OrderedJson* input = GivenField(body, "input");
+  const OrderedJson* input = JsonMember(body, "input");
   if (input == nullptr) return BadField("input", "is required", kMissingRequired);
   ASSIGN_OR_RETURN(OrderedJson messages, InputMessages(*input));
-  if (const OrderedJson* instructions = GivenField(body, "instructions")) {
+  if (const OrderedJson* instructions = JsonMember(body, "instructions")) {
     ASSIGN_OR_RETURN(std::string text, StringOf(*instructions, "instructions"));
     call.instructions = *instructions;
     messages.insert(messages.begin(),

@@ -2,27 +2,25 @@
 
 #include <httplib.h>
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/json.h"
 #include "common/process/guarded_http_server.h"
-#include "common/process/http_head.h"
 #include "common/process/http_server.h"
-#include "common/process/secret.h"
 #include "common/process/version.h"
 #include "glog/logging.h"
 #include "router/api/generation_stream.h"
 #include "router/api/openai/call_writer.h"
+#include "router/api/openai/head_gate.h"
 #include "router/api/openai/openai_embeddings.h"
 #include "router/api/openai/openai_error.h"
 #include "router/api/openai/openai_request.h"
 #include "router/api/openai/openai_response.h"
+#include "router/api/openai/openai_tokens.h"
 #include "router/api/openai/request_json.h"
 #include "router/api/openai/responses_output.h"
 #include "router/api/request_policy.h"
@@ -102,10 +100,12 @@ class OpenAiServer::Api {
       SendJson(res,
                OrderedJson{{"object", "list"}, {"data", OrderedJson::array({std::move(model)})}});
     });
-    s->Post("/tokenize",
-            [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
-    s->Post("/detokenize",
-            [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
+    s->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      Tokens(req, res, TokenizeReply);
+    });
+    s->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      Tokens(req, res, DetokenizeReply, {"tokens"});
+    });
     s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const bool ready = !options_.ready || options_.ready();
       res.status = ready ? 200 : 503;
@@ -153,36 +153,8 @@ class OpenAiServer::Api {
     });
   }
 
-  // Whether a request's head (its bytes through the blank line) may be served: it carries the
-  // key, or asks for an open path (health, version, metrics, a CORS preflight). The server's
-  // loop asks before it reads a body byte or reserves any share of the body budget.
-  bool HeadAuthorized(absl::string_view head) const {
-    if (options_.api_key.empty()) return true;
-    const absl::string_view auth = HttpHeaderValue(head, "Authorization");
-    if (BearerMatches(std::string_view(auth.data(), auth.size()), options_.api_key)) return true;
-    // "METHOD target HTTP/1.1": the path is the target without its query.
-    const absl::string_view line = head.substr(0, head.find("\r\n"));
-    const size_t space = line.find(' ');
-    const absl::string_view method = line.substr(0, space);
-    absl::string_view path = space == absl::string_view::npos ? "" : line.substr(space + 1);
-    path = path.substr(0, std::min(path.find(' '), path.find('?')));
-    if (path == "/health" || path == "/version" || path == "/metrics" ||
-        cors_.IsPreflight(method, HttpHeaderValue(head, "Origin"),
-                          HttpHeaderValue(head, "Access-Control-Request-Method"))) {
-      return true;
-    }
-    if (options_.metrics) options_.metrics->refused_api_key->Add();
-    return false;
-  }
-
-  // The CORS header lines of an answer to this head (what the server's loop refuses too).
-  std::string CorsHeaderLines(absl::string_view head) const {
-    std::string lines;
-    for (const auto& [name, value] : cors_.ResponseHeaders(HttpHeaderValue(head, "Origin"))) {
-      absl::StrAppend(&lines, name, ": ", value, "\r\n");
-    }
-    return lines;
-  }
+  // What the server's loop asks of a head before it reads the body.
+  const HeadGate& head_gate() const { return head_gate_; }
 
  private:
   static void SendJson(httplib::Response& res, const OrderedJson& j) {
@@ -348,70 +320,22 @@ class OpenAiServer::Api {
                     "application/json");
   }
 
-  void Tokenize(const httplib::Request& req, httplib::Response& res) {
+  // vLLM's /tokenize and /detokenize: plain reads of the body (openai_tokens.h).
+  void Tokens(const httplib::Request& req, httplib::Response& res,
+              absl::StatusOr<OrderedJson> (*reply)(const OrderedJson&, const OpenAiContext&),
+              std::vector<std::string> id_fields = {}) {
     OrderedJson body;
-    if (!ParseBody(req, res, &body)) return;
-    std::string text;
-    bool add_special_tokens = true;
-    if (body.contains("messages")) {
-      absl::StatusOr<std::string> rendered = RenderChat(body, context_);
-      if (!rendered.ok()) return SendStatus(res, rendered.status());
-      text = *std::move(rendered);
-      add_special_tokens = false;
-    } else if (body.contains("prompt") && body["prompt"].is_string()) {
-      text = body["prompt"].get<std::string>();
-    } else {
-      return SendError(res, 400, "prompt: must be a string (or send messages)", "prompt");
-    }
-    if (auto it = body.find("add_special_tokens"); it != body.end()) {
-      if (!it->is_boolean()) {
-        return SendError(res, 400, "add_special_tokens: must be true or false",
-                         "add_special_tokens", kInvalidType);
-      }
-      add_special_tokens = it->get<bool>();
-    }
-    absl::StatusOr<std::vector<int>> ids =
-        EncodePrompt(*tokenizer_, text, cluster_->max_model_len(), "prompt", add_special_tokens);
-    if (!ids.ok()) return SendStatus(res, ids.status());
-    SendJson(res, OrderedJson{{"count", ids->size()},
-                              {"max_model_len", cluster_->max_model_len()},
-                              {"tokens", *ids}});
-  }
-
-  void Detokenize(const httplib::Request& req, httplib::Response& res) {
-    OrderedJson body;
-    if (!ParseBody(req, res, &body, {"tokens"})) return;
-    const auto it = body.find("tokens");
-    std::vector<int> ids;
-    bool ok = it != body.end() && (it->is_array() || IsIdList(*it));
-    if (ok && IsIdList(*it)) {
-      ok = IdListSize(*it) <= cluster_->max_model_len();
-      if (ok) AppendIdList(*it, &ids);
-    } else if (ok) {
-      ok = it->size() <= static_cast<size_t>(cluster_->max_model_len());
-      for (size_t i = 0; ok && i < it->size(); ++i) {
-        const OrderedJson& id = (*it)[i];
-        ok = id.is_number_integer() && id.get<int64_t>() >= 0 &&
-             id.get<int64_t>() < tokenizer_->vocab_size();
-        if (ok) ids.push_back(id.get<int>());
-      }
-    }
-    // A compact list's ids are in [0, 2^31) already.
-    ok = ok &&
-         std::all_of(ids.begin(), ids.end(), [&](int id) { return id < tokenizer_->vocab_size(); });
-    if (!ok) {
-      return SendError(res, 400,
-                       absl::StrCat("tokens: must be a list of at most ", cluster_->max_model_len(),
-                                    " ids in [0, ", tokenizer_->vocab_size(), ")"),
-                       "tokens");
-    }
-    SendJson(res, OrderedJson{{"prompt", tokenizer_->Decode(ids)}});
+    if (!ParseBody(req, res, &body, std::move(id_fields))) return;
+    absl::StatusOr<OrderedJson> answer = reply(body, context_);
+    if (!answer.ok()) return SendStatus(res, answer.status());
+    SendJson(res, *answer);
   }
 
   Cluster* const cluster_;
   const Tokenizer* const tokenizer_;
   const CorsPolicy cors_;
   const OpenAiServerOptions options_;
+  const HeadGate head_gate_{options_.api_key, &cors_, options_.metrics};
   ConstraintCompiler constraints_;
   OpenAiContext context_;
   const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());
@@ -426,12 +350,9 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   limits.head.max_body_bytes = kMaxBodyBytes;
   server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
   // Every request's key on its head, before its body is read (401 from the server's loop).
-  limits.head_authorized = [api = server->api_.get()](absl::string_view head) {
-    return api->HeadAuthorized(head);
-  };
-  limits.refusal_headers = [api = server->api_.get()](absl::string_view head) {
-    return api->CorsHeaderLines(head);
-  };
+  const HeadGate* gate = &server->api_->head_gate();
+  limits.head_authorized = [gate](absl::string_view head) { return gate->Authorized(head); };
+  limits.refusal_headers = [gate](absl::string_view head) { return gate->RefusalHeaders(head); };
   server->server_ = std::make_unique<GuardedHttpServer>(limits);
   GuardedHttpServer* s = server->server_.get();
   UseExclusivePort(s);

@@ -7,7 +7,6 @@
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/openai_error.h"
-#include "router/api/openai/openai_fields.h"
 #include "router/api/openai/tools/tool_grammar.h"
 
 namespace pagoda {
@@ -40,7 +39,7 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
     const OrderedJson& tool = tools[i];
     const std::string at = absl::StrCat("tools[", i, "]");
     if (!tool.is_object()) return BadField(kField, at + " must be an object");
-    const OrderedJson* type = GivenField(tool, "type");
+    const OrderedJson* type = JsonMember(tool, "type");
     if (type == nullptr || *type != "function") {
       return BadField(kField, at + ".type must be \"function\" (the only tool type served)");
     }
@@ -51,7 +50,7 @@ absl::StatusOr<std::vector<ToolSpec>> ReadTools(const OrderedJson& tools) {
                         kUnsupportedParameter);
       }
     }
-    const OrderedJson* function = GivenField(tool, "function");
+    const OrderedJson* function = JsonMember(tool, "function");
     if (function == nullptr || !function->is_object()) {
       return BadField(kField, at + ".function must be an object", kMissingRequired);
     }
@@ -96,12 +95,12 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
                                             bool build_grammar, const SpecialTokenIds& special) {
   ToolRequest out;
   std::vector<ToolSpec> specs;
-  if (const OrderedJson* tools = GivenField(body, "tools")) {
+  if (const OrderedJson* tools = JsonMember(body, "tools")) {
     ASSIGN_OR_RETURN(specs, ReadTools(*tools));
     if (!specs.empty()) out.tools = *tools;
   }
   bool parallel = true;
-  if (const OrderedJson* p = GivenField(body, "parallel_tool_calls")) {
+  if (const OrderedJson* p = JsonMember(body, "parallel_tool_calls")) {
     if (!p->is_boolean())
       return BadField("parallel_tool_calls", "must be true or false", kInvalidType);
     parallel = p->get<bool>();
@@ -110,7 +109,7 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
   // OpenAI's default: "auto" with tools, "none" without.
   std::string choice = specs.empty() ? "none" : "auto";
   std::vector<ToolSpec> enforced;
-  if (const OrderedJson* c = GivenField(body, "tool_choice")) {
+  if (const OrderedJson* c = JsonMember(body, "tool_choice")) {
     if (c->is_string()) {
       choice = c->get<std::string>();
       if (choice != "none" && choice != "auto" && choice != "required") {
@@ -120,10 +119,10 @@ absl::StatusOr<ToolRequest> ReadToolRequest(const OrderedJson& body, ToolCallFor
       }
       if (choice == "required") enforced = specs;
     } else {
-      const OrderedJson* type = c->is_object() ? GivenField(*c, "type") : nullptr;
-      const OrderedJson* function = c->is_object() ? GivenField(*c, "function") : nullptr;
+      const OrderedJson* type = c->is_object() ? JsonMember(*c, "type") : nullptr;
+      const OrderedJson* function = c->is_object() ? JsonMember(*c, "function") : nullptr;
       const OrderedJson* name =
-          function != nullptr && function->is_object() ? GivenField(*function, "name") : nullptr;
+          function != nullptr && function->is_object() ? JsonMember(*function, "name") : nullptr;
       if (type == nullptr || *type != "function" || name == nullptr || !name->is_string()) {
         return BadField(
             "tool_choice",

@@ -81,6 +81,19 @@ TEST_F(OpenAiEmbeddingsTest, OptionsAreReadAndNullIsAbsent) {
   EXPECT_EQ(call->requests[0].prompt_ids, Encode("Once", true));
 }
 
+// As completions, chat and responses read it (openai_fields.h): a client that sends every
+// field it knows, null for those it leaves to the server, is not refused for the ones this
+// endpoint does not read.
+TEST_F(OpenAiEmbeddingsTest, AnUnknownFieldSetToNullIsAbsent) {
+  absl::StatusOr<EmbeddingCall> call =
+      Parse({{"input", "Once"}, {"frobnicate", nullptr}, {"prompt", nullptr}});
+  ASSERT_TRUE(call.ok()) << call.status();
+  ASSERT_EQ(call->requests.size(), 1u);
+  EXPECT_EQ(call->requests[0].prompt_ids, Encode("Once", /*add_special_tokens=*/true));
+  EXPECT_TRUE(Refused(Parse({{"input", "Once"}, {"frobnicate", OrderedJson::array()}}).status(),
+                      "frobnicate", kUnsupportedParameter));
+}
+
 TEST_F(OpenAiEmbeddingsTest, ABadFieldIsRefusedByName) {
   struct Case {
     const char* field;

@@ -1,7 +1,10 @@
-// The field reader every OpenAI endpoint shares (null is absent) and the fields completions and
-// chat read (anything else refused by name).
+// The typed field readers (null is absent, another type or range refused by name) and the
+// fields completions and chat read (anything else refused by name, unless null). JsonMember,
+// which every endpoint reads a field with, is tested with common/json.h.
 #include "router/api/openai/openai_fields.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -13,27 +16,64 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(GivenFieldTest, AnAbsentOrNullFieldIsNotGiven) {
-  const OrderedJson body = OrderedJson::parse(R"({"a": 1, "b": null, "c": false, "d": 0})");
-  ASSERT_NE(GivenField(body, "a"), nullptr);
-  EXPECT_EQ(*GivenField(body, "a"), 1);
-  EXPECT_EQ(GivenField(body, "a"), &body["a"]);  // the body's own value, not a copy
-  EXPECT_EQ(GivenField(body, "b"), nullptr);
-  EXPECT_EQ(GivenField(body, "z"), nullptr);
-  // False and zero are values, not absence.
-  ASSERT_NE(GivenField(body, "c"), nullptr);
-  EXPECT_EQ(*GivenField(body, "c"), false);
-  ASSERT_NE(GivenField(body, "d"), nullptr);
-  // Not an object: nothing is given.
-  EXPECT_EQ(GivenField(OrderedJson::array({1, 2}), "a"), nullptr);
-  EXPECT_EQ(GivenField(OrderedJson("a"), "a"), nullptr);
-  EXPECT_EQ(GivenField(OrderedJson(nullptr), "a"), nullptr);
-}
-
 // The param and code OpenAI's error reports for `status`.
 std::string ParamAndCode(const absl::Status& status) {
   const OpenAiError e = ErrorOf(status);
   return e.param + " " + e.code;
+}
+
+TEST(ReadFieldTest, AnAbsentOrNullFieldLeavesTheValueAsItWas) {
+  const OrderedJson body = {{"a", nullptr}};
+  std::optional<double> x;
+  std::optional<int64_t> i;
+  bool b = true;
+  for (const char* name : {"a", "z"}) {
+    EXPECT_TRUE(ReadNumberField(body, name, 0, 1, &x).ok());
+    EXPECT_TRUE(ReadIntField(body, name, 0, 1, &i).ok());
+    EXPECT_TRUE(ReadBoolField(body, name, &b).ok());
+  }
+  EXPECT_FALSE(x.has_value());
+  EXPECT_FALSE(i.has_value());
+  EXPECT_TRUE(b);
+}
+
+TEST(ReadFieldTest, AValueOfItsTypeWithinItsRangeIsRead) {
+  const OrderedJson body = {
+      {"x", 0.5}, {"i", 3}, {"whole", 2.0}, {"b", false}, {"big", UINT64_MAX}};
+  std::optional<double> x;
+  ASSERT_TRUE(ReadNumberField(body, "x", 0, 1, &x).ok());
+  EXPECT_EQ(x, 0.5);
+  ASSERT_TRUE(ReadNumberField(body, "i", 0, 3, &x).ok()) << "an integer is a number";
+  EXPECT_EQ(x, 3);
+  std::optional<int64_t> i;
+  ASSERT_TRUE(ReadIntField(body, "i", 3, 3, &i).ok());
+  EXPECT_EQ(i, 3);
+  bool b = true;
+  ASSERT_TRUE(ReadBoolField(body, "b", &b).ok());
+  EXPECT_FALSE(b);
+  // An unsigned past int64 is read as INT64_MAX, then bounded.
+  i.reset();
+  ASSERT_TRUE(ReadIntField(body, "big", 0, INT64_MAX, &i).ok());
+  EXPECT_EQ(i, INT64_MAX);
+  EXPECT_EQ(ParamAndCode(ReadIntField(body, "big", 0, 100, &i)), "big invalid_value");
+}
+
+TEST(ReadFieldTest, AnotherTypeOrOutOfRangeIsRefusedByName) {
+  const OrderedJson body = {{"s", "1"}, {"f", 1.5}, {"i", 7}, {"b", 1}, {"neg", -1}};
+  std::optional<double> x;
+  std::optional<int64_t> i;
+  bool b = false;
+  EXPECT_EQ(ParamAndCode(ReadNumberField(body, "s", 0, 10, &x)), "s invalid_type");
+  EXPECT_EQ(ParamAndCode(ReadNumberField(body, "i", 0, 5, &x)), "i invalid_value");
+  EXPECT_EQ(ParamAndCode(ReadNumberField(body, "neg", 0, 5, &x)), "neg invalid_value");
+  EXPECT_EQ(ParamAndCode(ReadIntField(body, "f", 0, 10, &i)), "f invalid_type");
+  EXPECT_EQ(ParamAndCode(ReadIntField(body, "s", 0, 10, &i)), "s invalid_type");
+  EXPECT_EQ(ParamAndCode(ReadIntField(body, "i", 0, 6, &i)), "i invalid_value");
+  EXPECT_EQ(ParamAndCode(ReadBoolField(body, "b", &b)), "b invalid_type");
+  EXPECT_FALSE(x.has_value());
+  EXPECT_FALSE(i.has_value());
+  EXPECT_THAT(std::string(ReadIntField(body, "i", 0, 6, &i).message()),
+              HasSubstr("i: must be in [0, 6]"));
 }
 
 TEST(CheckKnownFieldsTest, EachEndpointTakesItsOwnFields) {

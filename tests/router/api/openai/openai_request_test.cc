@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "router/api/openai/chat_prompt.h"
 #include "router/api/openai/request_json.h"
 #include "tests/router/api/openai/openai_context_fixture.h"
 
