@@ -59,7 +59,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     std::vector<GenerationRequest> requests;
     requests.push_back(std::move(request));
     const absl::Status submitted =
-        stream_.Submit(std::move(requests), stops, give_up_at, GrpcPeer(context->peer()));
+        stream_.Submit(std::move(requests), stops, give_up_at, service->Peer(*context));
     absl::MutexLock lock(&mu_);
     if (!submitted.ok()) FinishLocked(ToGrpcStatus(submitted));
   }
@@ -211,13 +211,26 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
                                      std::string model_name, RouterMetrics* metrics,
-                                     std::string api_key)
+                                     std::string api_key, std::string client_header)
     : cluster_(cluster),
       tokenizer_(tokenizer),
       constraints_(std::make_unique<ConstraintCompiler>(tokenizer, cluster->config())),
       metrics_(metrics),
       model_name_(std::move(model_name)),
-      api_key_(std::move(api_key)) {}
+      api_key_(std::move(api_key)),
+      client_header_(std::move(client_header)) {}
+
+RequestPeer GenerationService::Peer(const grpc::CallbackServerContext& context) const {
+  RequestPeer peer = GrpcPeer(context.peer());
+  if (client_header_.empty()) return peer;
+  // Behind the proxy: its connection stands for one client connection (http-reuse never).
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find(client_header_);
+  if (found != metadata.end() && !found->second.empty() && found->second.size() <= 64) {
+    peer.client = std::string(found->second.data(), found->second.size());
+  }
+  return peer;
+}
 
 grpc::Status GenerationService::Admit(const grpc::CallbackServerContext& context,
                                       const grpc::ByteBuffer& bytes,

@@ -29,8 +29,11 @@ class GenerationService final : public RawGenerationService {
  public:
   // Not owned; all must outlive the service. `metrics` may be null. With an `api_key`, every
   // call must carry `authorization: Bearer <api_key>` or fails with UNAUTHENTICATED.
+  // With a `client_header`, a call's client (for the per-client caps) is that metadata's value:
+  // the proxy in front of the port sets it (router/link/h2_proxy.h), every call comes from it.
   GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
-                    RouterMetrics* metrics = nullptr, std::string api_key = "");
+                    RouterMetrics* metrics = nullptr, std::string api_key = "",
+                    std::string client_header = "");
 
   // Generate(GenerateRequest) -> stream of GenerateResponse, Tokenize and GetModelInfo, each
   // with its messages serialized.
@@ -57,6 +60,8 @@ class GenerationService final : public RawGenerationService {
   Cluster* cluster() const { return cluster_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   RouterMetrics* metrics() const { return metrics_; }
+  // Who made the call: its connection, and its client's address.
+  RequestPeer Peer(const grpc::CallbackServerContext& context) const;
 
  private:
   Cluster* cluster_;            // Not owned.
@@ -65,7 +70,8 @@ class GenerationService final : public RawGenerationService {
   std::unique_ptr<ConstraintCompiler> constraints_;
   RouterMetrics* metrics_;  // Not owned; may be null.
   const std::string model_name_;
-  const std::string api_key_;  // "" = calls need no key
+  const std::string api_key_;        // "" = calls need no key
+  const std::string client_header_;  // "" = the client is the connection's address
 };
 
 // absl::Status -> grpc::Status with the same code and message.
