@@ -53,9 +53,13 @@ TEST_F(HostileGrpcTest, StalledReadersNeverKeepHonestClientsWaiting) {
   for (auto& reader : stalled.readers) reader->Finish();
 }
 
+// On the router's own port (--h2-proxy=off): HAProxy 2.6 in front holds the end of a call the
+// router cancelled until the client's own deadline (the router's side is freed all the same).
 class StallTimeoutTest : public HostileGrpcTest {
  protected:
-  std::vector<std::string> ExtraRouterFlags() const override { return {"--stall-timeout-s=2"}; }
+  std::vector<std::string> ExtraRouterFlags() const override {
+    return {"--stall-timeout-s=2", "--h2-proxy=off"};
+  }
 };
 
 // Row 1: a client that reads nothing for --stall-timeout-s is cancelled; its KV comes back
