@@ -229,7 +229,9 @@ absl::Status RouterServer::Listen() {
 
   generation_ = std::make_unique<GenerationService>(
       cluster_.get(), tokenizer_.get(), served_name_, &metrics_, options_.api_key,
-      options_.h2_proxy.empty() ? "" : kProxyClientHeader);
+      options_.h2_proxy.empty()
+          ? std::pair<std::string, std::string>()
+          : std::pair<std::string, std::string>(kProxyClientHeader, kProxyConnectionHeader));
   grpc::EnableDefaultHealthCheckService(true);  // after the worker port's server: not there
   grpc::ServerBuilder builder;
   // Behind the proxy the router's own server is on a loopback port only the proxy dials.

@@ -211,24 +211,27 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
                                      std::string model_name, RouterMetrics* metrics,
-                                     std::string api_key, std::string client_header)
+                                     std::string api_key,
+                                     std::pair<std::string, std::string> proxy_headers)
     : cluster_(cluster),
       tokenizer_(tokenizer),
       constraints_(std::make_unique<ConstraintCompiler>(tokenizer, cluster->config())),
       metrics_(metrics),
       model_name_(std::move(model_name)),
       api_key_(std::move(api_key)),
-      client_header_(std::move(client_header)) {}
+      proxy_headers_(std::move(proxy_headers)) {}
 
 RequestPeer GenerationService::Peer(const grpc::CallbackServerContext& context) const {
   RequestPeer peer = GrpcPeer(context.peer());
-  if (client_header_.empty()) return peer;
-  // Behind the proxy: its connection stands for one client connection (http-reuse never).
   const auto& metadata = context.client_metadata();
-  const auto found = metadata.find(client_header_);
-  if (found != metadata.end() && !found->second.empty() && found->second.size() <= 64) {
-    peer.client = std::string(found->second.data(), found->second.size());
-  }
+  const auto value = [&](const std::string& key, std::string* out) {
+    const auto found = key.empty() ? metadata.end() : metadata.find(key);
+    if (found != metadata.end() && !found->second.empty() && found->second.size() <= 64) {
+      *out = std::string(found->second.data(), found->second.size());
+    }
+  };
+  value(proxy_headers_.first, &peer.client);
+  value(proxy_headers_.second, &peer.connection);
   return peer;
 }
 

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "lib/text/tokenizer.h"
@@ -29,11 +30,12 @@ class GenerationService final : public RawGenerationService {
  public:
   // Not owned; all must outlive the service. `metrics` may be null. With an `api_key`, every
   // call must carry `authorization: Bearer <api_key>` or fails with UNAUTHENTICATED.
-  // With a `client_header`, a call's client (for the per-client caps) is that metadata's value:
-  // the proxy in front of the port sets it (router/link/h2_proxy.h), every call comes from it.
+  // With `proxy_headers` (client, connection), a call's client and connection (for the paused
+  // caps) are those metadata's values: the proxy in front of the port sets them
+  // (router/link/h2_proxy.h), every call comes from it.
   GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
                     RouterMetrics* metrics = nullptr, std::string api_key = "",
-                    std::string client_header = "");
+                    std::pair<std::string, std::string> proxy_headers = {});
 
   // Generate(GenerateRequest) -> stream of GenerateResponse, Tokenize and GetModelInfo, each
   // with its messages serialized.
@@ -70,8 +72,9 @@ class GenerationService final : public RawGenerationService {
   std::unique_ptr<ConstraintCompiler> constraints_;
   RouterMetrics* metrics_;  // Not owned; may be null.
   const std::string model_name_;
-  const std::string api_key_;        // "" = calls need no key
-  const std::string client_header_;  // "" = the client is the connection's address
+  const std::string api_key_;  // "" = calls need no key
+  // Metadata keys naming the client and its connection; "": the gRPC peer's.
+  const std::pair<std::string, std::string> proxy_headers_;
 };
 
 // absl::Status -> grpc::Status with the same code and message.

@@ -93,13 +93,16 @@ frontend grpc
                           options.max_requests_per_s);
   }
   absl::StrAppendFormat(&config, R"(  http-request set-header %s %%[src]
+  http-request set-header %s %%[src]:%%[src_port]
   default_backend router
 
 backend router
-  http-reuse never  # a backend connection serves one client connection
-  server router 127.0.0.1:%d proto h2 maxconn 4096
+  # A call per backend connection: calls sharing one would stop with the first whose client
+  # stops reading (HAProxy reads a connection's frames in order).
+  http-reuse never
+  server router 127.0.0.1:%d proto h2 maxconn 4096 max-reuse 0
 )",
-                        kProxyClientHeader, options.backend_port);
+                        kProxyClientHeader, kProxyConnectionHeader, options.backend_port);
   return config;
 }
 

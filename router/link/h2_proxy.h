@@ -9,9 +9,11 @@
 // The router binds the public port itself and hands the listening socket to HAProxy (its
 // `bind fd@3`): the port's errors are the router's, port 0 works, and a restarted HAProxy
 // takes the same socket, so connections made while it restarts wait in the backlog instead of
-// being refused. HAProxy forwards to the router's own server on a loopback port, one backend
-// connection per client connection (`http-reuse never`: per-connection caps still see one
-// client), with the client's address in `x-pagoda-client` (gRPC does not speak PROXY).
+// being refused. HAProxy forwards to the router's own server on a loopback port, each call on a
+// backend connection of its own (`max-reuse 0`): HAProxy 2.6 reads a backend connection's
+// frames in order, so calls sharing one stop together when one's client stops reading (a slow
+// reader that reads its calls one after the other then never finishes). The client's address
+// and connection travel in x-pagoda-client and x-pagoda-connection (gRPC does not speak PROXY).
 //
 // Supervision: HAProxy dies with the router (PR_SET_PDEATHSIG); when it dies first, Reap logs
 // it and starts it again (at most once a second): the socket is the router's, so the port never
@@ -33,8 +35,10 @@
 
 namespace pagoda {
 
-// The metadata key HAProxy sets to the client's address (a client's own value is replaced).
+// The metadata keys HAProxy sets (a client's own values are replaced): the client's address,
+// and its connection's (address:port).
 inline constexpr char kProxyClientHeader[] = "x-pagoda-client";
+inline constexpr char kProxyConnectionHeader[] = "x-pagoda-connection";
 // Where --h2-proxy=auto looks for HAProxy (Debian's package).
 inline constexpr char kDefaultHaproxy[] = "/usr/sbin/haproxy";
 

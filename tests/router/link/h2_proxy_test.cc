@@ -30,8 +30,10 @@ TEST(H2ProxyTest, TheConfigurationBoundsFloodsAndPassesTheClientOn) {
   EXPECT_THAT(config, HasSubstr("sc_http_req_rate(0) gt 150"));
   EXPECT_THAT(config, HasSubstr("sc_conn_cur(0) gt 64"));
   EXPECT_THAT(config, HasSubstr(std::string("set-header ") + kProxyClientHeader + " %[src]"));
-  EXPECT_THAT(config, HasSubstr("http-reuse never"));
-  EXPECT_THAT(config, HasSubstr("server router 127.0.0.1:41234 proto h2"));
+  EXPECT_THAT(config, HasSubstr(std::string("set-header ") + kProxyConnectionHeader +
+                                " %[src]:%[src_port]"));
+  // A call per backend connection: calls sharing one stop with the first unread one.
+  EXPECT_THAT(config, HasSubstr("server router 127.0.0.1:41234 proto h2 maxconn 4096 max-reuse 0"));
   EXPECT_THAT(H2ProxyConfig({.backend_port = 1, .max_requests_per_s = 0}),
               Not(HasSubstr("http_req_rate(0) gt")));
 }
