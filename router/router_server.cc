@@ -338,7 +338,8 @@ void RouterServer::Tick() {
   cluster_->Tick(absl::Now());
   if (h2_proxy_) h2_proxy_->Reap();  // restarts an HAProxy that died
   {
-    // Ready (SERVING) exactly while at least one worker that is not draining is connected.
+    // Ready (SERVING) exactly while at least one worker that is not draining is connected and
+    // the HAProxy in front of the public port (if any) runs.
     absl::MutexLock lock(&mu_);
     const bool proxy_up = h2_proxy_ == nullptr || h2_proxy_->running();
     const bool ready =

@@ -1,6 +1,9 @@
 #include "router/link/h2_proxy.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -49,6 +52,36 @@ absl::StatusOr<int> Listen(const std::string& host, int port, int* bound) {
   *bound = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                             : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   return fd;
+}
+
+// True once whoever accepts on the listening socket `listen_fd` answers an HTTP/2 client
+// preface with a frame (HAProxy's SETTINGS) within `timeout`. The kernel accepts connections
+// before HAProxy runs: a client that connected then would wait for its SETTINGS instead.
+bool AnswersHttp2(int listen_fd, absl::Duration timeout) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    if (in->sin_addr.s_addr == htonl(INADDR_ANY)) in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else if (addr.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) in6->sin6_addr = in6addr_loopback;
+  }
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  // The client preface and an empty SETTINGS frame.
+  static constexpr char kPreface[] =
+      "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+  char byte = 0;
+  pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+  const bool answered =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+      write(fd, kPreface, sizeof(kPreface) - 1) == static_cast<ssize_t>(sizeof(kPreface) - 1) &&
+      poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1 &&
+      read(fd, &byte, 1) == 1;
+  close(fd);
+  return answered;
 }
 
 }  // namespace
@@ -120,6 +153,22 @@ absl::StatusOr<std::unique_ptr<H2Proxy>> H2Proxy::Start(const H2ProxyOptions& op
   }
   std::unique_ptr<H2Proxy> proxy(new H2Proxy(options, *listen_fd, config_fd, port));
   if (!proxy->Spawn()) return absl::InternalError("cannot start HAProxy");
+  // Serving once HAProxy answers on the port, so no client waits for it; one that exits
+  // first (its reason is in the log) fails the start.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!AnswersHttp2(*listen_fd, absl::Milliseconds(100))) {
+    int status = 0;
+    if (waitpid(proxy->pid_, &status, WNOHANG) == proxy->pid_) {
+      proxy->pid_ = -1;
+      return absl::InternalError(absl::StrCat(options.haproxy, " exited at start (code ",
+                                              WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                                              "): see its lines above; --h2-proxy=off serves the "
+                                              "port without it"));
+    }
+    if (absl::Now() > give_up) {
+      return absl::InternalError("HAProxy does not answer on the public port after 30 s");
+    }
+  }
   return proxy;
 }
 

@@ -60,9 +60,10 @@ std::string H2ProxyConfig(const H2ProxyOptions& options);
 
 class H2Proxy {
  public:
-  // Binds and listens on host:port, then starts HAProxy on that socket. UNAVAILABLE when the
-  // port cannot be bound (the message says "cannot listen"), INTERNAL when HAProxy cannot be
-  // forked.
+  // Binds and listens on host:port, starts HAProxy on that socket and returns once it answers
+  // there (the kernel accepts before HAProxy runs: a client would wait for it). UNAVAILABLE
+  // when the port cannot be bound (the message says "cannot listen"), INTERNAL when HAProxy
+  // cannot be forked, exits at start or does not answer within 30 s.
   static absl::StatusOr<std::unique_ptr<H2Proxy>> Start(const H2ProxyOptions& options);
   ~H2Proxy();  // kills HAProxy and closes the port
 
