@@ -122,6 +122,15 @@ ABSL_FLAG(int, max_paused_per_connection, 64,
           "oldest paused call there is cancelled (0: no cap)");
 ABSL_FLAG(int, max_paused_per_client, 256,
           "paused sequences per client IP address, over all its connections (0: no cap)");
+ABSL_FLAG(std::string, h2_proxy, "auto",
+          "HTTP/2 flood guard: auto = the HAProxy tools/setup.sh installs (/usr/sbin/haproxy) "
+          "serves --port and forwards to the router on a loopback port, bounding rapid reset and "
+          "CONTINUATION floods (gRPC 1.51 does not); none installed: served directly, with a "
+          "warning | off = the router serves --port itself (behind another proxy) | a path = "
+          "that haproxy executable");
+ABSL_FLAG(int, h2_proxy_max_requests_per_s, 200,
+          "--h2-proxy: requests a second from one client address before HTTP 429 (gRPC "
+          "UNAVAILABLE); 0 = no limit");
 ABSL_FLAG(bool, enable_reflection, false,
           "serve gRPC server reflection on --port (lists pagoda.v1.Generation and health only)");
 
@@ -150,7 +159,7 @@ pagoda::ProgramUsage Usage() {
           {"Failure and shutdown", {"heartbeat_timeout_s", "step_timeout_s", "shutdown_grace_s"}},
           {"Security",
            {"worker_token", "insecure_worker_port", "tls_cert", "tls_key", "tls_ca", "api_key",
-            "max_streams_per_connection"}},
+            "max_streams_per_connection", "h2_proxy", "h2_proxy_max_requests_per_s"}},
           {"Hostile clients",
            {"stall_timeout_s", "max_paused_per_connection", "max_paused_per_client",
             "enable_reflection"}},
@@ -258,6 +267,15 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   o.cluster.paused_caps = {.max_per_connection = absl::GetFlag(FLAGS_max_paused_per_connection),
                            .max_per_client = absl::GetFlag(FLAGS_max_paused_per_client)};
   o.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
+  ASSIGN_OR_RETURN(o.h2_proxy, pagoda::ResolveH2Proxy(absl::GetFlag(FLAGS_h2_proxy)));
+  if (o.h2_proxy.empty() && absl::GetFlag(FLAGS_h2_proxy) == "auto") {
+    LOG(WARNING) << "--h2-proxy=auto: " << pagoda::kDefaultHaproxy
+                 << " is not installed (tools/setup.sh installs it)";
+  }
+  o.h2_proxy_max_requests_per_s = absl::GetFlag(FLAGS_h2_proxy_max_requests_per_s);
+  if (o.h2_proxy_max_requests_per_s < 0) {
+    return absl::InvalidArgumentError("--h2-proxy-max-requests-per-s must be >= 0");
+  }
 
   o.local_workers.num_workers = absl::GetFlag(FLAGS_spawn_workers);
   o.local_workers.binary = (std::filesystem::path(argv0).parent_path() / "pagoda-worker").string();

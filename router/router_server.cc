@@ -249,12 +249,18 @@ absl::Status RouterServer::Listen() {
         absl::StrCat("cannot listen on worker port ", options_.worker_port));
   }
 
-  generation_ = std::make_unique<GenerationService>(cluster_.get(), tokenizer_.get(), served_name_,
-                                                    &metrics_, options_.api_key);
+  generation_ = std::make_unique<GenerationService>(
+      cluster_.get(), tokenizer_.get(), served_name_, &metrics_, options_.api_key,
+      options_.h2_proxy.empty()
+          ? std::pair<std::string, std::string>()
+          : std::pair<std::string, std::string>(kProxyClientHeader, kProxyConnectionHeader));
   grpc::EnableDefaultHealthCheckService(true);  // after the worker port's server: not there
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat(host, ":", options_.port),
-                           grpc::InsecureServerCredentials(), &port_);
+  // Behind the proxy the router's own server is on a loopback port only the proxy dials.
+  const bool proxied = !options_.h2_proxy.empty();
+  builder.AddListeningPort(
+      proxied ? std::string("127.0.0.1:0") : absl::StrCat(host, ":", options_.port),
+      grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(generation_.get());
   if (options_.enable_reflection) {
     // Our own: gRPC's would describe every linked proto, worker.proto too. gRPC's built-in
@@ -274,6 +280,24 @@ absl::Status RouterServer::Listen() {
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on port ", options_.port));
+  }
+  if (proxied) {
+    const int own_port = port_;
+    ASSIGN_OR_RETURN(h2_proxy_,
+                     H2Proxy::Start({.haproxy = options_.h2_proxy,
+                                     .host = host,
+                                     .port = options_.port,
+                                     .backend_port = own_port,
+                                     .max_requests_per_s = options_.h2_proxy_max_requests_per_s}));
+    port_ = h2_proxy_->port();
+    LOG(INFO) << "HTTP/2 flood guard: HAProxy (" << options_.h2_proxy << ", pid "
+              << h2_proxy_->pid() << ") serves the public gRPC port " << host << ":" << port_
+              << " and forwards to the router on 127.0.0.1:" << own_port
+              << " (--h2-proxy=off to serve it directly, e.g. behind another proxy)";
+  } else {
+    LOG(WARNING) << "no HTTP/2 flood guard: gRPC serves the public port " << host << ":" << port_
+                 << " directly, with no bound on rapid reset or CONTINUATION floods (gRPC 1.51); "
+                    "put a proxy in front, or install haproxy and use --h2-proxy=auto";
   }
 
   if (options_.http_port) {
@@ -334,13 +358,19 @@ void RouterServer::Tick() {
   const ClusterStats stats = cluster_->stats();
   LogStats(stats);
   cluster_->Tick(absl::Now());
+  if (h2_proxy_) h2_proxy_->Reap();  // restarts an HAProxy that died
   {
-    // Ready (SERVING) exactly while at least one worker that is not draining is connected.
+    // Ready (SERVING) exactly while at least one worker that is not draining is connected and
+    // the HAProxy in front of the public port (if any) runs.
     absl::MutexLock lock(&mu_);
-    const bool ready = !shutting_down_ && stats.num_workers > stats.num_draining_workers;
+    const bool proxy_up = h2_proxy_ == nullptr || h2_proxy_->running();
+    const bool ready =
+        !shutting_down_ && stats.num_workers > stats.num_draining_workers && proxy_up;
     if (ready != serving_) {
       SetReadyLocked(ready);
-      LOG(INFO) << (ready ? "serving" : "not serving: no worker ready");
+      LOG(INFO) << (ready       ? "serving"
+                    : !proxy_up ? "not serving: HAProxy is down"
+                                : "not serving: no worker ready");
     }
   }
   local_workers_->Reap();

@@ -5,8 +5,9 @@
 //
 // Health (grpc.health.v1 on `port`): "liveness" is SERVING while the server runs; "" (and
 // "pagoda.v1.Generation") is SERVING while at least one worker that is not draining is
-// connected. Shutdown: readiness goes NOT_SERVING, new calls are refused, and the streams in
-// flight get up to `shutdown_grace` to finish.
+// connected, and the proxy in front of `port` (h2_proxy) runs. Shutdown: readiness goes
+// NOT_SERVING, new calls are refused, and the streams in flight get up to `shutdown_grace` to
+// finish.
 //
 //   auto server = RouterServer::Start(options);   // loads, listens, spawns
 //   std::thread t([&] { (*server)->Run(); });      // ticks until Shutdown
@@ -35,6 +36,7 @@
 #include "router/api/openai/tools/tool_call_format.h"
 #include "router/core/cluster.h"
 #include "router/core/router_metrics.h"
+#include "router/link/h2_proxy.h"
 #include "router/link/local_workers.h"
 
 namespace grpc {
@@ -74,6 +76,10 @@ struct RouterServerOptions {
   std::optional<int> metrics_port;       // /metrics and /health; unset: none; 0: any free port
   int max_streams_per_connection = 256;  // concurrent calls on one client connection
   bool enable_reflection = false;        // gRPC server reflection on `port` (public services only)
+  // HAProxy in front of `port` (router/link/h2_proxy.h): its executable; "": the router serves
+  // `port` itself (pagoda-router's --h2-proxy=auto picks kDefaultHaproxy when installed).
+  std::string h2_proxy;
+  int h2_proxy_max_requests_per_s = 200;  // per client address through the proxy; 0: no limit
 
   ClusterOptions cluster;  // scheduling and placement; its metrics are the server's own
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // a worker silent this long is dead
@@ -145,6 +151,7 @@ class RouterServer {
   std::unique_ptr<GenerationService> generation_;
   std::unique_ptr<PublicReflection> reflection_;  // with enable_reflection
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<H2Proxy> h2_proxy_;  // with options_.h2_proxy: owns the public port
   std::unique_ptr<OpenAiServer> http_;
   std::unique_ptr<LocalWorkers> local_workers_;
   int port_ = 0;

@@ -59,7 +59,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     std::vector<GenerationRequest> requests;
     requests.push_back(std::move(request));
     const absl::Status submitted =
-        stream_.Submit(std::move(requests), stops, give_up_at, GrpcPeer(context->peer()));
+        stream_.Submit(std::move(requests), stops, give_up_at, service->Peer(*context));
     absl::MutexLock lock(&mu_);
     if (!submitted.ok()) FinishLocked(ToGrpcStatus(submitted));
   }
@@ -211,13 +211,29 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
                                      std::string model_name, RouterMetrics* metrics,
-                                     std::string api_key)
+                                     std::string api_key,
+                                     std::pair<std::string, std::string> proxy_headers)
     : cluster_(cluster),
       tokenizer_(tokenizer),
       constraints_(std::make_unique<ConstraintCompiler>(tokenizer, cluster->config())),
       metrics_(metrics),
       model_name_(std::move(model_name)),
-      api_key_(std::move(api_key)) {}
+      api_key_(std::move(api_key)),
+      proxy_headers_(std::move(proxy_headers)) {}
+
+RequestPeer GenerationService::Peer(const grpc::CallbackServerContext& context) const {
+  RequestPeer peer = GrpcPeer(context.peer());
+  const auto& metadata = context.client_metadata();
+  const auto value = [&](const std::string& key, std::string* out) {
+    const auto found = key.empty() ? metadata.end() : metadata.find(key);
+    if (found != metadata.end() && !found->second.empty() && found->second.size() <= 64) {
+      *out = std::string(found->second.data(), found->second.size());
+    }
+  };
+  value(proxy_headers_.first, &peer.client);
+  value(proxy_headers_.second, &peer.connection);
+  return peer;
+}
 
 grpc::Status GenerationService::Admit(const grpc::CallbackServerContext& context,
                                       const grpc::ByteBuffer& bytes,

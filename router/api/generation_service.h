@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "lib/text/tokenizer.h"
@@ -29,8 +30,12 @@ class GenerationService final : public RawGenerationService {
  public:
   // Not owned; all must outlive the service. `metrics` may be null. With an `api_key`, every
   // call must carry `authorization: Bearer <api_key>` or fails with UNAUTHENTICATED.
+  // With `proxy_headers` (client, connection), a call's client and connection (for the paused
+  // caps) are those metadata's values: the proxy in front of the port sets them
+  // (router/link/h2_proxy.h), every call comes from it.
   GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
-                    RouterMetrics* metrics = nullptr, std::string api_key = "");
+                    RouterMetrics* metrics = nullptr, std::string api_key = "",
+                    std::pair<std::string, std::string> proxy_headers = {});
 
   // Generate(GenerateRequest) -> stream of GenerateResponse, Tokenize and GetModelInfo, each
   // with its messages serialized.
@@ -57,6 +62,8 @@ class GenerationService final : public RawGenerationService {
   Cluster* cluster() const { return cluster_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   RouterMetrics* metrics() const { return metrics_; }
+  // Who made the call: its connection, and its client's address.
+  RequestPeer Peer(const grpc::CallbackServerContext& context) const;
 
  private:
   Cluster* cluster_;            // Not owned.
@@ -66,6 +73,8 @@ class GenerationService final : public RawGenerationService {
   RouterMetrics* metrics_;  // Not owned; may be null.
   const std::string model_name_;
   const std::string api_key_;  // "" = calls need no key
+  // Metadata keys naming the client and its connection; "": the gRPC peer's.
+  const std::pair<std::string, std::string> proxy_headers_;
 };
 
 // absl::Status -> grpc::Status with the same code and message.

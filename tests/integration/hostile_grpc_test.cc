@@ -53,9 +53,13 @@ TEST_F(HostileGrpcTest, StalledReadersNeverKeepHonestClientsWaiting) {
   for (auto& reader : stalled.readers) reader->Finish();
 }
 
+// On the router's own port (--h2-proxy=off): HAProxy 2.6 in front holds the end of a call the
+// router cancelled until the client's own deadline (the router's side is freed all the same).
 class StallTimeoutTest : public HostileGrpcTest {
  protected:
-  std::vector<std::string> ExtraRouterFlags() const override { return {"--stall-timeout-s=2"}; }
+  std::vector<std::string> ExtraRouterFlags() const override {
+    return {"--stall-timeout-s=2", "--h2-proxy=off"};
+  }
 };
 
 // Row 1: a client that reads nothing for --stall-timeout-s is cancelled; its KV comes back
@@ -88,16 +92,21 @@ TEST_F(StallTimeoutTest, AClientThatReadsNothingIsCancelled) {
 // attack through the proxy the deploy manifests put in front
 // (deploy/k8s/components/h2-proxy/haproxy.cfg, Debian's haproxy), and checks the router's memory
 // and an honest call's latency stay low.
+// The router serves its port itself here (--h2-proxy=off): the deploy sidecar's configuration
+// is what is measured (the router's own HAProxy: h2_guard_test.cc).
 class DeployProxyTest : public HostileGrpcTest {
  protected:
   static constexpr char kHaproxy[] = "/usr/sbin/haproxy";
+  std::vector<std::string> ExtraRouterFlags() const override { return {"--h2-proxy=off"}; }
 
   // Starts HAProxy with the deploy manifests' configuration in front of the router's public
   // port; returns its port once calls pass through it.
   int StartProxy() {
     const int proxy_port = FreePort();
+    healthz_port_ = FreePort();
     proxy_ = Spawn({"/usr/bin/env", absl::StrCat("PROXY_BIND=127.0.0.1:", proxy_port),
-                    absl::StrCat("ROUTER_ADDR=127.0.0.1:", port_), kHaproxy, "-db", "-f",
+                    absl::StrCat("ROUTER_ADDR=127.0.0.1:", port_),
+                    absl::StrCat("HEALTHZ_BIND=127.0.0.1:", healthz_port_), kHaproxy, "-db", "-f",
                     std::string(PAGODA_SOURCE_DIR) + "/deploy/k8s/components/h2-proxy/haproxy.cfg"},
                    dir_ + "/haproxy.log");
     proxied_ = v1::Generation::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", proxy_port),
@@ -147,6 +156,7 @@ class DeployProxyTest : public HostileGrpcTest {
   }
 
   pid_t proxy_ = -1;
+  int healthz_port_ = 0;  // the sidecar's liveness probe
   std::unique_ptr<v1::Generation::Stub> proxied_;
 };
 
@@ -165,6 +175,8 @@ TEST_F(DeployProxyTest, ThroughTheDeployProxyTheRouterStaysSmallAndServing) {
   EXPECT_GT(sent, 1000);
   EXPECT_LT(rss_peak - rss_before, 200) << "MB the router grew by";
   EXPECT_LT(honest_ms, 5000);
+  // The sidecar's liveness probe (deploy/k8s/components/h2-proxy) answers after the flood too.
+  EXPECT_EQ(HttpGet("127.0.0.1", healthz_port_, "/healthz", 5000).status, 200);
 }
 
 // The same attack straight on the router's port: measured, not bounded (gRPC 1.51). Only the

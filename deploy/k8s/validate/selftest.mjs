@@ -17,6 +17,8 @@ const cases = [
    (o) => { router(o).containers[0].readinessProbe = { httpGet: { port: 8080, path: "/" } }; }],
   ["liveness on readiness", /livenessProbe must check service "liveness"/,
    (o) => { delete worker(o).containers[0].livenessProbe.grpc.service; }],
+  ["a proxy sidecar without liveness", /sidecar h2-proxy needs a livenessProbe/,
+   (o) => { delete router(o).containers.find((c) => c.name === "h2-proxy").livenessProbe; }],
   ["too little worker memory", /memory .* MiB/,
    (o) => { worker(o).containers[0].resources.limits.memory = "512Mi"; }],
   ["cpu not matching threads", /cpu .* WORKER_THREADS/,

@@ -131,6 +131,13 @@ function check(objects, path) {
     const sc = { ...w.spec.template.spec.securityContext, ...c.securityContext };
     if (!sc.runAsNonRoot) problem(`${path}: ${w.metadata.name}`, "must run as non-root");
   }
+  // The router's sidecars (the h2-proxy component's HAProxy): restarted when dead or hung
+  // (liveness), out of the Service while not up (readiness).
+  for (const c of router.spec.template.spec.containers.slice(1)) {
+    for (const probe of ["livenessProbe", "readinessProbe"]) {
+      if (!c[probe]) problem(`${path}: ${router.metadata.name}`, `sidecar ${c.name} needs a ${probe}`);
+    }
+  }
   const startup = container(worker).startupProbe;
   if (startup?.periodSeconds * startup?.failureThreshold < 300) {
     problem(`${path}: ${worker.metadata.name}`, "startup probe allows under 5 min to load");
