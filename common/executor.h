@@ -2,6 +2,9 @@
 #ifndef PAGODA_COMMON_EXECUTOR_H_
 #define PAGODA_COMMON_EXECUTOR_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "common/step.h"
 
@@ -19,6 +22,18 @@ struct WorkerInfo {
   std::string kv_transfer_address = {};
 };
 
+// A full block of a worker's KV pool that it can vouch for (worker/kv_ledger.h), offered when it
+// joins a router so that the router's prefix cache covers what the pool still holds.
+struct CachedBlock {
+  int block = 0;            // the pool's block id
+  int parent = -1;          // index of the block before it among those offered; -1: a first block
+  std::vector<int> tokens;  // the block's tokens (block_size of them)
+};
+
+// The most tokens a Hello's cached blocks carry (~2 MB on the wire, within the router's 4 MB
+// message limit); a worker offers its longest chains first up to this.
+inline constexpr int kMaxCachedBlockTokens = 1 << 19;
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -26,6 +41,9 @@ class Executor {
   // Runs one step. An error means the worker is unusable (the caller reschedules elsewhere);
   // a bad command is INVALID_ARGUMENT and leaves the worker's state as it was.
   virtual absl::StatusOr<StepResult> Execute(const StepCommand& command) = 0;
+  // The blocks its pool held when it joined, each after its parent (once: later calls return
+  // nothing). Untrusted: the router checks them (ValidateCachedBlocks).
+  virtual std::vector<CachedBlock> TakeCachedBlocks() { return {}; }
   // The caller gave up on this worker (a step failed, or its result did not check out): a
   // transport ends its connection, so the worker notices and can join again afresh.
   virtual void Abandon() {}

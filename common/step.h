@@ -30,6 +30,9 @@ struct NewSequence {
   // Not kNone: an embedding. It never samples; the step that computes its last prompt token
   // returns the pooled vector (StepResult::embeddings).
   Pooling pooling = Pooling::kNone;
+  // Its prompt carries a cache_salt (a tenant's): the worker never offers its blocks to another
+  // router (Hello.cached_blocks), which could not tell them from unsalted ones.
+  bool salted = false;
 };
 
 // What a worker accepts in NewSequence.stop_ids: the router's bound on a request's

@@ -99,6 +99,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->mutable_output_ids()->Add(n.output_ids.begin(), n.output_ids.end());
     p->mutable_stop_ids()->Add(n.stop_ids.begin(), n.stop_ids.end());
     p->set_pooling(static_cast<int>(n.pooling));
+    p->set_salted(n.salted);
   }
   for (const BlockCopy& c : in.block_copies) {
     v1::BlockCopy* p = out->add_block_copies();
@@ -141,6 +142,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     // An unknown value is kept out of the enum's range, for the worker's check to refuse.
     n.pooling = p.pooling() >= 0 && p.pooling() <= 2 ? static_cast<Pooling>(p.pooling())
                                                      : static_cast<Pooling>(-1);
+    n.salted = p.salted();
   }
   for (const v1::BlockCopy& p : in.block_copies()) out.block_copies.push_back({p.src(), p.dst()});
   for (const v1::ScheduledSequence& p : in.scheduled()) {
@@ -244,6 +246,24 @@ WorkerInfo FromProto(const v1::Hello& in) {
   out.max_num_seqs = in.max_num_seqs();
   out.kv_cache_dtype = in.kv_cache_dtype();
   out.kv_transfer_address = in.kv_transfer_address();
+  return out;
+}
+
+void ToProto(std::span<const CachedBlock> in, v1::Hello* out) {
+  for (const CachedBlock& c : in) {
+    v1::CachedBlock* p = out->add_cached_blocks();
+    p->set_block(c.block);
+    p->set_parent(c.parent);
+    p->mutable_tokens()->Add(c.tokens.begin(), c.tokens.end());
+  }
+}
+
+std::vector<CachedBlock> CachedBlocksFromProto(const v1::Hello& in) {
+  std::vector<CachedBlock> out;
+  out.reserve(in.cached_blocks_size());  // sized by a message already received
+  for (const v1::CachedBlock& p : in.cached_blocks()) {
+    out.push_back({.block = p.block(), .parent = p.parent(), .tokens = ToVector<int>(p.tokens())});
+  }
   return out;
 }
 

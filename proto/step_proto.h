@@ -4,6 +4,9 @@
 #ifndef PAGODA_PROTO_STEP_PROTO_H_
 #define PAGODA_PROTO_STEP_PROTO_H_
 
+#include <span>
+#include <vector>
+
 #include "common/executor.h"
 #include "common/step.h"
 #include "pagoda/v1/worker.pb.h"
@@ -18,6 +21,9 @@ StepResult FromProto(const v1::StepResult& in);
 
 void ToProto(const WorkerInfo& in, v1::Hello* out);
 WorkerInfo FromProto(const v1::Hello& in);
+// Hello's cached blocks (a previous router's prefix cache), as sent; the router validates them.
+void ToProto(std::span<const CachedBlock> in, v1::Hello* out);
+std::vector<CachedBlock> CachedBlocksFromProto(const v1::Hello& in);
 
 }  // namespace pagoda
 

@@ -122,15 +122,18 @@ ABSL_FLAG(int, max_paused_per_connection, 64,
           "oldest paused call there is cancelled (0: no cap)");
 ABSL_FLAG(int, max_paused_per_client, 256,
           "paused sequences per client IP address, over all its connections (0: no cap)");
-ABSL_FLAG(std::string, h2_proxy, "auto",
+ABSL_FLAG(std::string, h2_proxy, "off",
           "HTTP/2 flood guard: auto = the HAProxy tools/setup.sh installs (/usr/sbin/haproxy) "
           "serves --port and forwards to the router on a loopback port, bounding rapid reset and "
           "CONTINUATION floods (gRPC 1.51 does not); none installed: served directly, with a "
-          "warning | off = the router serves --port itself (behind another proxy) | a path = "
-          "that haproxy executable");
+          "warning | off = the router serves --port itself (behind another proxy, or trusted "
+          "clients) | a path = that haproxy executable");
 ABSL_FLAG(int, h2_proxy_max_requests_per_s, 200,
           "--h2-proxy: requests a second from one client address before HTTP 429 (gRPC "
           "UNAVAILABLE); 0 = no limit");
+ABSL_FLAG(int, max_paused_sequences, 4096,
+          "paused sequences over the whole router, whoever holds them; past it the oldest paused "
+          "call is cancelled (0: no cap)");
 ABSL_FLAG(bool, enable_reflection, false,
           "serve gRPC server reflection on --port (lists pagoda.v1.Generation and health only)");
 
@@ -162,7 +165,7 @@ pagoda::ProgramUsage Usage() {
             "max_streams_per_connection", "h2_proxy", "h2_proxy_max_requests_per_s"}},
           {"Hostile clients",
            {"stall_timeout_s", "max_paused_per_connection", "max_paused_per_client",
-            "enable_reflection"}},
+            "max_paused_sequences", "enable_reflection"}},
       }};
 }
 
@@ -265,7 +268,8 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
   o.cluster.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
   o.cluster.paused_caps = {.max_per_connection = absl::GetFlag(FLAGS_max_paused_per_connection),
-                           .max_per_client = absl::GetFlag(FLAGS_max_paused_per_client)};
+                           .max_per_client = absl::GetFlag(FLAGS_max_paused_per_client),
+                           .max_total = absl::GetFlag(FLAGS_max_paused_sequences)};
   o.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
   ASSIGN_OR_RETURN(o.h2_proxy, pagoda::ResolveH2Proxy(absl::GetFlag(FLAGS_h2_proxy)));
   if (o.h2_proxy.empty() && absl::GetFlag(FLAGS_h2_proxy) == "auto") {

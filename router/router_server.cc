@@ -144,7 +144,8 @@ absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
   const int max_n = options.cluster.engine.max_n;
   for (const auto& [flag, cap] :
        {std::pair{"--max-paused-per-connection", options.cluster.paused_caps.max_per_connection},
-        std::pair{"--max-paused-per-client", options.cluster.paused_caps.max_per_client}}) {
+        std::pair{"--max-paused-per-client", options.cluster.paused_caps.max_per_client},
+        std::pair{"--max-paused-sequences", options.cluster.paused_caps.max_total}}) {
     if (cap != 0 && cap < max_n) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " = ", cap, ": must be 0 (no cap) or at least n's limit, ", max_n));

@@ -82,6 +82,7 @@ WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOption
                            int num_blocks)
     : model_(std::move(model)),
       kv_(model_->config(), num_blocks, options.block_size, options.kv_cache_dtype),
+      ledger_(num_blocks, options.block_size),
       sampler_(model_->config().vocab_size) {
   info_.model_fingerprint = model_->config().Fingerprint();
   info_.num_blocks = num_blocks;
@@ -272,9 +273,16 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
     s.tokens = n.prompt_ids;
     s.tokens.insert(s.tokens.end(), n.output_ids.begin(), n.output_ids.end());
     s.pooling = n.pooling;
+    s.salted = n.salted;
     if (n.pooling == Pooling::kMean) s.pooled.assign(model_->config().dim, 0.0);
   }
-  for (const BlockCopy& copy : cmd.block_copies) kv_.CopyBlock(copy.src, copy.dst);
+  for (const BlockCopy& copy : cmd.block_copies) {
+    kv_.CopyBlock(copy.src, copy.dst);
+    ledger_.Copied(copy.src, copy.dst);
+  }
+  for (const BlockPull& pull : cmd.pulls) {
+    for (int b : pull.dst_block_ids) ledger_.Overwritten(b);
+  }
   transfers_.Start(cmd.pulls);
 
   token_ids_.clear();
@@ -296,6 +304,7 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
       positions_.push_back(pos);
       slots_.push_back(static_cast<int64_t>(s.block_table[pos / bs]) * bs + pos % bs);
     }
+    ledger_.Wrote(s.block_table, sched.num_computed_tokens, sched.token_ids, !s.salted);
     const int n = static_cast<int>(sched.token_ids.size());
     attention_.push_back({first_row, n, sched.num_computed_tokens, s.block_table.data()});
     // Logit rows in the order Execute reads them: prompt rows, then the sampled one.

@@ -17,6 +17,7 @@
 #include "common/model/model_weights.h"
 #include "common/model/weight_source.h"
 #include "common/step.h"
+#include "worker/kv_ledger.h"
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"
 #include "worker/sampler.h"
@@ -59,6 +60,8 @@ class WorkerEngine {
   // The pool a KV transfer server reads (kv_transfer_service.h). Not thread-safe to read while a
   // step writes the same blocks: the router's contract keeps them apart.
   const KvPool& kv_pool() const { return kv_; }
+  // The full blocks of the pool it can vouch for (KvLedger::Export), for a router's Hello.
+  std::vector<CachedBlock> CachedBlocks(int max_blocks) const { return ledger_.Export(max_blocks); }
 
  private:
   struct SequenceState {
@@ -69,6 +72,7 @@ class WorkerEngine {
     std::vector<int> block_table;  // physical block ids, in order
     std::vector<int> stop_ids;     // masked until sampling.min_tokens are out (NewSequence)
     Pooling pooling = Pooling::kNone;
+    bool salted = false;         // a tenant's: its blocks are never offered to another router
     std::vector<double> pooled;  // (dim) mean pooling: the sum of the rows computed so far
     int num_pooled_rows = 0;
   };
@@ -88,6 +92,7 @@ class WorkerEngine {
   WorkerInfo info_;
   std::unique_ptr<LlamaModel> model_;
   KvPool kv_;
+  KvLedger ledger_;  // what kv_'s blocks hold, for the next router (issue 38)
   Sampler sampler_;
 
   absl::flat_hash_map<int64_t, SequenceState> seqs_;

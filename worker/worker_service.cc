@@ -75,6 +75,9 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
 
   v1::WorkerMessage hello;
   ToProto(engine_->info(), hello.mutable_hello());
+  // What the pool still holds, so a restarted router's prefix cache covers it again.
+  ToProto(engine_->CachedBlocks(kMaxCachedBlockTokens / std::max(1, engine_->info().block_size)),
+          hello.mutable_hello());
   hello.mutable_hello()->set_worker_name(options_.name);
   v1::RouterMessage reply;
   auto end_call = [&] {

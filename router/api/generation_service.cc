@@ -304,6 +304,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   r.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
   r.ignore_eos = in.ignore_eos();
   r.n = in.has_n() ? in.n() : 1;
+  r.cache_salt = in.cache_salt();  // its length is ValidateRequestLimits
   if (!in.grammar().empty() && !in.json_schema().empty()) {
     return bad("grammar: set either grammar or json_schema, not both");
   }

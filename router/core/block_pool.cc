@@ -12,19 +12,24 @@ uint64_t HashBlock(uint64_t parent, std::span<const int> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
 }
 
+uint64_t PrefixRoot(uint64_t key, std::string_view salt) {
+  return salt.empty() ? key : XXH3_64bits_withSeed(salt.data(), salt.size(), key);
+}
+
 void ExtendBlockHashes(std::span<const int> tokens, int block_size, int num_blocks,
-                       std::vector<uint64_t>* hashes) {
+                       std::vector<uint64_t>* hashes, uint64_t root) {
   CHECK_LE(static_cast<int64_t>(num_blocks) * block_size, static_cast<int64_t>(tokens.size()))
       << "only full blocks are hashed";
   for (int i = static_cast<int>(hashes->size()); i < num_blocks; ++i) {
     hashes->push_back(
-        HashBlock(i == 0 ? 0 : (*hashes)[i - 1], tokens.subspan(i * block_size, block_size)));
+        HashBlock(i == 0 ? root : (*hashes)[i - 1], tokens.subspan(i * block_size, block_size)));
   }
 }
 
-std::vector<uint64_t> BlockHashes(std::span<const int> tokens, int block_size) {
+std::vector<uint64_t> BlockHashes(std::span<const int> tokens, int block_size, uint64_t root) {
   std::vector<uint64_t> hashes;
-  ExtendBlockHashes(tokens, block_size, static_cast<int>(tokens.size()) / block_size, &hashes);
+  ExtendBlockHashes(tokens, block_size, static_cast<int>(tokens.size()) / block_size, &hashes,
+                    root);
   return hashes;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -62,12 +63,18 @@ class BlockPool {
 // Stable across processes and runs (on one byte order: the router's, where it never leaves).
 uint64_t HashBlock(uint64_t parent, std::span<const int> tokens);
 
+// The parent of a sequence's first block: the router's secret key (EngineOptions::
+// prefix_cache_key), hashed with the request's cache_salt when it has one, so that requests
+// share cached blocks only under one salt and nobody can aim a collision at a block's hash.
+uint64_t PrefixRoot(uint64_t key, std::string_view salt);
+
 // Extends `hashes`, the chained hashes of the first hashes->size() blocks of `tokens`, to its
-// first `num_blocks` blocks of `block_size` tokens. REQUIRES: tokens holds that many full blocks.
+// first `num_blocks` blocks of `block_size` tokens, the first block's parent being `root`.
+// REQUIRES: tokens holds that many full blocks.
 void ExtendBlockHashes(std::span<const int> tokens, int block_size, int num_blocks,
-                       std::vector<uint64_t>* hashes);
+                       std::vector<uint64_t>* hashes, uint64_t root = 0);
 // The chained hashes of every full block of `tokens`.
-std::vector<uint64_t> BlockHashes(std::span<const int> tokens, int block_size);
+std::vector<uint64_t> BlockHashes(std::span<const int> tokens, int block_size, uint64_t root = 0);
 
 }  // namespace pagoda
 

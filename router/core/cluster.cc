@@ -1,6 +1,7 @@
 #include "router/core/cluster.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
@@ -12,11 +13,16 @@ namespace pagoda {
 
 namespace {
 
-// The engines of one model share the suffix index of their outputs (--speculative=suffix).
-ClusterOptions WithSharedSuffixIndex(ClusterOptions options) {
+// The engines of one model share the suffix index of their outputs (--speculative=suffix) and
+// the prefix cache's key, a random one unless given.
+ClusterOptions WithSharedState(ClusterOptions options) {
   SpeculativeOptions& spec = options.engine.speculative;
   if (spec.method == SpeculativeMethod::kSuffix && spec.suffix_index == nullptr) {
     spec.suffix_index = MakeSuffixIndex();
+  }
+  std::random_device random;
+  while (options.engine.prefix_cache_key == 0) {
+    options.engine.prefix_cache_key = uint64_t{random()} << 32 | random();
   }
   return options;
 }
@@ -25,7 +31,7 @@ ClusterOptions WithSharedSuffixIndex(ClusterOptions options) {
 
 Cluster::Cluster(const ModelConfig& config, const ClusterOptions& options)
     : config_(config),
-      options_(WithSharedSuffixIndex(options)),
+      options_(WithSharedState(options)),
       placement_(
           PlacementOptions{.policy = options.placement, .prefix_weight = options.prefix_weight}),
       planner_(config,
@@ -69,6 +75,9 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
                  << config_.Fingerprint();
     return absl::InvalidArgumentError("the worker serves a different model than the router");
   }
+  // What its pool still holds (a previous router's cache), checked before anything is sized.
+  const std::vector<CachedBlock> cached = executor->TakeCachedBlocks();
+  RETURN_IF_ERROR(ValidateCachedBlocks(cached, info, config_.vocab_size));
   absl::MutexLock place(&place_mu_);
   ReapLocked();
   int live = 0;
@@ -81,14 +90,19 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   const int id = static_cast<int>(workers_.size());
   auto w = std::make_unique<Worker>();
   w->loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
-                                         options_.metrics, static_cast<WorkerLoopListener*>(this));
+                                         options_.metrics, static_cast<WorkerLoopListener*>(this),
+                                         cached);
+  // Placement sends prompts with these prefixes to it, as the last router did.
+  const std::vector<uint64_t> adopted = w->loop->TakeAdoptedHashes();
+  placement_.Remember(adopted, id);
   {
     absl::MutexLock lock(&mu_);
     reporting_.push_back(w->loop.get());  // before it has work: it reports nothing until then
   }
   workers_.push_back(std::move(w));
   LOG(INFO) << "worker " << id << " joined: " << info.num_blocks << " blocks of " << info.block_size
-            << " tokens, " << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV";
+            << " tokens, " << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV, "
+            << cached.size() << " of them cached from before";
   // Requests that waited for a worker go to the newcomer.
   std::deque<QueuedRequest> parked;
   parked.swap(parked_);
@@ -121,13 +135,10 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
   w->draining = true;
   const bool others = std::any_of(workers_.begin(), workers_.end(),
                                   [](const auto& o) { return o->alive && !o->draining; });
-  int held = 0;  // sequences placed on it and not finished
+  int held;  // sequences placed on it and not finished
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, r] : requests_) {
-      for (size_t i = 0; i < r->worker.size(); ++i)
-        held += r->worker[i] == worker_id && !r->finished[i];
-    }
+    held = requests_.NumHeldBy(worker_id);
   }
   LOG(INFO) << "worker " << worker_id << " is draining with " << held << " sequences"
             << (others ? "; those not started yet move elsewhere" : "");
@@ -157,14 +168,8 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
                                         absl::Time give_up_at) {
   // The O(1) part of Validate: what sizes the router's own state and keeps the loops finite.
   RETURN_IF_ERROR(ValidateRequestLimits(request, max_model_len(), options_.engine.max_n));
-  auto r = std::make_shared<Request>();
-  r->request = request;
-  r->sink = std::move(sink);
-  r->outputs.resize(request.n);
-  r->finished.assign(request.n, false);
-  r->worker.assign(request.n, -1);
-  r->num_unfinished = request.n;
-  r->give_up_at = give_up_at;
+  GenerationRequest salted = request;
+  salted.prefix_root = PrefixRoot(options_.engine.prefix_cache_key, request.cache_salt);
   absl::MutexLock place(&place_mu_);
   ReapLocked();
   if (const int waiting = NumWaitingLocked(); waiting >= options_.max_waiting) {
@@ -174,10 +179,9 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   int64_t id;
   {
     absl::MutexLock lock(&mu_);
-    id = next_request_id_++;
-    requests_[id] = std::move(r);
+    id = requests_.Add(salted, std::move(sink), give_up_at);
   }
-  PlaceLocked({.request_id = id, .request = request, .pull = std::nullopt});
+  PlaceLocked({.request_id = id, .request = std::move(salted), .pull = std::nullopt});
   return id;
 }
 
@@ -189,18 +193,11 @@ void Cluster::Abort(int64_t request_id) {
 void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
   {
     absl::MutexLock lock(&mu_);
-    auto it = requests_.find(request_id);
-    if (it == requests_.end()) return;
-    for (int worker : it->second->worker) {
+    const std::optional<std::vector<int>> workers = requests_.End(request_id, error);
+    if (!workers.has_value()) return;
+    for (int worker : *workers) {
       if (worker >= 0) workers_[worker]->loop->Abort(request_id);
     }
-    if (!error.ok()) {
-      RequestUpdate out;
-      out.error = error;
-      out.finished = true;
-      it->second->sink(out);
-    }
-    requests_.erase(it);
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
   ApplyLocked(planner_.EndRequest(request_id));
@@ -208,9 +205,7 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
 
 void Cluster::Resume(int64_t request_id) {
   absl::MutexLock lock(&mu_);
-  auto it = requests_.find(request_id);
-  if (it == requests_.end()) return;
-  for (int worker : it->second->worker) {
+  for (int worker : requests_.WorkersOf(request_id)) {
     if (worker >= 0 && reporting_[worker] != nullptr) reporting_[worker]->Resume();
   }
 }
@@ -221,23 +216,10 @@ void Cluster::Tick(absl::Time now) {
   PauseReview paused;
   {
     absl::MutexLock lock(&mu_);
-    for (const QueuedRequest& work : parked_) {
-      auto it = requests_.find(work.request_id);
-      if (it != requests_.end() && it->second->give_up_at <= now) {
-        expired.push_back(work.request_id);
-      }
-    }
-    std::vector<PauseState> states;
-    for (const auto& [id, r] : requests_) {
-      if (absl::c_linear_search(expired, id)) continue;
-      states.push_back(
-          {.request_id = id,
-           .paused = r->request.paused && r->request.paused->load(std::memory_order_relaxed),
-           .paused_since = &r->paused_since,
-           .num_sequences = r->num_unfinished,
-           .peer = &r->request.peer});
-    }
-    paused = ReviewPaused(states, now, options_.stall_timeout, options_.paused_caps);
+    std::vector<int64_t> parked;
+    for (const QueuedRequest& work : parked_) parked.push_back(work.request_id);
+    expired = requests_.Expired(parked, now);
+    paused = requests_.ReviewPaused(now, options_.stall_timeout, options_.paused_caps, expired);
     num_paused_ = paused.num_paused;
   }
   for (int64_t id : expired) {
@@ -252,6 +234,7 @@ void Cluster::Tick(absl::Time now) {
     options_.metrics->stalled_clients->Add(paused.num_stalled);
     options_.metrics->paused_cap_connection->Add(paused.num_over_connection_cap);
     options_.metrics->paused_cap_client->Add(paused.num_over_client_cap);
+    options_.metrics->paused_cap_router->Add(paused.num_over_router_cap);
   }
   for (const auto& [id, status] : paused.end) EndLocked(id, status);
   ApplyLocked(planner_.GiveUpWaiting(now));
@@ -303,20 +286,13 @@ void Cluster::RemoveLocked(Worker* w) {
   std::vector<QueuedRequest> resumed;
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [request_id, r] : requests_) {
-      const int64_t id = request_id;  // clang before 16 cannot capture a structured binding
-      for (int i = 0; i < static_cast<int>(r->worker.size()); ++i) {
-        if (r->worker[i] != worker_id || r->finished[i]) continue;
-        const bool in_inbox =
-            std::any_of(queued.begin(), queued.end(),
-                        [id](const QueuedRequest& work) { return work.request_id == id; });
-        if (in_inbox) continue;  // never started there: placed again below as it was
-        if (resumed.empty()) LOG(WARNING) << "moving the sequences of worker " << worker_id;
-        r->worker[i] = -1;
-        resumed.push_back(Resumed(id, *r, i));
-      }
-    }
+    // Those still in its inbox never started there: placed again below as they were.
+    resumed = requests_.TakeSequencesOn(worker_id, [&queued](int64_t id) {
+      return absl::c_any_of(queued,
+                            [id](const QueuedRequest& work) { return work.request_id == id; });
+    });
   }
+  if (!resumed.empty()) LOG(WARNING) << "moving the sequences of worker " << worker_id;
   for (QueuedRequest& work : resumed) PlaceLocked(std::move(work));
   for (QueuedRequest& work : queued) PlaceLocked(std::move(work));
 }
@@ -330,58 +306,39 @@ void Cluster::OnFailed(int worker_id) {
 void Cluster::OnRefused(int worker_id, int64_t request_id) {
   TimedMutexLock lock(&mu_, &loop_waits_);
   if (reporting_[worker_id] == nullptr) return;  // its requests moved; another worker has it
-  auto it = requests_.find(request_id);
-  if (it == requests_.end()) return;
-  RequestUpdate out;
-  out.finished = true;
-  out.finish_reason = FinishReason::kAbort;
-  it->second->sink(out);
-  requests_.erase(it);
+  requests_.Refuse(request_id);
 }
 
 void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) {
   WorkerLoop* loop;
+  std::vector<RequestTable::Handoff> handoffs;
   {
     TimedMutexLock lock(&mu_, &loop_waits_);
     loop = reporting_[worker_id];
     if (loop == nullptr) return;  // its requests moved; their new worker reports from here on
-    for (const SequenceUpdate& u : updates) Deliver(worker_id, u, *loop);
+    handoffs = requests_.Record(worker_id, updates);
+  }
+  // The sinks (the output path: detokenizing, serializing, writing to the client) run outside
+  // mu_, so the other workers' loops report meanwhile; each request's updates stay in order.
+  std::vector<std::pair<int64_t, int>> stop;
+  for (RequestTable::Handoff& h : handoffs) {
+    for (int seq_index : h.Run()) stop.emplace_back(h.request_id(), seq_index);
+  }
+  if (!stop.empty()) {
+    TimedMutexLock lock(&mu_, &loop_waits_);
+    for (const auto& [request_id, seq_index] : stop) {
+      const int worker = requests_.Stop(request_id, seq_index);
+      // Taken right after its current step, wherever it runs now.
+      if (worker >= 0 && reporting_[worker] != nullptr) {
+        reporting_[worker]->Abort(request_id, seq_index);
+      }
+    }
   }
   // Planned under place_mu_, only when the worker has sequences preempted for want of blocks.
   if (options_.kv_transfer && loop->load().num_preempted > 0) {
     TimedMutexLock place(&place_mu_, &loop_waits_);
     MovePreemptedLocked(worker_id);
   }
-}
-
-void Cluster::Deliver(int worker_id, const SequenceUpdate& u, WorkerLoop& loop) {
-  auto it = requests_.find(u.request_id);
-  if (it == requests_.end()) return;  // aborted
-  Request& r = *it->second;
-  if (u.token_ids.empty() && !u.finished) return;  // a fork was created
-  r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.token_ids.begin(),
-                                u.token_ids.end());
-  RequestUpdate out;
-  static_cast<SequenceOutput&>(out) = u;
-  out.worker_id = worker_id;
-  // Under mu_: keeps a request's updates in order across a worker change.
-  const bool keep_going = r.sink(out);
-  if (!keep_going && !u.finished && !r.finished[u.seq_index]) {
-    loop.Abort(u.request_id, u.seq_index);  // taken right after this step
-  }
-  if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
-    r.finished[u.seq_index] = true;
-    if (--r.num_unfinished == 0) requests_.erase(it);
-  }
-}
-
-QueuedRequest Cluster::Resumed(int64_t request_id, const Request& r, int seq_index) {
-  QueuedRequest work{.request_id = request_id, .request = r.request, .pull = std::nullopt};
-  work.request.n = 1;
-  work.request.first_seq_index = seq_index;
-  work.request.output_ids = r.outputs[seq_index];
-  work.request.front_of_queue = true;
-  return work;
 }
 
 TransferSnapshot Cluster::SnapshotLocked() const {
@@ -421,11 +378,7 @@ void Cluster::ApplyLocked(TransferActions actions) {
 
 void Cluster::AssignLocked(const QueuedRequest& work, int worker_id) {
   absl::MutexLock lock(&mu_);
-  auto it = requests_.find(work.request_id);
-  if (it == requests_.end()) return;
-  for (int i = 0; i < work.request.n; ++i) {
-    it->second->worker[work.request.first_seq_index + i] = worker_id;
-  }
+  requests_.Assign(work, worker_id);
 }
 
 void Cluster::QueueLocked(QueuedRequest work, int dst) {
@@ -457,12 +410,7 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
     std::optional<QueuedRequest> work;
     {
       absl::MutexLock lock(&mu_);
-      auto it = requests_.find(d.request_id);
-      const Request* r = it == requests_.end() ? nullptr : it->second.get();
-      if (r != nullptr && d.seq_index < static_cast<int>(r->worker.size()) &&
-          r->worker[d.seq_index] == worker_id && !r->finished[d.seq_index]) {
-        work = Resumed(d.request_id, *r, d.seq_index);
-      }
+      work = requests_.ResumeIfOn(d.request_id, d.seq_index, worker_id);
     }
     // Each move sees the ones before it (their requests wait at their destinations now).
     ApplyLocked(

@@ -12,11 +12,13 @@
 //   place_mu_  where work goes: the workers (membership, draining), Placement's hints, the
 //              parked requests and the TransferPlanner. Submit, Tick, Abort, a worker joining,
 //              draining or leaving, and a worker's transfer reports take it.
-//   mu_        the request registry: each request's delivered tokens and where its sequences
-//              run, and its sink, which runs under it. A worker loop's after-step report
-//              (OnUpdates) takes only this one, briefly, so it never waits while the router
-//              places a request or plans a transfer for another worker; work under place_mu_
-//              takes mu_ only to register a request or record where a sequence went.
+//   mu_        the request registry (RequestTable): each request's delivered tokens and where
+//              its sequences run. A worker loop's after-step report (OnUpdates) takes only this
+//              one, briefly, to record its updates; their sinks (the output path) run after it
+//              lets go, each request's under its own delivery lock and in order. So a loop never
+//              waits while the router places a request, plans a transfer or writes another
+//              worker's tokens to their clients; work under place_mu_ takes mu_ only to register
+//              a request, record where a sequence went or end one (whose sink runs under it).
 #ifndef PAGODA_ROUTER_CORE_CLUSTER_H_
 #define PAGODA_ROUTER_CORE_CLUSTER_H_
 
@@ -29,7 +31,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -38,6 +39,7 @@
 #include "router/core/engine.h"
 #include "router/core/paused_caps.h"
 #include "router/core/placement.h"
+#include "router/core/request_table.h"
 #include "router/core/router_metrics.h"
 #include "router/core/timed_lock.h"
 #include "router/core/worker_limits.h"
@@ -62,7 +64,7 @@ struct ClusterOptions {
   absl::Duration stall_timeout = absl::Seconds(60);
   // Paused sequences per connection and per client (GenerationRequest::peer): past a cap, a
   // Tick ends the oldest paused requests there with RESOURCE_EXHAUSTED (OverPausedCaps).
-  PausedCaps paused_caps{.max_per_connection = 64, .max_per_client = 256};
+  PausedCaps paused_caps{.max_per_connection = 64, .max_per_client = 256, .max_total = 4096};
   RouterMetrics* metrics = nullptr;  // fed when set; not owned
   // KV transfers between workers (issue 28), between workers that advertise a transfer
   // address and hold K/V alike (block size, dtype). A request placed away from the worker that
@@ -138,19 +140,6 @@ class Cluster final : private WorkerLoopListener {
     bool joined = false;
   };
 
-  // Guarded by Cluster::mu_ (reached only through requests_, which the analysis checks).
-  struct Request {
-    GenerationRequest request;
-    RequestSink sink;
-    std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
-    std::vector<bool> finished;             // (n)
-    std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
-    int num_unfinished = 0;
-    absl::Time give_up_at;  // while parked, UNAVAILABLE after this
-    // Since when each Tick has seen request.paused set (InfiniteFuture: not paused at the last).
-    absl::Time paused_since = absl::InfiniteFuture();
-  };
-
   // WorkerLoopListener, on a worker's loop thread.
   void OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) override
       ABSL_LOCKS_EXCLUDED(place_mu_, mu_);
@@ -168,18 +157,12 @@ class Cluster final : private WorkerLoopListener {
   void ApplyLocked(TransferActions actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Queues `work` on live worker `dst` as it is (with its pull, if any), else places it again.
   void QueueLocked(QueuedRequest work, int dst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  // Records that work's sequences run on `worker_id` (-1: nowhere yet).
+  // Records in the registry that work's sequences run on `worker_id` (-1: nowhere yet).
   void AssignLocked(const QueuedRequest& work, int worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // When a worker has sequences waiting after a preemption and another has room for them,
   // asks it to hand them over (OnDetached moves them with the blocks they had computed).
   void MovePreemptedLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
-  // Sequence `seq_index` of `r`, to go on elsewhere from the tokens it delivered.
-  // REQUIRES: mu_ held (it reads r).
-  static QueuedRequest Resumed(int64_t request_id, const Request& r, int seq_index);
-  // Hands one update to its request's sink (and records it) for OnUpdates.
-  void Deliver(int worker_id, const SequenceUpdate& u, WorkerLoop& loop)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Joins the threads of dead workers whose loops have exited.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
@@ -205,11 +188,10 @@ class Cluster final : private WorkerLoopListener {
   TransferPlanner planner_ ABSL_GUARDED_BY(place_mu_);  // after placement_, whose hints it keeps
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int64_t, std::shared_ptr<Request>> requests_ ABSL_GUARDED_BY(mu_);
+  RequestTable requests_ ABSL_GUARDED_BY(mu_);
   // Each worker's loop by id while its reports are delivered; null once it left (its sequences
   // moved). Set with place_mu_ held too, as workers_ changes.
   std::vector<WorkerLoop*> reporting_ ABSL_GUARDED_BY(mu_);
-  int64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   int num_paused_ ABSL_GUARDED_BY(mu_) = 0;  // sequences, at the last Tick
 
   LockWaits loop_waits_;  // the loops' waits for either lock (ClusterStats), counted outside

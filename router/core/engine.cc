@@ -48,6 +48,10 @@ absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len
                                                    " ids; at most ", kMaxStopTokenIds));
   }
   RETURN_IF_ERROR(r.sampling.Validate());
+  if (r.cache_salt.size() > static_cast<size_t>(kMaxCacheSaltBytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache_salt: ", r.cache_salt.size(), " bytes; at most ", kMaxCacheSaltBytes));
+  }
   if (r.n < 1 || r.n > max_n) {
     return absl::InvalidArgumentError(absl::StrCat("n = ", r.n, ": must be in [1, ", max_n, "]"));
   }
@@ -168,6 +172,9 @@ absl::Status Engine::AddSequence(int64_t request_id, const GenerationRequest& r,
   seq->max_total_tokens = max_model_len();
   seq->stop_token_ids = r.stop_token_ids;
   seq->paused = r.paused;
+  // As the Cluster computed r.prefix_root for placement (it shares this engine's key).
+  seq->prefix_root = PrefixRoot(options_.prefix_cache_key, r.cache_salt);
+  seq->salted = !r.cache_salt.empty();
   seq->pooling = r.pooling;
   if (!r.ignore_eos) {
     seq->stop_token_ids.insert(seq->stop_token_ids.end(), config_.eos_ids.begin(),

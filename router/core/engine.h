@@ -39,6 +39,9 @@ struct EngineOptions {
   int max_model_len = 0;              // 0 = the model's context length
   int max_n = 16;                     // samples per request at most
   SpeculativeOptions speculative;     // off by default
+  // The secret the prefix cache's block hashes are keyed with (PrefixRoot). The Cluster draws
+  // a random one when it is 0; an Engine on its own keeps 0.
+  uint64_t prefix_cache_key = 0;
 };
 
 // Where a request came from, as its transport sees it: the client (its IP address) and the
@@ -77,6 +80,12 @@ struct GenerationRequest {
   // BlockHashes(prompt_ids, prompt_block_size), or empty.
   std::vector<uint64_t> prompt_block_hashes;
   int prompt_block_size = 0;
+  // Tenants: requests share cached blocks only under one cache_salt (at most kMaxCacheSaltBytes;
+  // empty: none). prefix_root is PrefixRoot(EngineOptions::prefix_cache_key, cache_salt), the
+  // parent of the prompt's first block hash, set by the Cluster at Submit for placement and
+  // transfers (the Engine computes its own); prompt_block_hashes chain from it.
+  std::string cache_salt;
+  uint64_t prefix_root = 0;
   // Structured output: only text the grammar accepts is sampled, and a sequence whose grammar
   // is complete with nothing left to add stops. Its vocabulary is the model's. Null: none.
   std::shared_ptr<const Constraint> constraint;
@@ -84,6 +93,7 @@ struct GenerationRequest {
 
 // Extra stop token ids per request at most: each sampled token is compared with all of them.
 inline constexpr int kMaxStopTokenIds = 128;
+inline constexpr int kMaxCacheSaltBytes = 1024;
 
 // INVALID_ARGUMENT naming the field when `request` can never run on `config` with sequences of
 // at most `max_model_len` tokens and at most `max_n` samples. The one check of a request's
@@ -137,6 +147,11 @@ class Engine {
   // The worker's forward-pass time in the last Step() (0 when it ran nothing).
   double last_forward_seconds() const { return last_forward_seconds_; }
   const Scheduler& scheduler() const { return scheduler_; }
+  // Caches the blocks the worker's pool holds (validated: ValidateCachedBlocks) and returns
+  // their chained hashes. REQUIRES: before the first step.
+  std::vector<uint64_t> AdoptCachedBlocks(std::span<const CachedBlock> cached) {
+    return scheduler_.mutable_kv().Adopt(cached, options_.prefix_cache_key);
+  }
   int max_model_len() const { return scheduler_.options().max_model_len; }
 
  private:

@@ -171,4 +171,20 @@ void KVCacheManager::RecordPrefixQuery(int num_tokens, int num_hit) {
   num_hit_tokens_ += num_hit;
 }
 
+std::vector<uint64_t> KVCacheManager::Adopt(std::span<const CachedBlock> cached, uint64_t root) {
+  std::vector<uint64_t> hashes(cached.size());
+  for (size_t i = 0; i < cached.size(); ++i) {
+    const CachedBlock& c = cached[i];
+    hashes[i] = HashBlock(c.parent < 0 ? root : hashes[c.parent], c.tokens);
+    pool_.Cache(c.block, hashes[i], c.tokens);
+  }
+  // To the free queue's tail, children first: fresh blocks go before any of these, and a
+  // chain's leading blocks (what most prompts share) go last.
+  for (size_t i = cached.size(); i-- > 0;) {
+    pool_.Touch(cached[i].block);
+    pool_.Release(cached[i].block);
+  }
+  return hashes;
+}
+
 }  // namespace pagoda

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/executor.h"
 #include "common/step.h"
 #include "router/core/block_pool.h"
 
@@ -96,6 +97,12 @@ class KVCacheManager {
   // REQUIRES: CanAllocate(hit + tail, num_tokens).
 
   void AllocateWithTail(int64_t seq, PrefixHit hit, int tail_block, int num_tokens);
+
+  // Caches the full blocks a worker's pool held when it joined (a previous router's prefix
+  // cache), each after its parent, and returns their chained hashes; the first blocks of
+  // chains are evicted last. REQUIRES: ValidateCachedBlocks passed; no table exists yet.
+  // A chain's first block continues `root` (unsalted requests' PrefixRoot).
+  std::vector<uint64_t> Adopt(std::span<const CachedBlock> cached, uint64_t root);
 
   // Stats: prefix-cache queries and hits, in tokens.
   int64_t num_prefix_query_tokens() const { return num_query_tokens_; }

@@ -23,11 +23,14 @@ bool Fits(absl::flat_hash_map<std::string_view, int64_t>& counts, std::string_vi
 std::vector<PausedCancel> OverPausedCaps(std::vector<PausedRequest> paused,
                                          const PausedCaps& caps) {
   std::vector<PausedCancel> cancel;
-  if (caps.max_per_connection <= 0 && caps.max_per_client <= 0) return cancel;
+  if (caps.max_per_connection <= 0 && caps.max_per_client <= 0 && caps.max_total <= 0) {
+    return cancel;
+  }
   std::sort(paused.begin(), paused.end(), [](const PausedRequest& a, const PausedRequest& b) {
     return std::tie(a.paused_since, a.request_id) > std::tie(b.paused_since, b.request_id);
   });
   absl::flat_hash_map<std::string_view, int64_t> per_connection, per_client;
+  int64_t total = 0;
   for (const PausedRequest& r : paused) {
     const std::string_view connection = r.peer ? r.peer->connection : std::string_view();
     const std::string_view client = r.peer ? r.peer->client : std::string_view();
@@ -35,7 +38,10 @@ std::vector<PausedCancel> OverPausedCaps(std::vector<PausedRequest> paused,
       cancel.push_back({r.request_id, PausedCap::kConnection});
     } else if (!Fits(per_client, client, r.num_sequences, caps.max_per_client)) {
       cancel.push_back({r.request_id, PausedCap::kClient});
+    } else if (caps.max_total > 0 && total + r.num_sequences > caps.max_total) {
+      cancel.push_back({r.request_id, PausedCap::kRouter});
     } else {
+      total += r.num_sequences;
       if (!connection.empty()) per_connection[connection] += r.num_sequences;
       if (!client.empty()) per_client[client] += r.num_sequences;
     }
@@ -72,17 +78,28 @@ PauseReview ReviewPaused(const std::vector<PauseState>& requests, absl::Time now
   absl::flat_hash_map<int64_t, int> sequences;
   for (const PausedRequest& p : paused) sequences[p.request_id] = p.num_sequences;
   for (const PausedCancel& c : OverPausedCaps(std::move(paused), caps)) {
-    const bool connection = c.cap == PausedCap::kConnection;
-    ++(connection ? review.num_over_connection_cap : review.num_over_client_cap);
     review.num_paused -= sequences[c.request_id];
+    const char* holder = "connection";
+    const char* flag = "--max-paused-per-connection";
+    int cap = caps.max_per_connection;
+    if (c.cap == PausedCap::kConnection) {
+      ++review.num_over_connection_cap;
+    } else if (c.cap == PausedCap::kClient) {
+      ++review.num_over_client_cap;
+      holder = "client";
+      flag = "--max-paused-per-client";
+      cap = caps.max_per_client;
+    } else {
+      ++review.num_over_router_cap;
+      holder = "router";
+      flag = "--max-paused-sequences";
+      cap = caps.max_total;
+    }
     review.end.emplace_back(
         c.request_id,
         absl::ResourceExhaustedError(absl::StrCat(
-            "the ", connection ? "connection" : "client",
-            " holds more paused sequences (calls whose output is not read) than ",
-            connection ? caps.max_per_connection : caps.max_per_client,
-            connection ? " (--max-paused-per-connection)" : " (--max-paused-per-client)",
-            ": its oldest paused call is cancelled")));
+            "the ", holder, " holds more paused sequences (calls whose output is not read) than ",
+            cap, " (", flag, "): its oldest paused call is cancelled")));
   }
   return review;
 }

@@ -23,6 +23,9 @@ namespace pagoda {
 struct PausedCaps {
   int max_per_connection = 0;  // paused sequences per connection; 0: no cap
   int max_per_client = 0;      // paused sequences per client (IP address); 0: no cap
+  // Paused sequences over the whole router, whoever holds them (many clients each under their
+  // own caps still hold router memory and KV); 0: no cap.
+  int max_total = 0;
 };
 
 // One paused core request (a call may have several; each counts its own sequences).
@@ -33,7 +36,7 @@ struct PausedRequest {
   const RequestPeer* peer = nullptr;  // Not owned; must outlive the call.
 };
 
-enum class PausedCap { kConnection, kClient };
+enum class PausedCap { kConnection, kClient, kRouter };
 
 struct PausedCancel {
   int64_t request_id = 0;
@@ -64,6 +67,7 @@ struct PauseReview {
   int num_stalled = 0;
   int num_over_connection_cap = 0;
   int num_over_client_cap = 0;
+  int num_over_router_cap = 0;
   int num_paused = 0;  // sequences left paused (not ended)
 };
 

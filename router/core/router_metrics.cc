@@ -42,6 +42,7 @@ RouterMetrics::RouterMetrics(MetricsRegistry* r)
           "Paused calls cancelled: their connection or client held too many paused sequences.",
           {{"cap", "connection"}})),
       paused_cap_client(r->AddCounter("pagoda_paused_cancelled_total", "", {{"cap", "client"}})),
+      paused_cap_router(r->AddCounter("pagoda_paused_cancelled_total", "", {{"cap", "router"}})),
       request_success_stop(r->AddCounter("pagoda_request_success_total",
                                          "Sequences finished, by finished_reason.",
                                          {{"finished_reason", "stop"}})),

@@ -39,6 +39,7 @@ struct RouterMetrics {
   // --max-paused-per-connection / --max-paused-per-client.
   Counter* const paused_cap_connection;
   Counter* const paused_cap_client;
+  Counter* const paused_cap_router;  // --max-paused-sequences
   // Sequences that ended, by vLLM's finished_reason: "stop" (a stop token or string),
   // "length" (max_tokens or the model length), "abort" (cancelled, expired, or failed).
   Counter* const request_success_stop;

@@ -7,20 +7,6 @@
 
 namespace pagoda {
 
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAbort:
-      return "abort";
-    case FinishReason::kNone:
-      break;
-  }
-  return "";
-}
-
 Scheduler::Scheduler(const SchedulerOptions& options)
     : options_(options), kv_(options.num_blocks, options.block_size), drafts_(options.drafts) {
   CHECK_GT(options.max_model_len, 0);
@@ -109,7 +95,8 @@ bool Scheduler::PreemptPaused() {
 }
 
 std::span<const uint64_t> Scheduler::BlockHashes(Sequence* seq, int num_blocks) {
-  ExtendBlockHashes(seq->tokens, options_.block_size, num_blocks, &seq->block_hashes);
+  ExtendBlockHashes(seq->tokens, options_.block_size, num_blocks, &seq->block_hashes,
+                    seq->prefix_root);
   return std::span<const uint64_t>(seq->block_hashes).first(num_blocks);
 }
 
@@ -140,12 +127,7 @@ void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
       continue;
     }
     for (int f = 1; f <= parent->num_pending_forks; ++f) {
-      auto child = std::make_unique<Sequence>(*parent);
-      child->id = parent->id + f;
-      child->seq_index = parent->seq_index + f;
-      child->num_pending_forks = 0;
-      child->on_worker = false;
-      child->num_synced_blocks = 0;
+      std::unique_ptr<Sequence> child = parent->Fork(f);
       kv_.Fork(parent->id, child->id);
       running_.push_back(child.get());
       SequenceUpdate& u = forks->emplace_back();
@@ -313,20 +295,11 @@ void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const StepRecord::Entry& step = entries[i];
     Sequence* seq = step.seq;
-    // Decoding one token, unconstrained (a grammar's mask depends on the tokens before it),
-    // past its first output token and its forks.
-    if (!step.sample || step.num_tokens != 1 || step.prompt_logprobs || seq->matcher.has_value() ||
-        seq->num_output_tokens() < 1 || seq->num_pending_forks > 0 ||
-        seq->num_computed_tokens + 1 != seq->num_tokens()) {
-      continue;
-    }
-    // Every draft token may be kept, with one more after it: max_tokens and the model length
-    // bound the draft as they bound the output.
+    if (!step.sample || step.num_tokens != 1 || step.prompt_logprobs || !seq->may_draft()) continue;
     draft_slots_.push_back({.index = i,
                             .tokens = seq->tokens,
                             .first_position = seq->num_computed_tokens + 1,
-                            .max_tokens = std::min(seq->max_tokens - seq->num_output_tokens() - 1,
-                                                   seq->max_total_tokens - seq->num_tokens() - 1),
+                            .max_tokens = seq->max_draft_tokens(),
                             .acceptance = &seq->acceptance});
   }
   drafts_.Plan(cmd->scheduled, draft_slots_, budget, logit_budget,

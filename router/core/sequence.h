@@ -4,6 +4,7 @@
 #ifndef PAGODA_ROUTER_CORE_SEQUENCE_H_
 #define PAGODA_ROUTER_CORE_SEQUENCE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -46,6 +47,10 @@ struct Sequence {
   // Set by the transport while the client is not reading: the sequence is not scheduled (and
   // is preempted first when KV is short). Shared by the request's sequences; may be null.
   std::shared_ptr<const std::atomic<bool>> paused;
+  // The parent of its first block's hash (GenerationRequest::prefix_root), and whether a
+  // cache_salt chose it: a salted sequence's blocks are never offered to another router.
+  uint64_t prefix_root = 0;
+  bool salted = false;
   // Structured output (router/core/constraint.h): null without one.
   std::shared_ptr<const Constraint> constraint;
 
@@ -100,6 +105,20 @@ struct Sequence {
   bool needs_every_row() const { return wants_prompt_logprobs() || pooling == Pooling::kMean; }
   // The tokens it must compute before it can sample (or fork, while forks are pending).
   int target_tokens() const { return num_pending_forks > 0 ? num_prompt_tokens - 1 : num_tokens(); }
+  // Whether its one-token decode may carry a draft: unconstrained (a grammar's mask depends on
+  // the tokens before it), past its first output token and its forks, and caught up.
+  bool may_draft() const {
+    return !matcher.has_value() && num_output_tokens() >= 1 && num_pending_forks == 0 &&
+           num_computed_tokens + 1 == num_tokens();
+  }
+  // Draft tokens it may take: each may be kept, with one more after it, so max_tokens and the
+  // model length bound a draft as they bound the output.
+  int max_draft_tokens() const {
+    return std::min(max_tokens - num_output_tokens() - 1, max_total_tokens - num_tokens() - 1);
+  }
+  // Its `f`-th fork (1 ... num_pending_forks): a copy with id + f and seq_index + f that forks
+  // nothing more and that the worker has not seen yet.
+  std::unique_ptr<Sequence> Fork(int f) const;
 };
 
 }  // namespace pagoda

@@ -22,7 +22,8 @@ void StepRecord::Emit(Sequence* seq, int num_new_tokens, int first_changed_block
          // sequence after a preemption or a failover: the output so far comes along.
          .stop_ids = seq->sampling.min_tokens > seq->num_output_tokens() ? seq->stop_token_ids
                                                                          : std::vector<int>(),
-         .pooling = seq->pooling});
+         .pooling = seq->pooling,
+         .salted = seq->salted});
     seq->on_worker = true;
     seq->num_synced_blocks = 0;
   }

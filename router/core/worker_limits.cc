@@ -1,6 +1,8 @@
 #include "router/core/worker_limits.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -52,6 +54,38 @@ absl::Status CheckRoomFor(const WorkerInfo& info, int live_workers, int64_t live
     return absl::ResourceExhaustedError(
         absl::StrCat("Hello.num_blocks = ", info.num_blocks, ": the workers would hold ", blocks,
                      " blocks, over the router's budget of ", limits.max_total_blocks));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCachedBlocks(std::span<const CachedBlock> cached, const WorkerInfo& info,
+                                  int vocab_size) {
+  if (static_cast<int64_t>(cached.size()) * info.block_size > kMaxCachedBlockTokens ||
+      static_cast<int64_t>(cached.size()) > info.num_blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.cached_blocks: ", cached.size(), " blocks; at most ",
+                     std::min<int64_t>(info.num_blocks, kMaxCachedBlockTokens / info.block_size)));
+  }
+  std::vector<bool> seen(info.num_blocks);
+  for (size_t i = 0; i < cached.size(); ++i) {
+    const CachedBlock& c = cached[i];
+    const auto bad = [i](const char* field, const std::string& what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Hello.cached_blocks[", i, "].", field, ": ", what));
+    };
+    if (c.block < 0 || c.block >= info.num_blocks || seen[c.block]) {
+      return bad("block", absl::StrCat(c.block, " is not a block of the pool or repeats one"));
+    }
+    seen[c.block] = true;
+    if (c.parent < -1 || c.parent >= static_cast<int>(i)) {
+      return bad("parent", absl::StrCat(c.parent, ": must be -1 or an earlier entry's index"));
+    }
+    if (static_cast<int>(c.tokens.size()) != info.block_size) {
+      return bad("tokens", absl::StrCat(c.tokens.size(), " ids; a block holds ", info.block_size));
+    }
+    for (int t : c.tokens) {
+      if (t < 0 || t >= vocab_size) return bad("tokens", absl::StrCat("id ", t, " out of range"));
+    }
   }
   return absl::OkStatus();
 }

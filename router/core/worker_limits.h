@@ -3,6 +3,7 @@
 #define PAGODA_ROUTER_CORE_WORKER_LIMITS_H_
 
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "common/executor.h"
@@ -25,6 +26,13 @@ struct WorkerLimits {
 
 // OK when `info` fits `limits`; INVALID_ARGUMENT naming the bad field otherwise.
 absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limits);
+
+// OK when the blocks a worker of `info` offers as cached (Hello.cached_blocks) are well formed:
+// at most kMaxCachedBlockTokens tokens, distinct block ids of its pool, each parent an earlier
+// entry, block_size token ids below `vocab_size` each. INVALID_ARGUMENT naming the first bad one.
+// REQUIRES: ValidateWorkerInfo(info) passed.
+absl::Status ValidateCachedBlocks(std::span<const CachedBlock> cached, const WorkerInfo& info,
+                                  int vocab_size);
 
 // Whether a worker of `info` may join `live_workers` workers holding `live_blocks` blocks:
 // RESOURCE_EXHAUSTED when the router is at max_workers or the blocks would pass

@@ -12,7 +12,7 @@ namespace pagoda {
 
 WorkerLoop::WorkerLoop(int id, std::shared_ptr<Executor> executor, const ModelConfig& config,
                        const EngineOptions& options, RouterMetrics* metrics,
-                       WorkerLoopListener* listener)
+                       WorkerLoopListener* listener, std::span<const CachedBlock> cached)
     : id_(id),
       info_(executor->info()),
       metrics_(metrics),
@@ -20,6 +20,7 @@ WorkerLoop::WorkerLoop(int id, std::shared_ptr<Executor> executor, const ModelCo
       executor_(std::move(executor)),
       engine_(std::make_unique<Engine>(config, executor_.get(), options)) {
   // Exact counts while a step runs: admission has just moved sequences from waiting to running.
+  adopted_hashes_ = engine_->AdoptCachedBlocks(cached);
   engine_->set_after_schedule([this] {
     num_running_ = engine_->scheduler().num_running();
     num_waiting_ = engine_->scheduler().num_waiting() - engine_->scheduler().num_waiting_paused();

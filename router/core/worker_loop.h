@@ -16,7 +16,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -60,9 +62,14 @@ class WorkerLoopListener {
 class WorkerLoop {
  public:
   // Starts the loop's thread. The executor is shared with the worker's transport; `listener`
-  // and `metrics` (fed when not null) are not owned and must outlive the loop.
+  // and `metrics` (fed when not null) are not owned and must outlive the loop. `cached`: the
+  // blocks the worker's pool holds (validated: ValidateCachedBlocks), cached again before the
+  // first step.
   WorkerLoop(int id, std::shared_ptr<Executor> executor, const ModelConfig& config,
-             const EngineOptions& options, RouterMetrics* metrics, WorkerLoopListener* listener);
+             const EngineOptions& options, RouterMetrics* metrics, WorkerLoopListener* listener,
+             std::span<const CachedBlock> cached = {});
+  // The chained hashes of the blocks cached from `cached`, once (for Placement's hints).
+  std::vector<uint64_t> TakeAdoptedHashes() { return std::exchange(adopted_hashes_, {}); }
   ~WorkerLoop();  // Stop() and Join()
 
   int id() const { return id_; }
@@ -137,11 +144,12 @@ class WorkerLoop {
   // Constant after construction.
   const int id_;
   const WorkerInfo info_;
-  RouterMetrics* const metrics_;        // Not owned; may be null.
-  WorkerLoopListener* const listener_;  // Not owned.
-  Histogram* step_seconds_ = nullptr;   // this worker's series, when metrics are on
-  std::shared_ptr<Executor> executor_;  // shared with the transport; dropped by Join()
-  std::unique_ptr<Engine> engine_;      // the loop's thread only, after construction
+  RouterMetrics* const metrics_;          // Not owned; may be null.
+  WorkerLoopListener* const listener_;    // Not owned.
+  Histogram* step_seconds_ = nullptr;     // this worker's series, when metrics are on
+  std::shared_ptr<Executor> executor_;    // shared with the transport; dropped by Join()
+  std::unique_ptr<Engine> engine_;        // the loop's thread only, after construction
+  std::vector<uint64_t> adopted_hashes_;  // the caller's thread only (TakeAdoptedHashes)
   std::thread thread_;
 
   mutable absl::Mutex mu_;

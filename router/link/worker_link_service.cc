@@ -2,6 +2,8 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/process/grpc_security.h"
@@ -19,11 +21,16 @@ using Stream = grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>;
 // service's handler thread reads results; they meet under mu_.
 class WorkerConnection final : public Executor {
  public:
-  WorkerConnection(const WorkerInfo& info, Stream* stream, grpc::ServerContext* context,
-                   absl::Duration step_timeout)
-      : info_(info), stream_(stream), context_(context), step_timeout_(step_timeout) {}
+  WorkerConnection(const WorkerInfo& info, std::vector<CachedBlock> cached, Stream* stream,
+                   grpc::ServerContext* context, absl::Duration step_timeout)
+      : info_(info),
+        cached_(std::move(cached)),
+        stream_(stream),
+        context_(context),
+        step_timeout_(step_timeout) {}
 
   const WorkerInfo& info() const override { return info_; }
+  std::vector<CachedBlock> TakeCachedBlocks() override { return std::exchange(cached_, {}); }
 
   absl::StatusOr<StepResult> Execute(const StepCommand& command) override {
     v1::RouterMessage message;
@@ -98,6 +105,7 @@ class WorkerConnection final : public Executor {
   }
 
   const WorkerInfo info_;
+  std::vector<CachedBlock> cached_;     // from the Hello, until the Cluster takes them
   Stream* const stream_;                // Not owned; valid until Close().
   grpc::ServerContext* const context_;  // Not owned; valid until Close().
   const absl::Duration step_timeout_;
@@ -190,8 +198,9 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
   }
   watchdog.Beat(options_.heartbeat_timeout);
   const std::string name = first.hello().worker_name();
-  auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()), stream, context,
-                                                       options_.step_timeout);
+  auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()),
+                                                       CachedBlocksFromProto(first.hello()), stream,
+                                                       context, options_.step_timeout);
   absl::StatusOr<int> id = cluster_->AddWorker(connection);
   v1::RouterMessage reply;
   reply.mutable_hello_reply()->set_accepted(id.ok());

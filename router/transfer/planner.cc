@@ -28,7 +28,7 @@ TransferAction Place(QueuedRequest work, bool unassign = false) {
 
 void HashPrompt(GenerationRequest* request, int block_size) {
   if (request->prompt_block_size == block_size) return;
-  request->prompt_block_hashes = BlockHashes(request->prompt_ids, block_size);
+  request->prompt_block_hashes = BlockHashes(request->prompt_ids, block_size, request->prefix_root);
   request->prompt_block_size = block_size;
 }
 
@@ -159,7 +159,7 @@ void TransferPlanner::QueuePull(const TransferSnapshot& s, QueuedRequest work, i
   plan.peer_address = s.workers[src].info->kv_transfer_address;
   const int num_full = num_tokens / block_size;
   plan.tokens.assign(tokens.begin(), tokens.begin() + num_full * block_size);
-  plan.block_hashes = BlockHashes(plan.tokens, block_size);
+  plan.block_hashes = BlockHashes(plan.tokens, block_size, work.request.prefix_root);
   plan.tail_tokens = num_tokens % block_size;
   plan.src_blocks = src_blocks;
   Transfer& t = transfers_[id];

@@ -135,8 +135,12 @@ TEST(MutationTest, HellosAreRefusedOrMakeAWorkingScheduler) {
   Mutator m(1);
   v1::WorkerMessage valid;
   ToProto(ValidInfo(), valid.mutable_hello());
+  // Two chained cached blocks (issue 38) whose fields the mutations reach too.
+  std::vector<CachedBlock> cached = {{.block = 3, .parent = -1, .tokens = std::vector<int>(16, 1)},
+                                     {.block = 9, .parent = 0, .tokens = std::vector<int>(16, 3)}};
+  ToProto(cached, valid.mutable_hello());
   const std::string bytes = valid.SerializeAsString();
-  int accepted = 0;
+  int accepted = 0, adopted = 0;
   for (int i = 0; i < Iterations(20000); ++i) {
     v1::WorkerMessage message;
     if (!message.ParseFromString(m.Mutate(bytes)) || !message.has_hello()) continue;
@@ -145,6 +149,11 @@ TEST(MutationTest, HellosAreRefusedOrMakeAWorkingScheduler) {
     ++accepted;
     ScriptedExecutor executor(info);
     Engine engine(TinyConfig(), &executor, EngineOptions());  // CHECKed its options before
+    cached = CachedBlocksFromProto(message.hello());
+    if (ValidateCachedBlocks(cached, info, TinyConfig().vocab_size).ok()) {
+      adopted += !cached.empty();
+      engine.AdoptCachedBlocks(cached);
+    }
     GenerationRequest r;
     r.prompt_ids = {1, 3, 4};
     r.max_tokens = 4;
@@ -153,6 +162,7 @@ TEST(MutationTest, HellosAreRefusedOrMakeAWorkingScheduler) {
     }
   }
   EXPECT_GT(accepted, 0);
+  EXPECT_GT(adopted, 0);
 }
 
 TEST(MutationTest, StepResultsAreErrorsOrValidNeverACrash) {

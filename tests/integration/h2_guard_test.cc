@@ -29,6 +29,8 @@ class H2GuardTest : public HostileGrpcTest {
     }
     HostileGrpcTest::SetUp();
   }
+  // The guard is opt-in (--h2-proxy=off by default): this router asks for it.
+  std::vector<std::string> ExtraRouterFlags() const override { return {"--h2-proxy=auto"}; }
 
   // The router's HAProxy children (by /proc/<pid>/stat's parent and command).
   std::vector<pid_t> HaproxyPids() const {

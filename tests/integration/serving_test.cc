@@ -269,5 +269,45 @@ TEST_F(ServingTest, WorkersSurviveARouterRestart) {
   EXPECT_EQ(Generate(Greedy(golden_[2].prompt)).ids[0], golden_[2].greedy_ids);
 }
 
+// Issue 38: the workers' Hello carries what their pools hold, so the new router's prefix cache
+// and placement are as the old one left them: the repeat is a hit on the worker that has it.
+TEST_F(ServingTest, ARouterRestartKeepsTheWorkersPrefixCache) {
+  StartWorker();
+  StartWorker();
+  WaitForWorkers(2);
+  const auto& c = golden_[5];
+  const testing::StreamOutput first = Generate(Greedy(c.prompt));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(first.cached_tokens, 0);
+  Kill(router_);
+  StartRouter();
+  WaitForWorkers(2);
+  const testing::StreamOutput second = Generate(Greedy(c.prompt));
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_GT(second.cached_tokens, 0) << "the restarted router should know the worker's blocks";
+  EXPECT_EQ(second.ids[0], c.greedy_ids);
+  WaitForNoUsedBlocks();
+}
+
+// A tenant's (salted) blocks are shared only under its salt, and never offered to the next
+// router, which could not tell them from unsalted ones.
+TEST_F(ServingTest, ACacheSaltKeepsATenantsBlocksToItselfAcrossARestart) {
+  StartWorker();
+  WaitForWorkers(1);
+  const auto& c = golden_[5];
+  v1::GenerateRequest salted = Greedy(c.prompt);
+  salted.set_cache_salt("tenant-a-7f3c9e");
+  EXPECT_EQ(Generate(salted).cached_tokens, 0);
+  EXPECT_EQ(Generate(Greedy(c.prompt)).cached_tokens, 0) << "unsalted: another chain";
+  const testing::StreamOutput again = Generate(salted);
+  EXPECT_GT(again.cached_tokens, 0);
+  EXPECT_EQ(again.ids[0], c.greedy_ids);
+  Kill(router_);
+  StartRouter();
+  WaitForWorkers(1);
+  EXPECT_EQ(Generate(salted).cached_tokens, 0) << "salted blocks are not offered in a Hello";
+  EXPECT_GT(Generate(Greedy(c.prompt)).cached_tokens, 0) << "unsalted ones are";
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -17,7 +17,7 @@ constexpr std::string_view kCommon[] = {
     "seed", "n", "stop", "stream", "stream_options", "max_tokens", "response_format",
     // vLLM's sampling and output extensions
     "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids",
-    "skip_special_tokens", "prompt_logprobs",
+    "skip_special_tokens", "prompt_logprobs", "cache_salt",
     // constraints: llama.cpp's grammar, vLLM's guided_*
     "grammar", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
     "guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "json_schema"};

@@ -69,6 +69,14 @@ absl::Status ReadCommon(const OrderedJson& body, const OpenAiContext& context, O
   if (const OrderedJson* u = JsonMember(body, "user"); u != nullptr && !u->is_string()) {
     return BadField("user", "must be a string", kInvalidType);
   }
+  // vLLM's tenant key for the prefix cache (GenerationRequest::cache_salt).
+  if (const OrderedJson* salt = JsonMember(body, "cache_salt")) {
+    if (!salt->is_string()) return BadField("cache_salt", "must be a string", kInvalidType);
+    base->cache_salt = salt->get<std::string>();
+    if (base->cache_salt.empty() || base->cache_salt.size() > kMaxCacheSaltBytes) {
+      return BadField("cache_salt", absl::StrCat("must be 1 to ", kMaxCacheSaltBytes, " bytes"));
+    }
+  }
   // Fields left out: the model's defaults (generation_config.json), and a fresh seed.
   SamplingOverrides set;
   SamplingParams given;

@@ -30,7 +30,8 @@ constexpr absl::string_view kChatFields[] = {"model",
                                              "min_tokens",
                                              "stop",
                                              "chat_template_kwargs",
-                                             "parallel_tool_calls"};
+                                             "parallel_tool_calls",
+                                             "cache_salt"};
 
 // Fields read below.
 constexpr absl::string_view kOwnFields[] = {"input",

@@ -89,5 +89,16 @@ TEST(BlockPoolTest, BlockHashesChainTheFullBlocksOnly) {
   EXPECT_EQ(extended[1], HashBlock(99, std::vector<int>{4, 5, 6}));
 }
 
+TEST(BlockHashTest, ASaltOrAnotherKeyStartsAnotherChain) {
+  const std::vector<int> t = {1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(PrefixRoot(7, ""), 7u);
+  EXPECT_NE(PrefixRoot(7, "a"), PrefixRoot(7, "b"));
+  EXPECT_NE(PrefixRoot(7, "a"), PrefixRoot(8, "a"));
+  const std::vector<uint64_t> salted = BlockHashes(t, 3, PrefixRoot(7, "a"));
+  EXPECT_EQ(salted[0], HashBlock(PrefixRoot(7, "a"), std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(salted[1], HashBlock(salted[0], std::vector<int>{4, 5, 6}));
+  EXPECT_NE(salted, BlockHashes(t, 3, 7));
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -134,6 +134,29 @@ TEST_F(ClusterTest, ARequestSharingAPrefixGoesWhereThePrefixIs) {
   EXPECT_EQ(second.output(), c.greedy_ids);
 }
 
+// Issue 38: a cache_salt keys the prefix cache, so two tenants never share a block.
+TEST_F(ClusterTest, TwoCacheSaltsNeverShareABlock) {
+  AddWorker();
+  const auto& c = golden_[5];  // 19 tokens: one full block
+  auto run = [&](const std::string& salt) {
+    GenerationRequest r = Greedy(c.prompt_ids);
+    r.cache_salt = salt;
+    Collector out(1);
+    EXPECT_TRUE(cluster_->Submit(r, out.Sink()).ok());
+    EXPECT_TRUE(out.Wait());
+    EXPECT_EQ(out.output(), c.greedy_ids) << salt;
+    return out.cached();
+  };
+  EXPECT_EQ(run("tenant-a"), 0);
+  EXPECT_EQ(run("tenant-b"), 0) << "another salt must not hit tenant-a's blocks";
+  EXPECT_EQ(run(""), 0) << "nor may an unsalted request";
+  EXPECT_GT(run("tenant-a"), 0) << "the same salt shares them";
+  EXPECT_GT(run(""), 0);
+  GenerationRequest too_long = Greedy(c.prompt_ids);
+  too_long.cache_salt.assign(kMaxCacheSaltBytes + 1, 'x');
+  EXPECT_THAT(cluster_->Validate(too_long).message(), HasSubstr("cache_salt"));
+}
+
 TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   const int a = AddWorker();
   GenerationRequest sampled = Greedy(golden_[0].prompt_ids);

@@ -121,5 +121,24 @@ TEST(KVCacheManagerTest, ForkSharesBlocksAndCopyOnWriteCopiesTheSharedPartialBlo
   EXPECT_EQ(kv.pool().num_used_blocks(), 0);
 }
 
+// Issue 38: a worker's pool offered at join (what a previous router cached there).
+TEST(KVCacheManagerTest, AdoptedBlocksAreHitsAndTheirChainsFirstBlocksGoLast) {
+  KVCacheManager kv(6, 4);
+  const std::vector<int> t = Tokens(13);
+  const std::vector<CachedBlock> cached = {
+      {.block = 4, .parent = -1, .tokens = {100, 101, 102, 103}},
+      {.block = 1, .parent = 0, .tokens = {104, 105, 106, 107}},
+      {.block = 5, .parent = 1, .tokens = {108, 109, 110, 111}}};
+  const std::vector<uint64_t> hashes = kv.Adopt(cached, /*root=*/0);
+  EXPECT_EQ(hashes, BlockHashes(std::span<const int>(t).first(12), 4));
+  EXPECT_THAT(Find(kv, t).blocks, ElementsAre(4, 1, 5));
+  EXPECT_EQ(kv.pool().num_used_blocks(), 0);  // cached, free to evict
+  // Three fresh blocks go before any adopted one; then the chain's last block before its first.
+  const PrefixHit none;
+  kv.Allocate(1, none, 16);
+  EXPECT_THAT(kv.block_table(1), ElementsAre(0, 2, 3, 5));
+  EXPECT_THAT(Find(kv, t).blocks, ElementsAre(4, 1));
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -29,6 +29,16 @@ TEST(PausedCapsTest, NoCapCancelsNothing) {
               IsEmpty());
 }
 
+TEST(PausedCapsTest, TheRoutersCapCountsEveryClientsPausedSequences) {
+  const RequestPeer a{"ipv4:10.0.0.1", "ipv4:10.0.0.1:1"};
+  const RequestPeer b{"ipv4:10.0.0.2", "ipv4:10.0.0.2:1"};
+  const RequestPeer c{"ipv4:10.0.0.3", "ipv4:10.0.0.3:1"};
+  // Each client is within its own caps; together they pass the router's 40: the oldest goes.
+  EXPECT_THAT(OverPausedCaps({Paused(1, 3, 16, &a), Paused(2, 9, 16, &b), Paused(3, 5, 16, &c)},
+                             {.max_per_connection = 32, .max_per_client = 32, .max_total = 40}),
+              ElementsAre(Cancels(2, PausedCap::kRouter)));
+}
+
 TEST(PausedCapsTest, TheOldestPausedOfAConnectionGoFirst) {
   const RequestPeer a{"ipv4:10.0.0.1", "ipv4:10.0.0.1:1"};
   const RequestPeer b{"ipv4:10.0.0.2", "ipv4:10.0.0.2:1"};

@@ -48,9 +48,10 @@ TEST_F(CompletionRequestTest, EveryFieldIsReadWhereTheCoreUsesIt) {
       "stop": ["The", "end"], "stop_token_ids": [1, 2], "ignore_eos": true,
       "stream": true, "stream_options": {"include_usage": true},
       "logprobs": 3, "echo": true, "logit_bias": {"7": 5, "3": -1.5},
-      "skip_special_tokens": false})"));
+      "skip_special_tokens": false, "cache_salt": "tenant-7"})"));
   ASSERT_TRUE(call.ok()) << call.status();
   EXPECT_FALSE(call->chat);
+  EXPECT_EQ(call->requests.at(0).cache_salt, "tenant-7");
   EXPECT_EQ(call->model, "stories");
   ASSERT_EQ(call->requests.size(), 1u);
   const GenerationRequest& r = call->requests[0];
@@ -215,6 +216,9 @@ TEST_F(CompletionRequestTest, AFieldOfTheWrongTypeIsRefusedByName) {
   const std::vector<Case> cases = {
       {"model", 5, kInvalidType},
       {"user", true, kInvalidType},
+      {"cache_salt", 7, kInvalidType},
+      {"cache_salt", "", kInvalidValue},
+      {"cache_salt", std::string(kMaxCacheSaltBytes + 1, 's'), kInvalidValue},
       {"temperature", "hot", kInvalidType},
       {"top_p", OrderedJson::array(), kInvalidType},
       {"top_k", 2.5, kInvalidType},

@@ -1,0 +1,128 @@
+// The Cluster's registry of requests: what each request delivered so far, where each of its
+// sequences runs, and its sink. Delivery keeps a request's updates in order and counts its
+// sequences down to the end; a sequence that must go on elsewhere is rebuilt from what it
+// delivered (Resumed), which counter-based sampling continues identically.
+//
+//   Add ─▶ Assign(worker) ─▶ Record … Record(finished) ─▶ erased   (each: Handoff::Run outside)
+//                  └─ its worker dies or drains ─▶ TakeSequencesOn / ResumeIfOn ─▶ Assign again
+//
+// Not thread-safe: the Cluster holds it under its mu_. A worker's updates are recorded under
+// that lock, and their sinks (the whole output path: detokenizing, serializing, writing) run
+// after the Cluster lets it go, each request's in the order recorded (Handoff); only End and
+// Refuse call a sink under the lock.
+#ifndef PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
+#define PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "router/core/cluster_reports.h"
+#include "router/core/paused_caps.h"
+#include "router/core/sequence_update.h"
+#include "router/core/worker_loop.h"
+
+namespace pagoda {
+
+class RequestTable {
+ public:
+  // Registers a request (validated) and returns its id; its sequences run nowhere yet.
+  int64_t Add(const GenerationRequest& request, RequestSink sink, absl::Time give_up_at);
+  bool contains(int64_t request_id) const { return requests_.contains(request_id); }
+  int size() const { return static_cast<int>(requests_.size()); }
+
+  // Records that `work`'s sequences run on `worker_id` (-1: nowhere yet).
+  void Assign(const QueuedRequest& work, int worker_id);
+  // The workers the request's unfinished-or-not sequences were placed on (-1: nowhere), or
+  // empty when it is unknown.
+  std::vector<int> WorkersOf(int64_t request_id) const;
+  // Unfinished sequences placed on the worker.
+  int NumHeldBy(int worker_id) const;
+
+  // A request's sink, called in the order its updates were recorded: each gets a ticket under
+  // the Cluster's lock, and a sink call waits for its turn under `mu` (never another request's,
+  // so no two delivery locks are ever held at once).
+  struct Delivery {
+    absl::Mutex mu;
+    RequestSink sink ABSL_GUARDED_BY(mu);
+    int64_t served ABSL_GUARDED_BY(mu) = 0;  // tickets whose turn has passed
+    int64_t next_ticket = 0;                 // the RequestTable's (under the Cluster's lock)
+    // Waits for `ticket`'s turn, calls `deliver` with the sink, and lets the next ticket go.
+    void InTurn(int64_t ticket, const std::function<void(const RequestSink&)>& deliver);
+  };
+  // One request's updates of a step on their way to its sink, outside the Cluster's lock,
+  // after the updates recorded before them (from another worker after a move, say).
+  class Handoff {
+   public:
+    Handoff(std::shared_ptr<Delivery> delivery, int64_t request_id, int64_t ticket);
+    Handoff(Handoff&& other) noexcept;
+    Handoff& operator=(Handoff&&) = delete;
+    ~Handoff();  // gives up its turn if Run did not take it, so later updates still go
+    // Calls the sink with each update in order and lets the next updates through. Returns the
+    // sequences whose sink wants no more of them and that did not finish (to stop: Stop).
+    std::vector<int> Run();
+    int64_t request_id() const { return request_id_; }
+
+   private:
+    friend class RequestTable;
+    std::shared_ptr<Delivery> delivery_;  // null once run
+    int64_t request_id_;
+    int64_t ticket_;
+    std::vector<RequestUpdate> updates_;
+  };
+  // Records a worker's updates (their tokens, and each sequence that finished, erasing a
+  // request whose every sequence did) and returns them by request, to run outside the lock.
+  // Unknown requests (aborted) and a fork's empty update are left out.
+  std::vector<Handoff> Record(int worker_id, const std::vector<SequenceUpdate>& updates);
+  // A sequence whose sink wanted no more (Handoff::Run) counts as finished. Returns the worker
+  // it runs on, to abort it there; -1 when it is not running (finished, aborted, or unknown).
+  int Stop(int64_t request_id, int seq_index);
+  // Ends a request: its sink gets `error` as its last update unless `error` is OK; returns the
+  // workers its sequences were placed on (to abort there), nullopt when it is unknown.
+  std::optional<std::vector<int>> End(int64_t request_id, const absl::Status& error);
+  // A worker refused the request (it can never run there): its sink gets an abort.
+  void Refuse(int64_t request_id);
+
+  // The unfinished sequences placed on a worker that left, as work to place elsewhere (each
+  // from the tokens it delivered), except those of requests `still_queued` says never started
+  // there. They run nowhere until assigned again.
+  std::vector<QueuedRequest> TakeSequencesOn(
+      int worker_id, const std::function<bool(int64_t request_id)>& still_queued);
+  // Sequence `seq_index` of the request, to go on elsewhere, when it is unfinished on
+  // `worker_id`; nullopt otherwise (it finished, moved or was aborted).
+  std::optional<QueuedRequest> ResumeIfOn(int64_t request_id, int seq_index, int worker_id) const;
+
+  // Of `parked`, the requests whose give_up_at is at or before `now`.
+  std::vector<int64_t> Expired(const std::vector<int64_t>& parked, absl::Time now) const;
+  // The paused-request rule (ReviewPaused) over every request but `skip`.
+  PauseReview ReviewPaused(absl::Time now, absl::Duration stall_timeout, const PausedCaps& caps,
+                           const std::vector<int64_t>& skip);
+
+ private:
+  struct Request {
+    GenerationRequest request;
+    std::shared_ptr<Delivery> delivery;
+    std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
+    std::vector<bool> finished;             // (n)
+    std::vector<int> worker;                // (n) where each sequence runs, -1 while parked
+    int num_unfinished = 0;
+    absl::Time give_up_at;  // while parked, UNAVAILABLE after this
+    // Since when each review has seen request.paused set (InfiniteFuture: not paused at the last).
+    absl::Time paused_since = absl::InfiniteFuture();
+  };
+  static QueuedRequest Resumed(int64_t request_id, const Request& r, int seq_index);
+
+  absl::node_hash_map<int64_t, Request> requests_;  // nodes: a sink may see its request move
+  int64_t next_request_id_ = 1;
+};
+
+}  // namespace pagoda
+
+#endif  // PAGODA_ROUTER_CORE_REQUEST_TABLE_H_

@@ -1,0 +1,205 @@
+#include "router/core/request_table.h"
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+GenerationRequest Prompt(int n) {
+  GenerationRequest r;
+  r.prompt_ids = {1, 2, 3};
+  r.n = n;
+  return r;
+}
+
+SequenceUpdate Tokens(int64_t id, int seq, std::vector<int> tokens, bool finished = false) {
+  SequenceUpdate u;
+  u.request_id = id;
+  u.seq_index = seq;
+  u.token_ids = std::move(tokens);
+  u.finished = finished;
+  return u;
+}
+
+// Every update a request's sink saw.
+struct Seen {
+  std::vector<RequestUpdate> updates;
+  bool keep_going = true;
+  RequestSink Sink() {
+    return [this](const RequestUpdate& u) {
+      updates.push_back(u);
+      return keep_going;
+    };
+  }
+};
+
+// Records one update, runs its sink as the Cluster does (outside the lock) and stops the
+// sequence when the sink wants no more: the worker to abort it on, or -1.
+int Deliver(RequestTable& table, int worker_id, const SequenceUpdate& u) {
+  int abort_on = -1;
+  for (RequestTable::Handoff& h : table.Record(worker_id, {u})) {
+    for (int seq_index : h.Run()) abort_on = table.Stop(h.request_id(), seq_index);
+  }
+  return abort_on;
+}
+
+QueuedRequest Work(int64_t id, const GenerationRequest& r) {
+  return {.request_id = id, .request = r, .pull = std::nullopt};
+}
+
+TEST(RequestTableTest, DeliversInOrderAndErasesWhenEverySequenceFinished) {
+  RequestTable table;
+  Seen seen;
+  const int64_t id = table.Add(Prompt(2), seen.Sink(), absl::InfiniteFuture());
+  table.Assign(Work(id, Prompt(2)), 3);
+  EXPECT_EQ(table.NumHeldBy(3), 2);
+  EXPECT_EQ(Deliver(table, 3, Tokens(id, 0, {7})), -1);
+  EXPECT_EQ(Deliver(table, 3, Tokens(id, 1, {8}, /*finished=*/true)), -1);
+  EXPECT_EQ(table.NumHeldBy(3), 1);
+  EXPECT_TRUE(table.contains(id));
+  Deliver(table, 3, Tokens(id, 0, {9}, /*finished=*/true));
+  EXPECT_FALSE(table.contains(id));
+  ASSERT_EQ(seen.updates.size(), 3u);
+  EXPECT_EQ(seen.updates[0].worker_id, 3);
+  EXPECT_THAT(seen.updates[2].token_ids, ElementsAre(9));
+  // A late update of an erased request goes nowhere.
+  EXPECT_EQ(Deliver(table, 3, Tokens(id, 0, {10})), -1);
+  EXPECT_EQ(seen.updates.size(), 3u);
+}
+
+TEST(RequestTableTest, ASinkThatWantsNoMoreAbortsItsSequenceOnce) {
+  RequestTable table;
+  Seen seen;
+  const int64_t id = table.Add(Prompt(1), seen.Sink(), absl::InfiniteFuture());
+  table.Assign(Work(id, Prompt(1)), 6);
+  seen.keep_going = false;
+  EXPECT_EQ(Deliver(table, 6, Tokens(id, 0, {7})), 6);  // abort it on its worker
+  EXPECT_FALSE(table.contains(id));                     // its one sequence counts as finished
+  EXPECT_EQ(table.Stop(id, 0), -1);
+}
+
+TEST(RequestTableTest, OneRequestsUpdatesOfAStepGoInOneHandoffInOrder) {
+  RequestTable table;
+  Seen a, b;
+  const int64_t x = table.Add(Prompt(2), a.Sink(), absl::InfiniteFuture());
+  const int64_t y = table.Add(Prompt(1), b.Sink(), absl::InfiniteFuture());
+  std::vector<RequestTable::Handoff> handoffs =
+      table.Record(0, {Tokens(x, 0, {1}), Tokens(y, 0, {2}), Tokens(x, 1, {3}, true)});
+  ASSERT_EQ(handoffs.size(), 2u);
+  EXPECT_THAT(a.updates, IsEmpty());  // nothing reaches a sink before Run
+  for (RequestTable::Handoff& h : handoffs) EXPECT_THAT(h.Run(), IsEmpty());
+  ASSERT_EQ(a.updates.size(), 2u);
+  EXPECT_THAT(a.updates[0].token_ids, ElementsAre(1));
+  EXPECT_THAT(a.updates[1].token_ids, ElementsAre(3));
+  EXPECT_EQ(b.updates.size(), 1u);
+  // A handoff not run (dropped) lets the request's later updates through all the same.
+  { std::vector<RequestTable::Handoff> dropped = table.Record(0, {Tokens(x, 0, {4})}); }
+  for (RequestTable::Handoff& h : table.Record(0, {Tokens(x, 0, {5}, true)})) h.Run();
+  EXPECT_FALSE(table.contains(x));
+}
+
+TEST(RequestTableTest, AForkWithoutTokensIsNotDelivered) {
+  RequestTable table;
+  Seen seen;
+  const int64_t id = table.Add(Prompt(2), seen.Sink(), absl::InfiniteFuture());
+  EXPECT_TRUE(table.Record(0, {Tokens(id, 1, {})}).empty());
+  EXPECT_THAT(seen.updates, IsEmpty());
+}
+
+TEST(RequestTableTest, EndTellsTheSinkTheErrorAndReturnsWhereItRan) {
+  RequestTable table;
+  Seen seen;
+  const int64_t id = table.Add(Prompt(1), seen.Sink(), absl::InfiniteFuture());
+  table.Assign(Work(id, Prompt(1)), 2);
+  const auto workers = table.End(id, absl::UnavailableError("gone"));
+  ASSERT_TRUE(workers.has_value());
+  EXPECT_THAT(*workers, ElementsAre(2));
+  ASSERT_EQ(seen.updates.size(), 1u);
+  EXPECT_EQ(seen.updates[0].error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(seen.updates[0].finished);
+  EXPECT_FALSE(table.End(id, absl::OkStatus()).has_value());
+  // An abort (OK) tells the sink nothing.
+  Seen quiet;
+  const int64_t other = table.Add(Prompt(1), quiet.Sink(), absl::InfiniteFuture());
+  EXPECT_TRUE(table.End(other, absl::OkStatus()).has_value());
+  EXPECT_THAT(quiet.updates, IsEmpty());
+}
+
+TEST(RequestTableTest, RefuseAbortsTheRequest) {
+  RequestTable table;
+  Seen seen;
+  const int64_t id = table.Add(Prompt(1), seen.Sink(), absl::InfiniteFuture());
+  table.Refuse(id);
+  ASSERT_EQ(seen.updates.size(), 1u);
+  EXPECT_EQ(seen.updates[0].finish_reason, FinishReason::kAbort);
+  EXPECT_FALSE(table.contains(id));
+}
+
+TEST(RequestTableTest, SequencesOfALostWorkerResumeFromWhatTheyDelivered) {
+  RequestTable table;
+  Seen a, b;
+  const int64_t moved = table.Add(Prompt(2), a.Sink(), absl::InfiniteFuture());
+  const int64_t queued = table.Add(Prompt(1), b.Sink(), absl::InfiniteFuture());
+  table.Assign(Work(moved, Prompt(2)), 1);
+  table.Assign(Work(queued, Prompt(1)), 1);
+  Deliver(table, 1, Tokens(moved, 0, {5, 6}));
+  Deliver(table, 1, Tokens(moved, 1, {7}, /*finished=*/true));
+  const std::vector<QueuedRequest> resumed =
+      table.TakeSequencesOn(1, [&](int64_t id) { return id == queued; });
+  // Only the unfinished sequence of the started request, as one sequence with its tokens.
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0].request_id, moved);
+  EXPECT_EQ(resumed[0].request.n, 1);
+  EXPECT_EQ(resumed[0].request.first_seq_index, 0);
+  EXPECT_THAT(resumed[0].request.output_ids, ElementsAre(5, 6));
+  EXPECT_TRUE(resumed[0].request.front_of_queue);
+  EXPECT_EQ(table.NumHeldBy(1), 1);  // the queued one stays until it is placed again
+  EXPECT_THAT(table.WorkersOf(moved), ElementsAre(-1, 1));
+}
+
+TEST(RequestTableTest, ResumeIfOnOnlyForAnUnfinishedSequenceOnThatWorker) {
+  RequestTable table;
+  Seen seen;
+  const int64_t id = table.Add(Prompt(2), seen.Sink(), absl::InfiniteFuture());
+  table.Assign(Work(id, Prompt(2)), 4);
+  Deliver(table, 4, Tokens(id, 1, {9}, /*finished=*/true));
+  EXPECT_TRUE(table.ResumeIfOn(id, 0, 4).has_value());
+  EXPECT_FALSE(table.ResumeIfOn(id, 1, 4).has_value());  // finished
+  EXPECT_FALSE(table.ResumeIfOn(id, 0, 5).has_value());  // elsewhere
+  EXPECT_FALSE(table.ResumeIfOn(id, 2, 4).has_value());  // no such sequence
+  EXPECT_FALSE(table.ResumeIfOn(id + 1, 0, 4).has_value());
+}
+
+TEST(RequestTableTest, ExpiredAndPausedAtATick) {
+  RequestTable table;
+  Seen a, b, c;
+  const int64_t early = table.Add(Prompt(1), a.Sink(), kT0 - absl::Seconds(1));
+  const int64_t late = table.Add(Prompt(1), b.Sink(), kT0 + absl::Seconds(1));
+  GenerationRequest paused_request = Prompt(1);
+  auto paused = std::make_shared<std::atomic<bool>>(true);
+  paused_request.paused = paused;
+  const int64_t reader = table.Add(paused_request, c.Sink(), absl::InfiniteFuture());
+  EXPECT_THAT(table.Expired({early, late, 999}, kT0), ElementsAre(early));
+  // Paused at the first review; stalled once the timeout passed at every review since.
+  PauseReview first = table.ReviewPaused(kT0, absl::Seconds(10), PausedCaps{}, {early});
+  EXPECT_EQ(first.num_paused, 1);
+  EXPECT_THAT(first.end, IsEmpty());
+  PauseReview later =
+      table.ReviewPaused(kT0 + absl::Seconds(11), absl::Seconds(10), PausedCaps{}, {early});
+  ASSERT_EQ(later.end.size(), 1u);
+  EXPECT_EQ(later.end[0].first, reader);
+  EXPECT_EQ(later.end[0].second.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace pagoda
