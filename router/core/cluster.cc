@@ -311,26 +311,20 @@ void Cluster::OnRefused(int worker_id, int64_t request_id) {
 
 void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) {
   WorkerLoop* loop;
-  std::vector<RequestTable::Handoff> handoffs;
   {
     TimedMutexLock lock(&mu_, &loop_waits_);
     loop = reporting_[worker_id];
     if (loop == nullptr) return;  // its requests moved; their new worker reports from here on
-    handoffs = requests_.Record(worker_id, updates);
-  }
-  // The sinks (the output path: detokenizing, serializing, writing to the client) run outside
-  // mu_, so the other workers' loops report meanwhile; each request's updates stay in order.
-  std::vector<std::pair<int64_t, int>> stop;
-  for (RequestTable::Handoff& h : handoffs) {
-    for (int seq_index : h.Run()) stop.emplace_back(h.request_id(), seq_index);
-  }
-  if (!stop.empty()) {
-    TimedMutexLock lock(&mu_, &loop_waits_);
-    for (const auto& [request_id, seq_index] : stop) {
-      const int worker = requests_.Stop(request_id, seq_index);
-      // Taken right after its current step, wherever it runs now.
-      if (worker >= 0 && reporting_[worker] != nullptr) {
-        reporting_[worker]->Abort(request_id, seq_index);
+    // The sinks run under mu_ too: a sink's owner (a GenerationStream) may go as soon as it has
+    // its request's last update, and ending a request takes mu_, which waits for them. (Run
+    // outside mu_, a stream freed meanwhile was written after its end: ASan caught it.)
+    for (RequestTable::Handoff& h : requests_.Record(worker_id, updates)) {
+      for (int seq_index : h.Run()) {
+        // Taken right after its current step, wherever it runs now.
+        const int worker = requests_.Stop(h.request_id(), seq_index);
+        if (worker >= 0 && reporting_[worker] != nullptr) {
+          reporting_[worker]->Abort(h.request_id(), seq_index);
+        }
       }
     }
   }

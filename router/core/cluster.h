@@ -13,12 +13,11 @@
 //              parked requests and the TransferPlanner. Submit, Tick, Abort, a worker joining,
 //              draining or leaving, and a worker's transfer reports take it.
 //   mu_        the request registry (RequestTable): each request's delivered tokens and where
-//              its sequences run. A worker loop's after-step report (OnUpdates) takes only this
-//              one, briefly, to record its updates; their sinks (the output path) run after it
-//              lets go, each request's under its own delivery lock and in order. So a loop never
-//              waits while the router places a request, plans a transfer or writes another
-//              worker's tokens to their clients; work under place_mu_ takes mu_ only to register
-//              a request, record where a sequence went or end one (whose sink runs under it).
+//              its sequences run, and its sink, which runs under it (a sink's owner may go as
+//              soon as it has its last update; ending a request takes mu_). A worker loop's
+//              after-step report (OnUpdates) takes only this one, so it never waits while the
+//              router places a request or plans a transfer for another worker; work under
+//              place_mu_ takes mu_ only to register a request or record where a sequence went.
 #ifndef PAGODA_ROUTER_CORE_CLUSTER_H_
 #define PAGODA_ROUTER_CORE_CLUSTER_H_
 

@@ -3,13 +3,13 @@
 // sequences down to the end; a sequence that must go on elsewhere is rebuilt from what it
 // delivered (Resumed), which counter-based sampling continues identically.
 //
-//   Add ─▶ Assign(worker) ─▶ Record … Record(finished) ─▶ erased   (each: Handoff::Run outside)
+//   Add ─▶ Assign(worker) ─▶ Record … Record(finished) ─▶ erased   (each then Handoff::Run)
 //                  └─ its worker dies or drains ─▶ TakeSequencesOn / ResumeIfOn ─▶ Assign again
 //
-// Not thread-safe: the Cluster holds it under its mu_. A worker's updates are recorded under
-// that lock, and their sinks (the whole output path: detokenizing, serializing, writing) run
-// after the Cluster lets it go, each request's in the order recorded (Handoff); only End and
-// Refuse call a sink under the lock.
+// Not thread-safe: the Cluster holds it under its mu_, and runs the sinks (Handoff::Run, End,
+// Refuse) under it too. A Handoff can run outside that lock, each request's updates in the
+// order recorded, once every sink's owner outlives the calls it may still get after its last
+// update (a GenerationStream does not yet: ASan caught one written after it was freed).
 #ifndef PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
 #define PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
 
