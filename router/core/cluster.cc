@@ -315,16 +315,11 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
     TimedMutexLock lock(&mu_, &loop_waits_);
     loop = reporting_[worker_id];
     if (loop == nullptr) return;  // its requests moved; their new worker reports from here on
-    // The sinks run under mu_ too: a sink's owner (a GenerationStream) may go as soon as it has
-    // its request's last update, and ending a request takes mu_, which waits for them. (Run
-    // outside mu_, a stream freed meanwhile was written after its end: ASan caught it.)
-    for (RequestTable::Handoff& h : requests_.Record(worker_id, updates)) {
-      for (int seq_index : h.Run()) {
-        // Taken right after its current step, wherever it runs now.
-        const int worker = requests_.Stop(h.request_id(), seq_index);
-        if (worker >= 0 && reporting_[worker] != nullptr) {
-          reporting_[worker]->Abort(h.request_id(), seq_index);
-        }
+    // Under mu_: keeps a request's updates in order across a worker change, and a sink's owner
+    // (a GenerationStream) may go as soon as it has its last update; ending a request takes mu_.
+    for (const SequenceUpdate& u : updates) {
+      if (requests_.Deliver(worker_id, u) == RequestTable::Delivered::kAbortSequence) {
+        loop->Abort(u.request_id, u.seq_index);  // taken right after this step
       }
     }
   }

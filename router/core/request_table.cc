@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
-#include "absl/container/flat_hash_map.h"
 
 namespace pagoda {
 
@@ -12,9 +11,7 @@ int64_t RequestTable::Add(const GenerationRequest& request, RequestSink sink,
   const int64_t id = next_request_id_++;
   Request& r = requests_[id];
   r.request = request;
-  r.delivery = std::make_shared<Delivery>();
-  absl::MutexLock lock(&r.delivery->mu);
-  r.delivery->sink = std::move(sink);
+  r.sink = std::move(sink);
   r.outputs.resize(request.n);
   r.finished.assign(request.n, false);
   r.worker.assign(request.n, -1);
@@ -44,73 +41,24 @@ int RequestTable::NumHeldBy(int worker_id) const {
   return held;
 }
 
-void RequestTable::Delivery::InTurn(int64_t ticket,
-                                    const std::function<void(const RequestSink&)>& deliver) {
-  absl::MutexLock lock(&mu);
-  const auto turn = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return served == ticket; };
-  mu.Await(absl::Condition(&turn));
-  deliver(sink);
-  ++served;
-}
-
-RequestTable::Handoff::Handoff(std::shared_ptr<Delivery> delivery, int64_t request_id,
-                               int64_t ticket)
-    : delivery_(std::move(delivery)), request_id_(request_id), ticket_(ticket) {}
-
-RequestTable::Handoff::Handoff(Handoff&& other) noexcept
-    : delivery_(std::move(other.delivery_)),
-      request_id_(other.request_id_),
-      ticket_(other.ticket_),
-      updates_(std::move(other.updates_)) {}
-
-RequestTable::Handoff::~Handoff() {
-  if (delivery_ != nullptr) delivery_->InTurn(ticket_, [](const RequestSink&) {});
-}
-
-std::vector<int> RequestTable::Handoff::Run() {
-  std::vector<int> stop;
-  delivery_->InTurn(ticket_, [&](const RequestSink& sink) {
-    for (const RequestUpdate& u : updates_) {
-      if (!sink(u) && !u.finished) stop.push_back(u.seq_index);
-    }
-  });
-  delivery_ = nullptr;
-  return stop;
-}
-
-std::vector<RequestTable::Handoff> RequestTable::Record(
-    int worker_id, const std::vector<SequenceUpdate>& updates) {
-  std::vector<Handoff> out;
-  absl::flat_hash_map<int64_t, size_t> index;  // request id -> its handoff in out
-  for (const SequenceUpdate& u : updates) {
-    auto it = requests_.find(u.request_id);
-    if (it == requests_.end()) continue;               // aborted
-    if (u.token_ids.empty() && !u.finished) continue;  // a fork was created
-    Request& r = it->second;
-    r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.token_ids.begin(),
-                                  u.token_ids.end());
-    auto [slot, added] = index.try_emplace(u.request_id, out.size());
-    if (added) out.emplace_back(r.delivery, u.request_id, r.delivery->next_ticket++);
-    RequestUpdate& update = out[slot->second].updates_.emplace_back();
-    static_cast<SequenceOutput&>(update) = u;
-    update.worker_id = worker_id;
-    if (u.finished && !r.finished[u.seq_index]) {
-      r.finished[u.seq_index] = true;
-      if (--r.num_unfinished == 0) requests_.erase(it);  // its handoff keeps the sink
-    }
-  }
-  return out;
-}
-
-int RequestTable::Stop(int64_t request_id, int seq_index) {
-  auto it = requests_.find(request_id);
-  if (it == requests_.end()) return -1;
+RequestTable::Delivered RequestTable::Deliver(int worker_id, const SequenceUpdate& u) {
+  auto it = requests_.find(u.request_id);
+  if (it == requests_.end()) return Delivered::kDone;               // aborted
+  if (u.token_ids.empty() && !u.finished) return Delivered::kDone;  // a fork was created
   Request& r = it->second;
-  if (r.finished[seq_index]) return -1;
-  r.finished[seq_index] = true;
-  const int worker = r.worker[seq_index];
-  if (--r.num_unfinished == 0) requests_.erase(it);
-  return worker;
+  r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.token_ids.begin(),
+                                u.token_ids.end());
+  RequestUpdate out;
+  static_cast<SequenceOutput&>(out) = u;
+  out.worker_id = worker_id;
+  const bool keep_going = r.sink(out);
+  Delivered result = Delivered::kDone;
+  if (!keep_going && !u.finished && !r.finished[u.seq_index]) result = Delivered::kAbortSequence;
+  if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
+    r.finished[u.seq_index] = true;
+    if (--r.num_unfinished == 0) requests_.erase(it);
+  }
+  return result;
 }
 
 std::optional<std::vector<int>> RequestTable::End(int64_t request_id, const absl::Status& error) {
@@ -121,9 +69,7 @@ std::optional<std::vector<int>> RequestTable::End(int64_t request_id, const absl
     RequestUpdate out;
     out.error = error;
     out.finished = true;
-    // After the updates already handed off (under the Cluster's lock: their sinks need none).
-    Delivery& d = *it->second.delivery;
-    d.InTurn(d.next_ticket++, [&out](const RequestSink& sink) { sink(out); });
+    it->second.sink(out);
   }
   requests_.erase(it);
   return workers;
@@ -135,8 +81,7 @@ void RequestTable::Refuse(int64_t request_id) {
   RequestUpdate out;
   out.finished = true;
   out.finish_reason = FinishReason::kAbort;
-  Delivery& d = *it->second.delivery;
-  d.InTurn(d.next_ticket++, [&out](const RequestSink& sink) { sink(out); });
+  it->second.sink(out);
   requests_.erase(it);
 }
 

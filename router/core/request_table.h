@@ -3,26 +3,22 @@
 // sequences down to the end; a sequence that must go on elsewhere is rebuilt from what it
 // delivered (Resumed), which counter-based sampling continues identically.
 //
-//   Add ─▶ Assign(worker) ─▶ Record … Record(finished) ─▶ erased   (each then Handoff::Run)
+//   Add ─▶ Assign(worker) ─▶ Deliver … Deliver(finished) ─▶ erased
 //                  └─ its worker dies or drains ─▶ TakeSequencesOn / ResumeIfOn ─▶ Assign again
 //
-// Not thread-safe: the Cluster holds it under its mu_, and runs the sinks (Handoff::Run, End,
-// Refuse) under it too. A Handoff can run outside that lock, each request's updates in the
-// order recorded, once every sink's owner outlives the calls it may still get after its last
-// update (a GenerationStream does not yet: ASan caught one written after it was freed).
+// Plain C++, not thread-safe: the Cluster holds it under its mu_, and sinks run inside Deliver,
+// End and Refuse, so they run under that lock too (a sink's owner may go as soon as it has its
+// request's last update: ending a request takes the lock, which waits for a sink running).
 #ifndef PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
 #define PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "router/core/cluster_reports.h"
 #include "router/core/paused_caps.h"
@@ -46,44 +42,14 @@ class RequestTable {
   // Unfinished sequences placed on the worker.
   int NumHeldBy(int worker_id) const;
 
-  // A request's sink, called in the order its updates were recorded: each gets a ticket under
-  // the Cluster's lock, and a sink call waits for its turn under `mu` (never another request's,
-  // so no two delivery locks are ever held at once).
-  struct Delivery {
-    absl::Mutex mu;
-    RequestSink sink ABSL_GUARDED_BY(mu);
-    int64_t served ABSL_GUARDED_BY(mu) = 0;  // tickets whose turn has passed
-    int64_t next_ticket = 0;                 // the RequestTable's (under the Cluster's lock)
-    // Waits for `ticket`'s turn, calls `deliver` with the sink, and lets the next ticket go.
-    void InTurn(int64_t ticket, const std::function<void(const RequestSink&)>& deliver);
+  // What Deliver asks of the worker that sent the update.
+  enum class Delivered {
+    kDone,           // nothing more to do
+    kAbortSequence,  // the sink wants no more of this sequence: abort it there
   };
-  // One request's updates of a step on their way to its sink, outside the Cluster's lock,
-  // after the updates recorded before them (from another worker after a move, say).
-  class Handoff {
-   public:
-    Handoff(std::shared_ptr<Delivery> delivery, int64_t request_id, int64_t ticket);
-    Handoff(Handoff&& other) noexcept;
-    Handoff& operator=(Handoff&&) = delete;
-    ~Handoff();  // gives up its turn if Run did not take it, so later updates still go
-    // Calls the sink with each update in order and lets the next updates through. Returns the
-    // sequences whose sink wants no more of them and that did not finish (to stop: Stop).
-    std::vector<int> Run();
-    int64_t request_id() const { return request_id_; }
-
-   private:
-    friend class RequestTable;
-    std::shared_ptr<Delivery> delivery_;  // null once run
-    int64_t request_id_;
-    int64_t ticket_;
-    std::vector<RequestUpdate> updates_;
-  };
-  // Records a worker's updates (their tokens, and each sequence that finished, erasing a
-  // request whose every sequence did) and returns them by request, to run outside the lock.
-  // Unknown requests (aborted) and a fork's empty update are left out.
-  std::vector<Handoff> Record(int worker_id, const std::vector<SequenceUpdate>& updates);
-  // A sequence whose sink wanted no more (Handoff::Run) counts as finished. Returns the worker
-  // it runs on, to abort it there; -1 when it is not running (finished, aborted, or unknown).
-  int Stop(int64_t request_id, int seq_index);
+  // Hands an update from `worker_id` to its request's sink and records its tokens; a request
+  // whose every sequence finished is erased. Unknown requests (aborted) are ignored.
+  Delivered Deliver(int worker_id, const SequenceUpdate& update);
   // Ends a request: its sink gets `error` as its last update unless `error` is OK; returns the
   // workers its sequences were placed on (to abort there), nullopt when it is unknown.
   std::optional<std::vector<int>> End(int64_t request_id, const absl::Status& error);
@@ -108,7 +74,7 @@ class RequestTable {
  private:
   struct Request {
     GenerationRequest request;
-    std::shared_ptr<Delivery> delivery;
+    RequestSink sink;
     std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
     std::vector<bool> finished;             // (n)
     std::vector<int> worker;                // (n) where each sequence runs, -1 while parked

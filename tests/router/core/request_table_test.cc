@@ -43,14 +43,9 @@ struct Seen {
   }
 };
 
-// Records one update, runs its sink as the Cluster does (outside the lock) and stops the
-// sequence when the sink wants no more: the worker to abort it on, or -1.
+// Delivers one update as the Cluster does; the worker to abort the sequence on, or -1.
 int Deliver(RequestTable& table, int worker_id, const SequenceUpdate& u) {
-  int abort_on = -1;
-  for (RequestTable::Handoff& h : table.Record(worker_id, {u})) {
-    for (int seq_index : h.Run()) abort_on = table.Stop(h.request_id(), seq_index);
-  }
-  return abort_on;
+  return table.Deliver(worker_id, u) == RequestTable::Delivered::kAbortSequence ? worker_id : -1;
 }
 
 QueuedRequest Work(int64_t id, const GenerationRequest& r) {
@@ -83,36 +78,16 @@ TEST(RequestTableTest, ASinkThatWantsNoMoreAbortsItsSequenceOnce) {
   const int64_t id = table.Add(Prompt(1), seen.Sink(), absl::InfiniteFuture());
   table.Assign(Work(id, Prompt(1)), 6);
   seen.keep_going = false;
-  EXPECT_EQ(Deliver(table, 6, Tokens(id, 0, {7})), 6);  // abort it on its worker
-  EXPECT_FALSE(table.contains(id));                     // its one sequence counts as finished
-  EXPECT_EQ(table.Stop(id, 0), -1);
-}
-
-TEST(RequestTableTest, OneRequestsUpdatesOfAStepGoInOneHandoffInOrder) {
-  RequestTable table;
-  Seen a, b;
-  const int64_t x = table.Add(Prompt(2), a.Sink(), absl::InfiniteFuture());
-  const int64_t y = table.Add(Prompt(1), b.Sink(), absl::InfiniteFuture());
-  std::vector<RequestTable::Handoff> handoffs =
-      table.Record(0, {Tokens(x, 0, {1}), Tokens(y, 0, {2}), Tokens(x, 1, {3}, true)});
-  ASSERT_EQ(handoffs.size(), 2u);
-  EXPECT_THAT(a.updates, IsEmpty());  // nothing reaches a sink before Run
-  for (RequestTable::Handoff& h : handoffs) EXPECT_THAT(h.Run(), IsEmpty());
-  ASSERT_EQ(a.updates.size(), 2u);
-  EXPECT_THAT(a.updates[0].token_ids, ElementsAre(1));
-  EXPECT_THAT(a.updates[1].token_ids, ElementsAre(3));
-  EXPECT_EQ(b.updates.size(), 1u);
-  // A handoff not run (dropped) lets the request's later updates through all the same.
-  { std::vector<RequestTable::Handoff> dropped = table.Record(0, {Tokens(x, 0, {4})}); }
-  for (RequestTable::Handoff& h : table.Record(0, {Tokens(x, 0, {5}, true)})) h.Run();
-  EXPECT_FALSE(table.contains(x));
+  EXPECT_EQ(Deliver(table, 6, Tokens(id, 0, {7})), 6);   // abort it on its worker
+  EXPECT_FALSE(table.contains(id));                      // its one sequence counts as finished
+  EXPECT_EQ(Deliver(table, 6, Tokens(id, 0, {8})), -1);  // asked once
 }
 
 TEST(RequestTableTest, AForkWithoutTokensIsNotDelivered) {
   RequestTable table;
   Seen seen;
   const int64_t id = table.Add(Prompt(2), seen.Sink(), absl::InfiniteFuture());
-  EXPECT_TRUE(table.Record(0, {Tokens(id, 1, {})}).empty());
+  EXPECT_EQ(Deliver(table, 0, Tokens(id, 1, {})), -1);
   EXPECT_THAT(seen.updates, IsEmpty());
 }
 
