@@ -11,9 +11,10 @@ prompt=${1:-Once upon a time}
 mkdir -p build
 build_log=build/demo-build.log
 : > "$build_log"
+source tools/ccache_env.sh
 if [ ! -f build/CMakeCache.txt ]; then
   echo "building Pagoda (first time: a few minutes; log: $build_log)"
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >> "$build_log" 2>&1 ||
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${pagoda_ccache_args[@]}" >> "$build_log" 2>&1 ||
     { tail -20 "$build_log"; exit 1; }
 fi
 cmake --build build -j "$(nproc)" --target pagoda-router pagoda-worker pagoda >> "$build_log" 2>&1 ||

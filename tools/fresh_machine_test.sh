@@ -65,6 +65,16 @@ bind /dev "$root/dev"
 # Downloaded .debs are kept between runs (the same files apt would fetch again).
 mkdir -p "$cache/apt-archives/partial"
 bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+# The host's compile cache (tools/ccache_env.sh; in CI, the first stage's Release objects):
+# once setup.sh has installed ccache in the root, demo.sh's build takes its objects from there
+# instead of compiling them a second time. FRESH_CCACHE=0 builds cold.
+ccache_env=()
+if [ "${FRESH_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null; then
+  ccache_dir=$(ccache -k cache_dir)
+  mkdir -p "$ccache_dir" "$root/var/cache/ccache"
+  bind "$ccache_dir" "$root/var/cache/ccache"
+  ccache_env=(CCACHE_DIR=/var/cache/ccache)
+fi
 
 # demo.sh serves on 50051/50052; another router there would answer its readiness check.
 if ss -Htln | awk '{print $4}' | grep -Eq ':5005[12]$'; then
@@ -91,6 +101,8 @@ printf -v t0 '%(%s)T' -1
   status=0
   timeout "${FRESH_TIMEOUT:-45m}" chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${PORT:+PORT=$PORT} \
+    ${HTTP_PORT:+HTTP_PORT=$HTTP_PORT} \
+    "${ccache_env[@]}" \
     /bin/bash -c 'cd /src/pagoda && tools/setup.sh && tools/demo.sh "Once upon a time"' \
     2>&1 || status=$?
   echo "fresh_machine_test: exit $status"

@@ -6,9 +6,10 @@ set -euo pipefail
 # Every package is named: --no-install-recommends installs nothing by luck.
 # nlohmann-json, cpp-httplib and PCRE2 are the packaged JSON, HTTP and regex libraries.
 # oneDNN (libdnnl-dev, the worker's bf16 matmuls) is built with an OpenCL GPU runtime: its CMake
-# config finds OpenCL, so ocl-icd-opencl-dev comes too (only the CPU engine is used).
+# config finds OpenCL, so ocl-icd-opencl-dev comes too (only the CPU engine is used). ccache:
+# rebuilds (and CI's fresh-machine stage after its first) reuse compiled objects.
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgrpc-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libxxhash-dev
