@@ -19,6 +19,7 @@
 #include "router/api/generation_service.h"
 #include "router/api/openai/openai_server.h"
 #include "router/api/reflection_service.h"
+#include "router/core/cluster_gauges.h"
 #include "router/link/grpc_port_limits.h"
 #include "router/link/worker_link_service.h"
 
@@ -35,73 +36,6 @@ std::string DefaultServedModelName(const std::string& model) {
 std::string ServedModelName(const RouterServerOptions& options) {
   return options.served_model_name.empty() ? DefaultServedModelName(options.model)
                                            : options.served_model_name;
-}
-
-// Gauges of the current state, read from the cluster at each scrape.
-void AddStateGauges(MetricsRegistry* registry, const Cluster* cluster) {
-  using Values = std::vector<std::pair<MetricLabels, double>>;
-  registry->AddGaugeFamily("pagoda_num_requests_running", "Sequences running on workers.",
-                           [cluster] {
-                             return Values{{{}, 1.0 * cluster->stats().num_running}};
-                           });
-  registry->AddGaugeFamily("pagoda_num_requests_waiting",
-                           "Sequences waiting for a worker or in a scheduler's queue (not paused).",
-                           [cluster] {
-                             return Values{{{}, 1.0 * cluster->stats().num_waiting}};
-                           });
-  registry->AddGaugeFamily("pagoda_num_requests_paused",
-                           "Sequences whose client is not reading their output.", [cluster] {
-                             return Values{{{}, 1.0 * cluster->stats().num_paused}};
-                           });
-  registry->AddGaugeFamily("pagoda_num_workers", "Connected workers (draining ones included).",
-                           [cluster] {
-                             return Values{{{}, 1.0 * cluster->stats().num_workers}};
-                           });
-  // Totals since start (they never decrease): the worker loops' steps and their time, and
-  // the Cluster's lock as the loops met it (issue 38: what a fleet of workers costs it).
-  const auto total = [registry, cluster](const char* name, const char* help, auto value) {
-    registry->AddGaugeFamily(name, help, [cluster, value] {
-      return Values{{{}, static_cast<double>(value(cluster->stats()))}};
-    });
-  };
-  total("pagoda_cluster_steps_total", "Steps the worker loops ran that had tokens.",
-        [](const ClusterStats& s) { return s.num_steps; });
-  total("pagoda_cluster_step_seconds_total",
-        "The loops' wall time in those steps (schedule, round trip, results).",
-        [](const ClusterStats& s) { return s.step_seconds; });
-  total("pagoda_cluster_forward_seconds_total",
-        "Of that, what the workers reported as their forward pass.",
-        [](const ClusterStats& s) { return s.forward_seconds; });
-  total("pagoda_cluster_loop_reports_total", "The worker loops' reports to the Cluster.",
-        [](const ClusterStats& s) { return s.num_loop_reports; });
-  total("pagoda_cluster_loop_lock_waits_total", "Of those, the ones that found its lock taken.",
-        [](const ClusterStats& s) { return s.num_loop_lock_waits; });
-  total("pagoda_cluster_loop_lock_wait_seconds_total",
-        "The loops' time waiting for the Cluster's locks.",
-        [](const ClusterStats& s) { return s.loop_lock_wait_seconds; });
-  auto per_worker = [cluster](auto value) {
-    return [cluster, value] {
-      Values out;
-      for (const WorkerStats& w : cluster->worker_stats()) {
-        out.push_back({{{"worker", std::to_string(w.id)}}, value(w)});
-      }
-      return out;
-    };
-  };
-  registry->AddGaugeFamily(
-      "pagoda_kv_cache_usage", "Fraction of a worker's KV blocks in use (0..1).",
-      per_worker([](const WorkerStats& w) {
-        return w.num_blocks ? static_cast<double>(w.load.num_used_blocks) / w.num_blocks : 0.0;
-      }));
-  registry->AddGaugeFamily(
-      "pagoda_kv_cache_utilization",
-      "KV slots the running sequences fill over the slots their block tables reserve (0..1; 0 "
-      "when nothing runs).",
-      per_worker([](const WorkerStats& w) {
-        return w.load.num_slots_reserved > 0
-                   ? static_cast<double>(w.load.num_slots_used) / w.load.num_slots_reserved
-                   : 0.0;
-      }));
 }
 
 // The model's own chat template: the model directory's, else the one in the tokenizer file
@@ -192,7 +126,7 @@ absl::Status RouterServer::Load() {
   ClusterOptions cluster = options_.cluster;
   cluster.metrics = &metrics_;
   cluster_ = std::make_unique<Cluster>(config_, cluster);
-  AddStateGauges(&registry_, cluster_.get());
+  AddClusterGauges(&registry_, cluster_.get());
   return absl::OkStatus();
 }
 
@@ -348,7 +282,7 @@ void RouterServer::SetReadyLocked(bool ready) {
 }
 
 void RouterServer::Run() {
-  last_stats_.time = absl::Now();
+  stats_line_.emplace(&metrics_, absl::Now());
   while (!stopped_.HasBeenNotified()) {
     Tick();
     stopped_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
@@ -357,7 +291,9 @@ void RouterServer::Run() {
 
 void RouterServer::Tick() {
   const ClusterStats stats = cluster_->stats();
-  LogStats(stats);
+  if (std::optional<std::string> line = stats_line_->Next(stats, absl::Now())) {
+    LOG(INFO) << *line;
+  }
   cluster_->Tick(absl::Now());
   if (h2_proxy_) h2_proxy_->Reap();  // restarts an HAProxy that died
   {
@@ -375,57 +311,6 @@ void RouterServer::Tick() {
     }
   }
   local_workers_->Reap();
-}
-
-void RouterServer::LogStats(const ClusterStats& stats) {
-  StatsMark& last = last_stats_;
-  if (absl::Now() - last.time <= absl::Seconds(5) || stats.num_steps <= last.stats.num_steps) {
-    return;
-  }
-  // One line while busy, over the last interval (like vLLM's periodic stats).
-  const double steps = static_cast<double>(stats.num_steps - last.stats.num_steps);
-  const double step_ms = (stats.step_seconds - last.stats.step_seconds) / steps * 1e3;
-  const double forward_ms = (stats.forward_seconds - last.stats.forward_seconds) / steps * 1e3;
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - last.time);
-  const StatsMark now = {stats,
-                         absl::Now(),
-                         metrics_.prompt_tokens->value(),
-                         metrics_.generation_tokens->value(),
-                         metrics_.prefix_cache_queries->value(),
-                         metrics_.prefix_cache_hits->value(),
-                         metrics_.spec_drafts->value(),
-                         metrics_.spec_draft_tokens->value(),
-                         metrics_.spec_accepted_tokens->value(),
-                         metrics_.kv_transfer_blocks->value(),
-                         metrics_.kv_transfer_bytes->value(),
-                         metrics_.kv_transfer_saved_tokens->value(),
-                         metrics_.kv_transfer_failures->value()};
-  // With drafts in the interval: how many of their tokens were kept, and tokens per verify.
-  std::string details;  // drafts and transfers, when there were some
-  if (now.draft_tokens > last.draft_tokens) {
-    details = absl::StrFormat(
-        "; drafts: %.1f%% of %.0f tokens accepted, %.2f tokens per draft step",
-        100.0 * (now.accepted - last.accepted) / (now.draft_tokens - last.draft_tokens),
-        now.draft_tokens - last.draft_tokens,
-        1.0 + (now.accepted - last.accepted) / (now.drafts - last.drafts));
-  }
-  // With KV pulled between workers in the interval: how much, and the prefill it spared.
-  if (now.pulled_blocks > last.pulled_blocks || now.failed > last.failed) {
-    absl::StrAppendFormat(
-        &details, "; KV pulled: %.0f blocks (%.1f MB), %.0f tokens spared, %.0f failed",
-        now.pulled_blocks - last.pulled_blocks, (now.pulled_bytes - last.pulled_bytes) / 1e6,
-        now.spared - last.spared, now.failed - last.failed);
-  }
-  LOG(INFO) << absl::StrFormat(
-      "prompt %.1f tok/s, generation %.1f tok/s, running %d, waiting %d, KV usage %.1f%%, "
-      "prefix hit rate %.1f%%; steps %.0f, step %.2f ms (forward %.2f, outside %.2f)%s",
-      (now.prompt - last.prompt) / seconds, (now.generated - last.generated) / seconds,
-      stats.num_running, stats.num_waiting,
-      stats.num_blocks ? 100.0 * stats.num_used_blocks / stats.num_blocks : 0.0,
-      now.queries > last.queries ? 100.0 * (now.hits - last.hits) / (now.queries - last.queries)
-                                 : 0.0,
-      steps, step_ms, forward_ms, step_ms - forward_ms, details);
-  last = now;
 }
 
 void RouterServer::Shutdown() { ShutdownWithin(options_.shutdown_grace); }

@@ -36,6 +36,7 @@
 #include "router/api/openai/tools/tool_call_format.h"
 #include "router/core/cluster.h"
 #include "router/core/router_metrics.h"
+#include "router/core/stats_line.h"
 #include "router/link/h2_proxy.h"
 #include "router/link/local_workers.h"
 
@@ -131,7 +132,6 @@ class RouterServer {
   void ShutdownWithin(absl::Duration grace);
   void SetReadyLocked(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick();
-  void LogStats(const ClusterStats& stats);
 
   // Constant after Start. Declared in dependency order: destroyed servers first.
   const RouterServerOptions options_;
@@ -162,15 +162,7 @@ class RouterServer {
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification stopped_;  // Shutdown has finished
 
-  // Run's own: the last periodic stats line's counters.
-  struct StatsMark {
-    ClusterStats stats;
-    absl::Time time;
-    double prompt = 0, generated = 0, queries = 0, hits = 0;
-    double drafts = 0, draft_tokens = 0, accepted = 0;                   // speculative decoding
-    double pulled_blocks = 0, pulled_bytes = 0, spared = 0, failed = 0;  // KV transfers
-  };
-  StatsMark last_stats_;
+  std::optional<StatsLine> stats_line_;  // Run's own: the periodic stats line
 };
 
 }  // namespace pagoda

@@ -28,7 +28,7 @@ if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 if [ "${PAGODA_SETUP_STYLE:-0}" = 1 ]; then
-  packages+=(clang clang-format)
+  packages+=(clang clang-format clang-tidy)
   command -v python3 >/dev/null || packages+=(python3)  # class_files_check, thread_safety_files
 fi
 missing=()

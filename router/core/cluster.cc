@@ -225,17 +225,7 @@ void Cluster::Tick(absl::Time now) {
   for (int64_t id : expired) {
     EndLocked(id, absl::UnavailableError("no worker became available before the deadline"));
   }
-  if (!paused.end.empty()) {
-    LOG_EVERY_N(WARNING, 100) << "cancelled " << paused.num_stalled << " requests whose clients "
-                              << "read nothing and " << paused.end.size() - paused.num_stalled
-                              << " paused past a cap on paused sequences";
-  }
-  if (options_.metrics) {
-    options_.metrics->stalled_clients->Add(paused.num_stalled);
-    options_.metrics->paused_cap_connection->Add(paused.num_over_connection_cap);
-    options_.metrics->paused_cap_client->Add(paused.num_over_client_cap);
-    options_.metrics->paused_cap_router->Add(paused.num_over_router_cap);
-  }
+  ReportPauseReview(paused, options_.metrics);
   for (const auto& [id, status] : paused.end) EndLocked(id, status);
   ApplyLocked(planner_.GiveUpWaiting(now));
   absl::MutexLock lock(&mu_);

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "glog/logging.h"
 #include "absl/strings/str_cat.h"
 
 namespace pagoda {
@@ -102,6 +103,19 @@ PauseReview ReviewPaused(const std::vector<PauseState>& requests, absl::Time now
             cap, " (", flag, "): its oldest paused call is cancelled")));
   }
   return review;
+}
+
+void ReportPauseReview(const PauseReview& review, RouterMetrics* metrics) {
+  if (!review.end.empty()) {
+    LOG_EVERY_N(WARNING, 100) << "cancelled " << review.num_stalled << " requests whose clients "
+                              << "read nothing and " << review.end.size() - review.num_stalled
+                              << " paused past a cap on paused sequences";
+  }
+  if (metrics == nullptr) return;
+  metrics->stalled_clients->Add(review.num_stalled);
+  metrics->paused_cap_connection->Add(review.num_over_connection_cap);
+  metrics->paused_cap_client->Add(review.num_over_client_cap);
+  metrics->paused_cap_router->Add(review.num_over_router_cap);
 }
 
 }  // namespace pagoda

@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "router/core/engine.h"
+#include "router/core/router_metrics.h"
 
 namespace pagoda {
 
@@ -75,6 +76,9 @@ struct PauseReview {
 // of the others, the oldest paused past a cap (OverPausedCaps) end.
 PauseReview ReviewPaused(const std::vector<PauseState>& requests, absl::Time now,
                          absl::Duration stall_timeout, const PausedCaps& caps);
+// Counts the review's cancellations in `metrics` (none when null) and logs them, at most one
+// line in 100 reviews that cancel.
+void ReportPauseReview(const PauseReview& review, RouterMetrics* metrics);
 
 }  // namespace pagoda
 

@@ -142,17 +142,6 @@ void Scheduler::ForkDueSequences(std::vector<SequenceUpdate>* forks) {
   }
 }
 
-int Scheduler::LogitRows(const Sequence* seq, int begin, int end) const {
-  if (seq->needs_every_row()) return end - begin;  // prompt rows then the sampled one
-  const bool last = end == seq->num_tokens();
-  return last && (seq->pooling == Pooling::kLast || seq->pooling == Pooling::kNone) ? 1 : 0;
-}
-
-int Scheduler::FitLogitRows(const Sequence* seq, int begin, int n, int logit_budget) const {
-  if (seq->needs_every_row()) return std::min(n, logit_budget);
-  return LogitRows(seq, begin, begin + n) <= logit_budget ? n : 0;
-}
-
 void Scheduler::Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd) {
   const int end = seq->num_computed_tokens + num_new_tokens;
   num_recomputed_tokens_ +=
@@ -168,17 +157,16 @@ StepCommand Scheduler::Schedule() {
   // One view of which clients are reading for the whole step: the flags change under us.
   for (Sequence* s : running_) s->paused_this_step = s->is_paused();
   for (Sequence* s : waiting_) s->paused_this_step = s->is_paused();
-  int budget = options_.max_num_batched_tokens;
-  int logit_budget = options_.max_logit_rows > 0 ? options_.max_logit_rows : options_.max_num_seqs;
+  StepBudget budget(options_.max_num_batched_tokens,
+                    options_.max_logit_rows > 0 ? options_.max_logit_rows : options_.max_num_seqs);
   bool preempted = false;
 
   // Running sequences first, oldest first.
-  for (size_t i = 0; i < running_.size() && budget > 0 &&
+  for (size_t i = 0; i < running_.size() && budget.tokens() > 0 &&
                      static_cast<int>(step_.entries().size()) < options_.max_num_seqs;) {
     Sequence* seq = running_[i];
-    const int n = FitLogitRows(seq, seq->num_computed_tokens,
-                               std::min(seq->target_tokens() - seq->num_computed_tokens, budget),
-                               logit_budget);
+    const int n =
+        budget.Fit(*seq, seq->num_computed_tokens, seq->target_tokens() - seq->num_computed_tokens);
     if (n <= 0 || seq->paused_this_step) {
       ++i;
       continue;
@@ -204,16 +192,15 @@ StepCommand Scheduler::Schedule() {
     }
     if (self_preempted) break;
     const int first_changed = kv_.Append(seq->id, seq->num_computed_tokens, end, &cmd.block_copies);
-    logit_budget -= LogitRows(seq, seq->num_computed_tokens, end);
+    budget.Take(*seq, seq->num_computed_tokens, end);
     Emit(seq, n, first_changed, &cmd);
-    budget -= n;
     ++i;
   }
 
   // Then waiting ones, oldest first, unless this step had to preempt (no room to admit). A
   // paused running sequence never keeps one out: it is preempted for the slot or the blocks
   // a waiting one needs (its full blocks stay cached for when its client reads again).
-  for (size_t w = 0; !preempted && w < waiting_.size() && budget > 0 &&
+  for (size_t w = 0; !preempted && w < waiting_.size() && budget.tokens() > 0 &&
                      static_cast<int>(step_.entries().size()) < options_.max_num_seqs;) {
     Sequence* seq = waiting_[w];
     if (seq->paused_this_step) {  // its client is not reading
@@ -245,7 +232,7 @@ StepCommand Scheduler::Schedule() {
     const int cached = std::min(
         hit.num_tokens(options_.block_size) + (tail >= 0 ? seq->pulled_tail->num_tokens : 0),
         target);
-    const int n = FitLogitRows(seq, cached, std::min(target - cached, budget), logit_budget);
+    const int n = budget.Fit(*seq, cached, target - cached);
     if (n <= 0 && target > cached) break;  // no logit row left this step
     // max-len reservation: blocks for every token it may ever hold (the last sampled one is
     // never computed), taken now.
@@ -279,17 +266,16 @@ StepCommand Scheduler::Schedule() {
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(seq);
     if (n > 0) {
-      logit_budget -= LogitRows(seq, cached, cached + n);
+      budget.Take(*seq, cached, cached + n);
       Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);
-      budget -= n;
     }
   }
-  if (drafts_.enabled()) AddDrafts(budget, logit_budget, &cmd);
+  if (drafts_.enabled()) AddDrafts(budget, &cmd);
   cmd.finished_ids.swap(finished_on_worker_);
   return cmd;
 }
 
-void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
+void Scheduler::AddDrafts(const StepBudget& budget, StepCommand* cmd) {
   draft_slots_.clear();
   const std::vector<StepRecord::Entry>& entries = step_.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -302,7 +288,7 @@ void Scheduler::AddDrafts(int budget, int logit_budget, StepCommand* cmd) {
                             .max_tokens = seq->max_draft_tokens(),
                             .acceptance = &seq->acceptance});
   }
-  drafts_.Plan(cmd->scheduled, draft_slots_, budget, logit_budget,
+  drafts_.Plan(cmd->scheduled, draft_slots_, budget.tokens(), budget.logit_rows(),
                [&](const DraftSlot& slot, std::span<const int> draft) {
                  return CommitDraft(slot.index, draft, cmd);
                });

@@ -30,6 +30,7 @@
 #include "router/core/kv_cache_manager.h"
 #include "router/core/sequence.h"
 #include "router/core/sequence_update.h"
+#include "router/core/step_budget.h"
 #include "router/core/step_record.h"
 #include "router/spec/draft_planner.h"
 
@@ -153,15 +154,11 @@ class Scheduler {
   // exactly the full blocks before it; otherwise (or with `use` false) it is released.
   // Returns the block to take, or -1.
   int TakePulledTail(Sequence* seq, const PrefixHit& hit, bool use);
-  // Logit (or hidden) rows the worker computes for seq's tokens [begin, end).
-  int LogitRows(const Sequence* seq, int begin, int end) const;
-  // The chunk of `n` tokens from `begin` shortened to the logit rows left; 0 when none fits.
-  int FitLogitRows(const Sequence* seq, int begin, int n, int logit_budget) const;
   // Adds seq's work to the command (StepRecord::Emit) and counts the tokens it computes again.
   void Emit(Sequence* seq, int num_new_tokens, int first_changed_block, StepCommand* cmd);
   // Speculative decoding: the sequences of this step that may get a draft go to the planner,
   // which gives them one where it pays and the step's tokens and logit rows allow it.
-  void AddDrafts(int budget, int logit_budget, StepCommand* cmd);
+  void AddDrafts(const StepBudget& budget, StepCommand* cmd);
   // Appends `draft` to step entry i's sequence and the command, with the blocks it needs;
   // false when those cannot grow without preempting.
   bool CommitDraft(size_t i, std::span<const int> draft, StepCommand* cmd);

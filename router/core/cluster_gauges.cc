@@ -1,0 +1,75 @@
+#include "router/core/cluster_gauges.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pagoda {
+
+void AddClusterGauges(MetricsRegistry* registry, const Cluster* cluster) {
+  using Values = std::vector<std::pair<MetricLabels, double>>;
+  registry->AddGaugeFamily("pagoda_num_requests_running", "Sequences running on workers.",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_running}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_requests_waiting",
+                           "Sequences waiting for a worker or in a scheduler's queue (not paused).",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_waiting}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_requests_paused",
+                           "Sequences whose client is not reading their output.", [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_paused}};
+                           });
+  registry->AddGaugeFamily("pagoda_num_workers", "Connected workers (draining ones included).",
+                           [cluster] {
+                             return Values{{{}, 1.0 * cluster->stats().num_workers}};
+                           });
+  // Totals since start (they never decrease): the worker loops' steps and their time, and
+  // the Cluster's lock as the loops met it (issue 38: what a fleet of workers costs it).
+  const auto total = [registry, cluster](const char* name, const char* help, auto value) {
+    registry->AddGaugeFamily(name, help, [cluster, value] {
+      return Values{{{}, static_cast<double>(value(cluster->stats()))}};
+    });
+  };
+  total("pagoda_cluster_steps_total", "Steps the worker loops ran that had tokens.",
+        [](const ClusterStats& s) { return s.num_steps; });
+  total("pagoda_cluster_step_seconds_total",
+        "The loops' wall time in those steps (schedule, round trip, results).",
+        [](const ClusterStats& s) { return s.step_seconds; });
+  total("pagoda_cluster_forward_seconds_total",
+        "Of that, what the workers reported as their forward pass.",
+        [](const ClusterStats& s) { return s.forward_seconds; });
+  total("pagoda_cluster_loop_reports_total", "The worker loops' reports to the Cluster.",
+        [](const ClusterStats& s) { return s.num_loop_reports; });
+  total("pagoda_cluster_loop_lock_waits_total", "Of those, the ones that found its lock taken.",
+        [](const ClusterStats& s) { return s.num_loop_lock_waits; });
+  total("pagoda_cluster_loop_lock_wait_seconds_total",
+        "The loops' time waiting for the Cluster's locks.",
+        [](const ClusterStats& s) { return s.loop_lock_wait_seconds; });
+  auto per_worker = [cluster](auto value) {
+    return [cluster, value] {
+      Values out;
+      for (const WorkerStats& w : cluster->worker_stats()) {
+        out.push_back({{{"worker", std::to_string(w.id)}}, value(w)});
+      }
+      return out;
+    };
+  };
+  registry->AddGaugeFamily(
+      "pagoda_kv_cache_usage", "Fraction of a worker's KV blocks in use (0..1).",
+      per_worker([](const WorkerStats& w) {
+        return w.num_blocks ? static_cast<double>(w.load.num_used_blocks) / w.num_blocks : 0.0;
+      }));
+  registry->AddGaugeFamily(
+      "pagoda_kv_cache_utilization",
+      "KV slots the running sequences fill over the slots their block tables reserve (0..1; 0 "
+      "when nothing runs).",
+      per_worker([](const WorkerStats& w) {
+        return w.load.num_slots_reserved > 0
+                   ? static_cast<double>(w.load.num_slots_used) / w.load.num_slots_reserved
+                   : 0.0;
+      }));
+}
+
+}  // namespace pagoda
