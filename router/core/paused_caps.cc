@@ -5,8 +5,8 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
-#include "glog/logging.h"
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace pagoda {
 namespace {
