@@ -255,12 +255,12 @@ TEST_F(ServingTest, BenchOverTheOpenAiApiSendsWhatGrpcSends) {
     return testing::RunCommand(argv);
   };
   const std::string base_url = absl::StrCat("--base-url=http://127.0.0.1:", http_port_);
-  // The vocabulary is not in Pagoda's /v1/models: stories260K's, as GetModelInfo gives gRPC.
+  // No --vocab-size: /v1/models gives it (meta.n_vocab), as GetModelInfo does on gRPC.
   const testing::CommandResult grpc = bench({absl::StrCat("--server=127.0.0.1:", port_)});
   ASSERT_EQ(grpc.exit_code, 0) << grpc.err;
   const double before = Metric(HttpGet("127.0.0.1", metrics_port_, "/metrics").body,
                                "pagoda_generation_tokens_total");
-  const testing::CommandResult http = bench({"--backend=openai", base_url, "--vocab-size=512"});
+  const testing::CommandResult http = bench({"--backend=openai", base_url});
   ASSERT_EQ(http.exit_code, 0) << http.err;
   EXPECT_THAT(http.out, HasSubstr("\"backend\":\"openai\""));
   for (const char* key : {"completed", "total_input_tokens", "total_output_tokens"}) {

@@ -348,6 +348,7 @@ TEST_F(OpenAiTest, WithoutAWorkerBothApisWaitTheirBoundThenAnswerUnavailable) {
   const Json models = Json::parse(client.Get("/v1/models")->body);
   EXPECT_EQ(models["data"][0]["id"], "chat-model");
   EXPECT_EQ(models["data"][0]["max_model_len"], 257);
+  EXPECT_EQ(models["data"][0]["meta"]["n_vocab"], 512);
   StopWorkers();
   testing::WaitUntil([&] { return client.Get("/health")->status == 503; }, std::chrono::seconds(30),
                      "the HTTP port's /health answers 503 with no worker",

@@ -90,13 +90,20 @@ class OpenAiServer::Api {
     s->Post("/v1/embeddings",
             [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
     s->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      const ModelConfig& config = cluster_->config();
+      // max_model_len as vLLM says it; meta as llama-server does (clients such as `pagoda
+      // bench` read the vocabulary size there).
       OrderedJson model = {{"id", options_.model_name},
                            {"object", "model"},
                            {"created", started_at_},
                            {"owned_by", "pagoda"},
                            {"root", options_.model_name},
                            {"parent", nullptr},
-                           {"max_model_len", cluster_->max_model_len()}};
+                           {"max_model_len", cluster_->max_model_len()},
+                           {"meta",
+                            {{"n_vocab", config.vocab_size},
+                             {"n_ctx_train", config.max_seq_len},
+                             {"n_embd", config.dim}}}};
       SendJson(res,
                OrderedJson{{"object", "list"}, {"data", OrderedJson::array({std::move(model)})}});
     });
@@ -119,8 +126,10 @@ class OpenAiServer::Api {
       res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
     });
     if (cors_.enabled()) {
+      // 200 as vLLM and llama-server answer (a preflight may be 200 or 204; some clients
+      // and proxies expect the former).
       s->Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
-        res.status = 204;
+        res.status = 200;
         if (!IsPreflight(req)) return res.set_header("Allow", "GET, POST, OPTIONS");
         for (const auto& [name, value] :
              cors_.PreflightHeaders(req.get_header_value("Origin"),
