@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -16,6 +17,7 @@
 #include "cli/generate_command.h"
 #include "cli/render_template_command.h"
 #include "cli/run_command.h"
+#include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
 #include "common/process/command_line.h"
 #include "common/process/secret.h"
@@ -101,6 +103,8 @@ namespace {
 
 constexpr char kUsage[] =
     "pagoda <command> [flags]; `pagoda <command> --help` lists that command's flags.\n"
+    "  serve     MODEL [flags]: serves MODEL on this machine (the router and local workers,\n"
+    "            the OpenAI API on port 8000, gRPC on 50051); every pagoda-router flag works\n"
     "  run       --model=M [--tokenizer=T] (--prompt=TEXT | --prompts-file=F) [sampling]\n"
     "            [--json]: offline, in this process\n"
     "  generate  --server=HOST:PORT (--prompt=TEXT | --prompts-file=F) [sampling]\n"
@@ -308,6 +312,10 @@ int RenderTemplate() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `serve` takes pagoda-router's flags, which this binary does not define: it runs the router.
+  if (argc > 1 && std::string_view(argv[1]) == "serve") {
+    return pagoda::ServeCommand(std::vector<std::string>(argv + 2, argv + argc), std::cerr);
+  }
   const std::vector<std::string> args = pagoda::ParseCommandLine(argc, argv, Usage());
   FLAGS_logtostderr = true;
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 1;  // quiet CLI by default
