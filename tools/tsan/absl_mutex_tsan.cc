@@ -8,6 +8,8 @@
 // (inline namespace debian3).
 #include <sanitizer/tsan_interface.h>
 
+#include <type_traits>
+
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -21,107 +23,83 @@ namespace {
 
 constexpr unsigned kRead = __tsan_mutex_read_lock;
 
-void Acquire(Mutex* mu, unsigned flags) {
+// Runs `call`, which returns holding `mu`, as TSan's lock annotations expect.
+template <typename Call>
+auto Locking(Mutex* mu, unsigned flags, Call call) {
   __tsan_mutex_pre_lock(mu, flags);
-  __tsan_mutex_post_lock(mu, flags, 0);
+  if constexpr (std::is_void_v<decltype(call())>) {
+    call();
+    __tsan_mutex_post_lock(mu, flags, 0);
+  } else {
+    auto result = call();
+    __tsan_mutex_post_lock(mu, flags, 0);
+    return result;
+  }
 }
-void Release(Mutex* mu, unsigned flags) {
+
+// Runs `call`, which lets `mu` go.
+template <typename Call>
+void Unlocking(Mutex* mu, unsigned flags, Call call) {
   __tsan_mutex_pre_unlock(mu, flags);
+  call();
   __tsan_mutex_post_unlock(mu, flags);
+}
+
+// Runs `call`, made holding `mu`, which lets it go while it waits and returns holding it again.
+template <typename Call>
+auto Waiting(Mutex* mu, unsigned flags, Call call) {
+  Unlocking(mu, flags, [] {});
+  return Locking(mu, flags, call);
+}
+
+// A try-lock that may fail: TSan is told which.
+template <typename Call>
+bool TryLocking(Mutex* mu, unsigned flags, Call call) {
+  flags |= __tsan_mutex_try_lock;
+  __tsan_mutex_pre_lock(mu, flags);
+  const bool locked = call();
+  __tsan_mutex_post_lock(mu, flags | (locked ? 0 : __tsan_mutex_try_lock_failed), 0);
+  return locked;
 }
 
 }  // namespace
 
-// LOCK(name, mangled, flags, args, call args): a call that returns holding the mutex.
-#define PAGODA_TSAN_LOCK(ret, mangled, flags, params, args) \
-  extern "C" ret __real_##mangled params;                   \
-  extern "C" ret __wrap_##mangled params {                  \
-    __tsan_mutex_pre_lock(mu, flags);                       \
-    ret r = __real_##mangled args;                          \
-    __tsan_mutex_post_lock(mu, flags, 0);                   \
-    return r;                                               \
-  }
-// A call made holding the mutex that lets it go while it waits and returns holding it again.
-#define PAGODA_TSAN_WAIT(ret, mangled, flags, params, args) \
-  extern "C" ret __real_##mangled params;                   \
-  extern "C" ret __wrap_##mangled params {                  \
-    Release(mu, flags);                                     \
-    ret r = __real_##mangled args;                          \
-    Acquire(mu, flags);                                     \
-    return r;                                               \
+// __wrap_SYMBOL, which the linker calls in place of SYMBOL, and __real_SYMBOL, which it maps to
+// Abseil's SYMBOL. `mu` names the mutex in each parameter list.
+#define PAGODA_TSAN_WRAP(how, flags, ret, symbol, params, args)  \
+  extern "C" ret __real_##symbol params;                         \
+  extern "C" ret __wrap_##symbol params {                        \
+    return how(mu, flags, [&] { return __real_##symbol args; }); \
   }
 
-extern "C" void __real__ZN4absl7debian35Mutex4LockEv(Mutex* mu);
-extern "C" void __wrap__ZN4absl7debian35Mutex4LockEv(Mutex* mu) {
-  __tsan_mutex_pre_lock(mu, 0);
-  __real__ZN4absl7debian35Mutex4LockEv(mu);
-  __tsan_mutex_post_lock(mu, 0, 0);
-}
-extern "C" void __real__ZN4absl7debian35Mutex10ReaderLockEv(Mutex* mu);
-extern "C" void __wrap__ZN4absl7debian35Mutex10ReaderLockEv(Mutex* mu) {
-  __tsan_mutex_pre_lock(mu, kRead);
-  __real__ZN4absl7debian35Mutex10ReaderLockEv(mu);
-  __tsan_mutex_post_lock(mu, kRead, 0);
-}
-extern "C" void __real__ZN4absl7debian35Mutex6UnlockEv(Mutex* mu);
-extern "C" void __wrap__ZN4absl7debian35Mutex6UnlockEv(Mutex* mu) {
-  __tsan_mutex_pre_unlock(mu, 0);
-  __real__ZN4absl7debian35Mutex6UnlockEv(mu);
-  __tsan_mutex_post_unlock(mu, 0);
-}
-extern "C" void __real__ZN4absl7debian35Mutex12ReaderUnlockEv(Mutex* mu);
-extern "C" void __wrap__ZN4absl7debian35Mutex12ReaderUnlockEv(Mutex* mu) {
-  __tsan_mutex_pre_unlock(mu, kRead);
-  __real__ZN4absl7debian35Mutex12ReaderUnlockEv(mu);
-  __tsan_mutex_post_unlock(mu, kRead);
-}
-extern "C" bool __real__ZN4absl7debian35Mutex7TryLockEv(Mutex* mu);
-extern "C" bool __wrap__ZN4absl7debian35Mutex7TryLockEv(Mutex* mu) {
-  __tsan_mutex_pre_lock(mu, __tsan_mutex_try_lock);
-  const bool locked = __real__ZN4absl7debian35Mutex7TryLockEv(mu);
-  __tsan_mutex_post_lock(mu, __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed),
-                         0);
-  return locked;
-}
-extern "C" bool __real__ZN4absl7debian35Mutex13ReaderTryLockEv(Mutex* mu);
-extern "C" bool __wrap__ZN4absl7debian35Mutex13ReaderTryLockEv(Mutex* mu) {
-  const unsigned flags = kRead | __tsan_mutex_try_lock;
-  __tsan_mutex_pre_lock(mu, flags);
-  const bool locked = __real__ZN4absl7debian35Mutex13ReaderTryLockEv(mu);
-  __tsan_mutex_post_lock(mu, flags | (locked ? 0 : __tsan_mutex_try_lock_failed), 0);
-  return locked;
-}
-extern "C" void __real__ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(Mutex* mu,
-                                                                      const Condition& c);
-extern "C" void __wrap__ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(Mutex* mu,
-                                                                      const Condition& c) {
-  Release(mu, 0);
-  __real__ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(mu, c);
-  Acquire(mu, 0);
-}
-PAGODA_TSAN_WAIT(bool, _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE, 0,
+PAGODA_TSAN_WRAP(Locking, 0, void, _ZN4absl7debian35Mutex4LockEv, (Mutex * mu), (mu))
+PAGODA_TSAN_WRAP(Locking, kRead, void, _ZN4absl7debian35Mutex10ReaderLockEv, (Mutex * mu), (mu))
+PAGODA_TSAN_WRAP(Unlocking, 0, void, _ZN4absl7debian35Mutex6UnlockEv, (Mutex * mu), (mu))
+PAGODA_TSAN_WRAP(Unlocking, kRead, void, _ZN4absl7debian35Mutex12ReaderUnlockEv, (Mutex * mu), (mu))
+PAGODA_TSAN_WRAP(TryLocking, 0, bool, _ZN4absl7debian35Mutex7TryLockEv, (Mutex * mu), (mu))
+PAGODA_TSAN_WRAP(TryLocking, kRead, bool, _ZN4absl7debian35Mutex13ReaderTryLockEv, (Mutex * mu),
+                 (mu))
+PAGODA_TSAN_WRAP(Locking, 0, void, _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE,
+                 (Mutex * mu, const Condition& c), (mu, c))
+PAGODA_TSAN_WRAP(Locking, 0, bool,
+                 _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE,
                  (Mutex * mu, const Condition& c, Duration d), (mu, c, d))
-PAGODA_TSAN_WAIT(bool, _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE, 0,
+PAGODA_TSAN_WRAP(Locking, 0, bool,
+                 _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE,
                  (Mutex * mu, const Condition& c, Time t), (mu, c, t))
-extern "C" void __real__ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(Mutex* mu,
-                                                                         const Condition& c);
-extern "C" void __wrap__ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(Mutex* mu,
-                                                                         const Condition& c) {
-  __tsan_mutex_pre_lock(mu, 0);
-  __real__ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(mu, c);
-  __tsan_mutex_post_lock(mu, 0, 0);
-}
-PAGODA_TSAN_LOCK(bool, _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE,
-                 0, (Mutex * mu, const Condition& c, Duration d), (mu, c, d))
-PAGODA_TSAN_LOCK(bool, _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE, 0,
+PAGODA_TSAN_WRAP(Waiting, 0, void, _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE,
+                 (Mutex * mu, const Condition& c), (mu, c))
+PAGODA_TSAN_WRAP(Waiting, 0, bool,
+                 _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE,
+                 (Mutex * mu, const Condition& c, Duration d), (mu, c, d))
+PAGODA_TSAN_WRAP(Waiting, 0, bool,
+                 _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE,
                  (Mutex * mu, const Condition& c, Time t), (mu, c, t))
-extern "C" void __real__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(CondVar* cv, Mutex* mu);
-extern "C" void __wrap__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(CondVar* cv, Mutex* mu) {
-  Release(mu, 0);
-  __real__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(cv, mu);
-  Acquire(mu, 0);
-}
-PAGODA_TSAN_WAIT(bool, _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE, 0,
+PAGODA_TSAN_WRAP(Waiting, 0, void, _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE,
+                 (CondVar * cv, Mutex* mu), (cv, mu))
+PAGODA_TSAN_WRAP(Waiting, 0, bool,
+                 _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE,
                  (CondVar * cv, Mutex* mu, Duration d), (cv, mu, d))
-PAGODA_TSAN_WAIT(bool, _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE, 0,
+PAGODA_TSAN_WRAP(Waiting, 0, bool,
+                 _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE,
                  (CondVar * cv, Mutex* mu, Time t), (cv, mu, t))
