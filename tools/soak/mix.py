@@ -78,6 +78,16 @@ def reference_specs(seed, chat, embeddings):
     return specs
 
 
+def long_specs(seed, count):
+    """Long checked streams started just before each fault, so the killed or drained worker
+    holds sequences that must fail over (or move) and still answer as in the reference."""
+    rng = random.Random(seed + 1)
+    return [{"name": f"long{i}", "api": "http", "path": "/v1/completions", "stream": True,
+             "body": {"prompt": _prompt(rng, rng.randrange(5, 40)), "stream": True,
+                      "max_tokens": 320, "ignore_eos": True, **_sampling(rng, i % 2 == 0)}}
+            for i in range(count)]
+
+
 def unchecked_spec(rng, chat):
     """A request with a fresh seed (answered, not compared) or a client abort mid-stream."""
     kind = rng.random()

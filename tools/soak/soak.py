@@ -88,6 +88,7 @@ class Soak:
         self.failures = []
         self.t0 = None
         self.stop = threading.Event()
+        self.bursts = []  # threads of the long streams started before each fault
 
     def now(self):
         return time.monotonic() - self.t0
@@ -107,6 +108,25 @@ class Soak:
             answers[spec["name"]] = outcome.result
         return answers
 
+    def checked(self, spec):
+        start = self.now()
+        outcome = self.request(spec)
+        end = self.now()
+        mismatch = None
+        if outcome.ok and spec["name"] in self.answers:
+            mismatch = client.same(self.answers[spec["name"]], outcome.result)
+        with self.lock:
+            self.records.append((start, end, spec["name"], outcome, mismatch))
+
+    def burst(self):
+        """The long streams, started together; returns 1 s later, so the fault finds them
+        running (they take several seconds)."""
+        threads = [threading.Thread(target=self.checked, args=(spec,)) for spec in self.long]
+        for t in threads:
+            t.start()
+        self.stop.wait(1.0)
+        return threads
+
     def client_loop(self, index, specs, answers):
         rng = random.Random(self.args.seed * 1000 + index)
         chat = self.args.chat_template is not None
@@ -119,14 +139,7 @@ class Soak:
                 spec = rng.choice(specs)
             else:
                 spec = mix.unchecked_spec(rng, chat)
-            start = self.now()
-            outcome = self.request(spec)
-            end = self.now()
-            mismatch = None
-            if outcome.ok and spec["name"] in answers:
-                mismatch = client.same(answers[spec["name"]], outcome.result)
-            with self.lock:
-                self.records.append((start, end, spec["name"], outcome, mismatch))
+            self.checked(spec)
 
     def fault_loop(self):
         """Every --fault-every seconds a worker of slots 1.. is killed and started again; the
@@ -139,6 +152,7 @@ class Soak:
             if self.stop.wait(max(0.0, k * a.fault_every - self.now())):
                 return
             slot = 1 + (k - 1) % (a.workers - 1)
+            self.bursts += self.burst()
             before = self.cluster.worker_ids()
             at = self.now()
             if k == (num_faults + 1) // 2:
@@ -181,7 +195,9 @@ class Soak:
                            self.cluster.http, self.cluster.grpc, a.bin, 30)
         self.embeddings = probe.ok
         specs = mix.reference_specs(a.seed, a.chat_template is not None, self.embeddings)
-        answers = self.reference(specs)
+        self.long = mix.long_specs(a.seed, 2 * a.workers)
+        answers = self.reference(specs + self.long)
+        self.answers = answers
         self.reference_seconds = self.now()
         self.t0 = time.monotonic()
         threads = [threading.Thread(target=self.client_loop, args=(i, specs, answers))
@@ -194,7 +210,13 @@ class Soak:
         self.traffic_end = self.now()
         for t in threads:
             t.join()
+        for t in self.bursts:  # all started: the fault thread has ended
+            t.join()
         self.final = self.quiesce()
+        try:
+            self.counters = self.cluster.metrics()
+        except OSError:
+            self.counters = {}
         self.sample_rss()
         self.num_workers_end = self.cluster.num_workers()
         self.router_alive = self.cluster.router.poll() is None
@@ -311,6 +333,20 @@ def report(soak):
         if xs:
             lines.append(f"  {lo:7.0f}-{hi:.0f} s: {xs[len(xs) // 2] * 1e3:.0f} / "
                          f"{p99(xs) * 1e3:.0f} ms, n={len(xs)}, load {load:.1f}")
+    def counter(name):
+        return sum(v for k, v in soak.counters.items() if k.split("{")[0] == name)
+
+    aborts = sum(v for k, v in soak.counters.items()
+                 if k.startswith("pagoda_request_success_total") and 'reason="abort"' in k)
+    lines += ["", "the router's counters at the end: "
+              f"{counter('pagoda_generation_tokens_total'):.0f} tokens generated, "
+              f"speculative drafts {counter('pagoda_spec_decode_num_drafts_total'):.0f} "
+              f"({counter('pagoda_spec_decode_num_accepted_tokens_total'):.0f} of "
+              f"{counter('pagoda_spec_decode_num_draft_tokens_total'):.0f} draft tokens kept), "
+              f"sequences ended by abort {aborts:.0f}, "
+              f"migrated with their KV {counter('pagoda_kv_migrated_sequences_total'):.0f}, "
+              f"tokens recomputed {counter('pagoda_recomputed_tokens_total'):.0f}, "
+              f"preemptions {counter('pagoda_num_preemptions_total'):.0f}"]
     lines += ["", "faults (seconds into the traffic: fault, worker down, rejoined):"]
     for at, what, slot, down, joined, detail in soak.faults:
         lines.append(f"  {at:7.1f} {what} worker {slot}: down {down:.1f}, rejoined {joined:.1f}"
