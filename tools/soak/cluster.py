@@ -2,6 +2,7 @@
 process so a worker can be killed (SIGKILL), drained (SIGTERM) and started again in its slot."""
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -125,6 +126,28 @@ class Cluster:
                 return False
             time.sleep(0.2)
         return False
+
+    def worker_id(self, slot):
+        """The router's id of the worker process in `slot`, from its "worker N (host:PID)
+        connected" log line; None before it connected."""
+        pid = self.workers[slot].pid
+        pattern = re.compile(rf"worker (\d+) \([^)]*:{pid}\) connected")
+        with open(os.path.join(self.work, "router.log"), errors="replace") as f:
+            for line in f:
+                m = pattern.search(line)
+                if m:
+                    return m.group(1)
+        return None
+
+    def kv_usage(self, worker_id):
+        """pagoda_kv_cache_usage of one worker (blocks in use, 0..1); None when absent."""
+        try:
+            for key, value in self.metrics().items():
+                if key.startswith("pagoda_kv_cache_usage{") and f'worker="{worker_id}"' in key:
+                    return value
+        except OSError:
+            pass
+        return None
 
     def model_name(self):
         import json
