@@ -206,7 +206,8 @@ class Soak:
         self.t0 = time.monotonic()
         threads = [threading.Thread(target=self.client_loop, args=(i, specs, answers))
                    for i in range(a.clients)]
-        threads += [threading.Thread(target=self.fault_loop), threading.Thread(target=self.rss_loop)]
+        threads += [threading.Thread(target=self.fault_loop),
+                    threading.Thread(target=self.rss_loop)]
         for t in threads:
             t.start()
         self.stop.wait(a.duration)
@@ -257,7 +258,8 @@ def p99(values):
 def report(soak):
     a = soak.args
     ok = not soak.failures
-    lines = [f"soak: {a.duration:.0f} s of traffic, {a.rate:g} requests/s from {a.clients} clients, {a.workers} workers "
+    lines = [f"soak: {a.duration:.0f} s of traffic, {a.rate:g} requests/s from {a.clients} "
+             f"clients, {a.workers} workers "
              f"({a.worker_threads} thread each), model {a.model}, speculative {a.speculative}, "
              f"embeddings {'on' if soak.embeddings else 'not supported by the model: left out'}, "
              f"reference run {soak.reference_seconds:.1f} s",
