@@ -20,8 +20,8 @@ constexpr int kParallelRows = 16;
 class Packer {
  public:
   Packer(const WeightSource& source, const LlamaModel::WeightDtypeChoice& choose,
-         ComputeDtype compute)
-      : source_(source), choose_(choose), compute_(compute) {}
+         ComputeDtype compute, const std::function<void(int64_t)>& on_packed)
+      : source_(source), choose_(choose), compute_(compute), on_packed_(on_packed) {}
 
   std::unique_ptr<StackedLinear> Stacked(std::initializer_list<LlamaTensor> tensors, int layer,
                                          const std::vector<float>& bias) {
@@ -34,6 +34,7 @@ class Packer {
     auto linear =
         std::make_unique<StackedLinear>(views, dtypes, bias, /*accumulate=*/false, compute_);
     for (LlamaTensor t : tensors) source_.Release(t, layer);
+    for (const TensorView& view : views) Packed(view);
     return linear;
   }
 
@@ -43,13 +44,19 @@ class Packer {
         std::make_unique<Linear>(std::span<const TensorView>(&view, 1), std::vector<float>(),
                                  accumulate, choose_(source_.StoredType(tensor, layer)), compute_);
     source_.Release(tensor, layer);
+    Packed(view);
     return linear;
   }
 
  private:
+  void Packed(const TensorView& view) {
+    if (on_packed_) on_packed_(static_cast<int64_t>(view.num_bytes()));
+  }
+
   const WeightSource& source_;
   const LlamaModel::WeightDtypeChoice& choose_;
   ComputeDtype compute_;
+  const std::function<void(int64_t)>& on_packed_;
 };
 
 // Bytes of a Linear's packed panels must fit its int indices: every matrix has fewer than
@@ -83,10 +90,9 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights weig
       *source, max_tokens, max_logit_rows, [dtype](GgmlType) { return dtype; }, compute);
 }
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSource& source,
-                                                               int max_tokens, int max_logit_rows,
-                                                               const WeightDtypeChoice& choose,
-                                                               ComputeDtype compute) {
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
+    const WeightSource& source, int max_tokens, int max_logit_rows, const WeightDtypeChoice& choose,
+    ComputeDtype compute, const std::function<void(int64_t)>& on_packed) {
   const ModelConfig& c = source.config();
   if (max_tokens <= 0 || max_logit_rows <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -98,7 +104,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const WeightSourc
   const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();
   const int qkv_dim = q_dim + 2 * kv_dim;
   using T = LlamaTensor;
-  Packer pack(source, choose, compute);
+  Packer pack(source, choose, compute, on_packed);
   for (int l = 0; l < c.num_layers; ++l) {
     Layer layer;
     layer.q_norm = source.Floats(T::kQNorm, l);

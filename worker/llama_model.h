@@ -50,9 +50,12 @@ class LlamaModel {
   // classifier) in the dtype `choose` gives its stored type, releasing each view's file pages
   // once packed; norms and biases stay f32. `max_tokens`: the largest T; `max_logit_rows`: the
   // largest S + H. `compute`: what bf16 matrices are multiplied in (Linear's).
+  // `on_packed` (may be empty) hears the bytes of the source's tensors as each is packed: the
+  // load's progress.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
       const WeightSource& source, int max_tokens, int max_logit_rows,
-      const WeightDtypeChoice& choose, ComputeDtype compute = ComputeDtype::kF32);
+      const WeightDtypeChoice& choose, ComputeDtype compute = ComputeDtype::kF32,
+      const std::function<void(int64_t bytes)>& on_packed = nullptr);
   // Over f32 weights (tests), every matrix as `dtype`.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
       ModelWeights weights, int max_tokens, int max_logit_rows,

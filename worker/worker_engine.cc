@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/process/progress_meter.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -30,11 +31,15 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig& config = source.config();
   const std::optional<WeightDtype> all = options.weight_dtype;
+  // Packing reads the weights from the file (mapped): that is the load a user waits for.
+  ProgressMeter progress("loading weights", static_cast<int64_t>(source.num_bytes()),
+                         ProgressMeter::ForStderr());
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                    LlamaModel::Create(
                        source, options.max_num_batched_tokens, options.max_num_seqs,
                        [all](GgmlType stored) { return all.value_or(AutoWeightDtype(stored)); },
-                       options.compute_dtype));
+                       options.compute_dtype, [&](int64_t bytes) { progress.Add(bytes); }));
+  progress.Done();
   // A model this small computes an op in less time than handing it between threads costs
   // (each op is a parallel region): served stories260K decodes a token in 0.33 ms on one thread
   // and 2.56 ms on two (docs/BENCHMARKS.md §24). It runs on one.
