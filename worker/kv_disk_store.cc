@@ -169,7 +169,8 @@ void KvDiskStore::Scan() {
       ++num_foreign;
       continue;
     }
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != file_bytes_) {
+    // Not a regular file of a block's size (a link, a directory, a file cut short): torn.
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != file_bytes_) {
       unlink(path.c_str());
       ++num_torn;
       continue;
@@ -356,7 +357,7 @@ absl::Status KvDiskStore::Read(uint64_t hash, std::span<int> tokens, std::span<s
     Remove(hash);
     return absl::DataLossError(absl::StrCat(path, ": ", why, "; removed"));
   };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // a file, not a link
   if (fd < 0) return bad(absl::StrCat("cannot open: ", strerror(errno)));
   struct stat st;
   Header header;

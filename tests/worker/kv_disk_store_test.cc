@@ -209,6 +209,23 @@ TEST(KvDiskStoreTest, AFileWhoseNameLiesAboutItsBlockIsRemoved) {
   EXPECT_TRUE(BlockFiles(dir).empty());
 }
 
+TEST(KvDiskStoreTest, ALinkUnderABlocksNameIsNotFollowed) {
+  const std::string dir = testing::TempDir() + "/kv";
+  std::string name;
+  {
+    auto store = OpenStore(dir);
+    Write(*store, MakeBlock(10));
+    name = BlockFiles(dir).at(0);
+  }
+  // The block's bytes elsewhere, and a link to them under its name.
+  std::filesystem::rename(dir + "/" + name, dir + "/../elsewhere");
+  std::filesystem::create_symlink(dir + "/../elsewhere", dir + "/" + name);
+  auto store = OpenStore(dir);
+  EXPECT_EQ(store->num_files(), 0);
+  EXPECT_TRUE(BlockFiles(dir).empty());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/../elsewhere")) << "the link went, not its target";
+}
+
 TEST(KvDiskStoreTest, OneLiveStorePerDirectory) {
   const std::string dir = testing::TempDir() + "/kv";
   auto first = OpenStore(dir);
