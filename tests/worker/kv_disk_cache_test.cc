@@ -1,9 +1,15 @@
 #include "worker/kv_disk_cache.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -122,6 +128,45 @@ TEST(KvDiskCacheTest, AnotherModelOrDtypeLoadsNothing) {
   Open(dir, w.pool)->SaveAll(w.pool, w.ledger);
   KvPool bf16(SmallConfig(), 8, kBs, KvDtype::kBf16);
   EXPECT_EQ(Open(dir, bf16, "another model")->Restore(100, &bf16, &ledger), 0);
+}
+
+// A disk that does not answer: the writer is stuck opening a block's file (a FIFO nobody reads
+// stands in for it). A step's next block finds the queue full and is dropped, counted; the step
+// never waits.
+TEST(KvDiskCacheTest, WhenTheDiskIsStuckBlocksAreDroppedNeverWaitedFor) {
+  const std::string dir = testing::TempDir() + "/kv";
+  Worker w;
+  KvDiskCacheOptions options;
+  options.dir = dir;
+  options.queue_bytes = 1;  // one block in the queue
+  auto cache = *KvDiskCache::Open(options, "m", w.pool);
+  // The chain's first block on disk first, which also shows the directory's file names.
+  KvLedger first(8, kBs);
+  first.Wrote(std::vector<int>{6}, 0, Range(100, kBs));
+  cache->SaveAll(w.pool, first);
+  ASSERT_EQ(cache->store().num_files(), 1);
+  std::string name;
+  for (const auto& item : std::filesystem::directory_iterator(dir)) {
+    if (item.path().extension() == ".kvb") name = item.path().filename().string();
+  }
+  const uint64_t root = KvLedger::ChainHash(0, Range(100, kBs));
+  const uint64_t second = KvLedger::ChainHash(root, Range(100 + kBs, kBs));
+  const std::string stuck =
+      absl::StrFormat("%s/%s-%016x-%016x.kvb.tmp", dir, name.substr(0, 16), second, root);
+  ASSERT_EQ(mkfifo(stuck.c_str(), 0600), 0);
+
+  cache->BeforeOverwrite(2, w.pool, w.ledger);  // queued; the writer blocks on its file
+  cache->BeforeOverwrite(5, w.pool, w.ledger);  // the queue is full: dropped at once
+  EXPECT_EQ(cache->stats().dropped, 1);
+
+  // The disk answers again: the stuck write completes.
+  const int fd = open(stuck.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  char buffer[4096];
+  while (read(fd, buffer, sizeof(buffer)) > 0) {
+  }
+  close(fd);
+  cache.reset();
 }
 
 TEST(KvDiskCacheTest, ARestoreFillsNoMoreThanItIsAllowed) {
