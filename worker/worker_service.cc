@@ -55,9 +55,13 @@ int WorkerService::Run() {
     engine_->Reset();
     // A connection that lasted a while resets the backoff; quick failures back off to 5 s.
     if (Clock::now() - start > std::chrono::seconds(10)) backoff = std::chrono::milliseconds(100);
-    absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&draining_), absl::FromChrono(backoff))) {
-      engine_->SaveToDisk();
+    bool drained;
+    {
+      absl::MutexLock lock(&mu_);
+      drained = mu_.AwaitWithTimeout(absl::Condition(&draining_), absl::FromChrono(backoff));
+    }
+    if (drained) {
+      engine_->SaveToDisk();  // not under mu_: it waits on the disk
       return 0;
     }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
