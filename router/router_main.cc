@@ -69,6 +69,9 @@ ABSL_FLAG(std::string, worker_compute_dtype, "auto",
 ABSL_FLAG(std::string, worker_kv_cache_dtype, "auto",
           // NOLINTNEXTLINE(bugprone-dangling-handle): see above
           absl::StrCat("--kv-cache-dtype of spawned workers: ", pagoda::KvDtypeChoices()));
+ABSL_FLAG(std::string, worker_kv_cache_dir, "",
+          "--kv-cache-dir of spawned workers: worker i keeps its KV blocks in DIR/worker-i across "
+          "restarts; \"\" = off");
 ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
 ABSL_FLAG(bool, kv_transfer, true,
@@ -160,7 +163,7 @@ pagoda::ProgramUsage Usage() {
            {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
           {"Local workers",
            {"spawn_workers", "worker_kv_cache_mb", "worker_kv_cache_dtype", "worker_threads",
-            "worker_weight_dtype", "worker_compute_dtype"}},
+            "worker_weight_dtype", "worker_compute_dtype", "worker_kv_cache_dir"}},
           {"Scheduling",
            {"placement", "kv_transfer", "kv_transfer_min_tokens", "kv_transfer_max_wait_s",
             "max_num_batched_tokens", "max_num_seqs", "max_waiting", "kv_reservation",
@@ -294,6 +297,7 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   o.local_workers.kv_cache_dtype = absl::GetFlag(FLAGS_worker_kv_cache_dtype);
   o.local_workers.compute_dtype = absl::GetFlag(FLAGS_worker_compute_dtype);
   o.local_workers.threads = absl::GetFlag(FLAGS_worker_threads);
+  o.local_workers.kv_cache_dir = absl::GetFlag(FLAGS_worker_kv_cache_dir);
   RETURN_IF_ERROR(pagoda::RouterServer::CheckOptions(o));
   return o;
 }

@@ -1,5 +1,7 @@
 #include "worker/kv_ledger.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 
 namespace pagoda {
@@ -31,6 +33,11 @@ void KvLedger::Wrote(std::span<const int> table, int begin, std::span<const int>
     }
     tokens_[static_cast<size_t>(b) * block_size_ + off] = tokens[k];
     e.filled = off + 1;
+    if (e.filled == block_size_) {
+      e.hash =
+          ChainHash(e.parent >= 0 ? entries_[e.parent].hash : 0,
+                    std::span(tokens_).subspan(static_cast<size_t>(b) * block_size_, block_size_));
+    }
   }
 }
 
@@ -44,6 +51,39 @@ void KvLedger::Copied(int src, int dst) {
 void KvLedger::Overwritten(int block) {
   entries_[block].filled = -1;
   entries_[block].generation = next_generation_++;
+}
+
+uint64_t KvLedger::ChainHash(uint64_t parent_hash, std::span<const int> tokens) {
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_hash);
+}
+
+bool KvLedger::Vouch(int b, Vouched* out) const {
+  // Up the chain to its first block; a cycle cannot pass more blocks than the pool holds.
+  const int n = static_cast<int>(entries_.size());
+  int cur = b;
+  for (int steps = 0;; ++steps) {
+    const Entry& e = entries_[cur];
+    if (e.filled != block_size_ || steps >= n) return false;
+    if (e.parent < 0) break;
+    if (entries_[e.parent].generation != e.parent_generation) return false;
+    cur = e.parent;
+  }
+  const Entry& e = entries_[b];
+  out->hash = e.hash;
+  out->parent_hash = e.parent >= 0 ? entries_[e.parent].hash : 0;
+  out->tokens = std::span(tokens_).subspan(static_cast<size_t>(b) * block_size_, block_size_);
+  return true;
+}
+
+void KvLedger::Restored(int b, int parent, std::span<const int> tokens, uint64_t hash) {
+  Entry& e = entries_[b];
+  e.filled = block_size_;
+  e.parent = parent;
+  e.parent_generation = parent >= 0 ? entries_[parent].generation : 0;
+  e.generation = next_generation_++;
+  e.hash = hash;
+  std::copy_n(tokens.begin(), block_size_,
+              tokens_.begin() + static_cast<ptrdiff_t>(b) * block_size_);
 }
 
 bool KvLedger::Intact(int b, std::vector<uint8_t>* state) const {

@@ -281,6 +281,7 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
     s.salted = n.salted;
     if (n.pooling == Pooling::kMean) s.pooled.assign(model_->config().dim, 0.0);
   }
+  if (disk_) SaveBlocksAboutToChange(cmd);
   for (const BlockCopy& copy : cmd.block_copies) {
     kv_.CopyBlock(copy.src, copy.dst);
     ledger_.Copied(copy.src, copy.dst);
@@ -389,6 +390,34 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   transfers_.TakeEnded(cmd.await_transfers && cmd.scheduled.empty(), absl::Seconds(10),
                        &result.transfers);
   return result;
+}
+
+absl::Status WorkerEngine::EnableDiskCache(const KvDiskCacheOptions& options) {
+  // The weights' dtypes and their compute change the K/V a prompt gives.
+  const std::string fingerprint =
+      absl::StrCat(info_.model_fingerprint, ";weights=", model_->DescribeWeightDtypes());
+  ASSIGN_OR_RETURN(disk_, KvDiskCache::Open(options, fingerprint, kv_));
+  disk_->Restore(kMaxCachedBlockTokens / kv_.block_size(), &kv_, &ledger_);
+  return absl::OkStatus();
+}
+
+void WorkerEngine::SaveBlocksAboutToChange(const StepCommand& cmd) {
+  for (const BlockCopy& copy : cmd.block_copies) disk_->BeforeOverwrite(copy.dst, kv_, ledger_);
+  for (const BlockPull& pull : cmd.pulls) {
+    for (int b : pull.dst_block_ids) disk_->BeforeOverwrite(b, kv_, ledger_);
+  }
+  // A block the router hands a sequence anew for positions it has not computed held something
+  // else (one before them is a prefix hit: it keeps what it holds). The blocks a sequence keeps
+  // are its own: a rewrite there is a rejected draft's positions, nothing worth keeping.
+  const int bs = kv_.block_size();
+  for (const ScheduledSequence& sched : cmd.scheduled) {
+    for (size_t j = 0; j < sched.new_block_ids.size(); ++j) {
+      const int i = sched.num_kept_blocks + static_cast<int>(j);  // its index in the table
+      if ((i + 1) * bs > sched.num_computed_tokens) {
+        disk_->BeforeOverwrite(sched.new_block_ids[j], kv_, ledger_);
+      }
+    }
+  }
 }
 
 void WorkerEngine::Pool(int64_t seq_id, SequenceState& s, const float* rows, int n, bool last_chunk,

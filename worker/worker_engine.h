@@ -17,6 +17,7 @@
 #include "common/model/model_weights.h"
 #include "common/model/weight_source.h"
 #include "common/step.h"
+#include "worker/kv_disk_cache.h"
 #include "worker/kv_ledger.h"
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"
@@ -63,6 +64,16 @@ class WorkerEngine {
   // The full blocks of the pool it can vouch for (KvLedger::Export), for a router's Hello.
   std::vector<CachedBlock> CachedBlocks(int max_blocks) const { return ledger_.Export(max_blocks); }
 
+  // --kv-cache-dir (issue 38): opens the directory, loads the blocks it keeps for this model into
+  // the pool (so the Hello offers them), and from now on writes blocks out before a step
+  // overwrites them. KvDiskStore::Open's errors. REQUIRES: before the first step.
+  absl::Status EnableDiskCache(const KvDiskCacheOptions& options);
+  // At drain: writes every block the ledger vouches for (bounded by options.max_save).
+  void SaveToDisk() {
+    if (disk_) disk_->SaveAll(kv_, ledger_);
+  }
+  const KvDiskCache* disk_cache() const { return disk_.get(); }
+
  private:
   struct SequenceState {
     SamplingParams sampling;
@@ -87,6 +98,8 @@ class WorkerEngine {
 
   WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks);
   absl::Status Validate(const StepCommand& command) const;
+  // Hands the disk cache every block this step overwrites, before anything is written.
+  void SaveBlocksAboutToChange(const StepCommand& command);
 
   // Constant after construction.
   WorkerInfo info_;
@@ -100,7 +113,8 @@ class WorkerEngine {
   std::vector<int> token_ids_, positions_, logit_rows_, hidden_rows_;
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
-  std::vector<uint64_t> allowed_;  // a constrained sequence's mask, from its allowed ids
+  std::vector<uint64_t> allowed_;      // a constrained sequence's mask, from its allowed ids
+  std::unique_ptr<KvDiskCache> disk_;  // --kv-cache-dir; null = off
   // Last: destroyed first, its threads joined before the pool they write goes.
   KvTransfers transfers_{&kv_};
 };

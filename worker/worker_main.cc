@@ -40,6 +40,14 @@ ABSL_FLAG(int, kv_transfer_port, 0,
 ABSL_FLAG(std::string, advertise_address, "",
           "host:port peers dial for KV transfers (in Kubernetes the pod IP); default: this "
           "host's name and --kv-transfer-port");
+ABSL_FLAG(std::string, kv_cache_dir, "",
+          "keep full KV blocks in this directory (a local disk or a mounted volume) across "
+          "restarts: written when the router reuses a block and at drain, read back at start and "
+          "offered to the router; one worker per directory (a LOCK file); \"\" = off");
+ABSL_FLAG(double, kv_cache_dir_max_gib, 10.0,
+          "--kv-cache-dir's bound in GiB: the least recently used blocks are removed past it");
+ABSL_FLAG(double, kv_cache_dir_load_s, 30.0,
+          "at start, read --kv-cache-dir for at most this long before joining the router");
 ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
@@ -52,16 +60,18 @@ std::vector<std::string> EngineFlags() {
 }
 
 pagoda::ProgramUsage Usage() {
-  return {"pagoda-worker",
-          "pagoda-worker --router=HOST:PORT --model=M [--kv-cache-mb=MB] [--threads=T] [flags]\n"
-          "Holds the weights and a shard of the KV pool; runs the steps the router sends.\n",
-          {
-              {"Router and model", {"router", "model", "name"}},
-              {"Engine: weights, KV cache and steps", EngineFlags()},
-              {"Health and shutdown", {"health_port", "drain_timeout_s"}},
-              {"KV transfer", {"kv_transfer_port", "advertise_address"}},
-              {"Security", {"worker_token", "tls_ca", "tls_cert", "tls_key"}},
-          }};
+  return {
+      "pagoda-worker",
+      "pagoda-worker --router=HOST:PORT --model=M [--kv-cache-mb=MB] [--threads=T] [flags]\n"
+      "Holds the weights and a shard of the KV pool; runs the steps the router sends.\n",
+      {
+          {"Router and model", {"router", "model", "name"}},
+          {"Engine: weights, KV cache and steps", EngineFlags()},
+          {"Health and shutdown", {"health_port", "drain_timeout_s"}},
+          {"KV transfer", {"kv_transfer_port", "advertise_address"}},
+          {"KV cache directory", {"kv_cache_dir", "kv_cache_dir_max_gib", "kv_cache_dir_load_s"}},
+          {"Security", {"worker_token", "tls_ca", "tls_cert", "tls_key"}},
+      }};
 }
 
 // Takes SIGTERM and SIGINT on a thread of its own (sigwait), never in a handler. Before the
@@ -149,6 +159,10 @@ int main(int argc, char** argv) {
   options.health_port = absl::GetFlag(FLAGS_health_port);
   options.kv_transfer_port = absl::GetFlag(FLAGS_kv_transfer_port);
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
+  options.kv_cache_dir.dir = absl::GetFlag(FLAGS_kv_cache_dir);
+  options.kv_cache_dir.max_bytes =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_dir_max_gib) * (int64_t{1} << 30));
+  options.kv_cache_dir.max_load = absl::Seconds(absl::GetFlag(FLAGS_kv_cache_dir_load_s));
 
   pagoda::WorkerServer server(std::move(options));
   if (absl::Status valid = server.Validate(); !valid.ok()) {

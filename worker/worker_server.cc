@@ -89,6 +89,12 @@ absl::Status WorkerServer::Validate() const {
         "--kv-transfer-port with TLS needs --tls-cert and --tls-key: the transfer port serves "
         "TLS with them");
   }
+  if (!options_.kv_cache_dir.dir.empty() && options_.kv_cache_dir.max_bytes <= 0) {
+    return absl::InvalidArgumentError("--kv-cache-dir-max-gib must be > 0");
+  }
+  if (options_.kv_cache_dir.max_load < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--kv-cache-dir-load-s must be >= 0");
+  }
   if (options_.health_port < 0 || options_.health_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--health-port=", options_.health_port, ": expected a port, or 0"));
@@ -113,6 +119,12 @@ absl::Status WorkerServer::Start() {
   weights->reset();  // the file's mapping
   if (!engine.ok()) return engine.status();
   LOG(INFO) << "model loaded: " << options_.model;
+  if (!options_.kv_cache_dir.dir.empty()) {
+    // Before the Hello: it offers what was loaded, as after a router restart.
+    if (absl::Status disk = (*engine)->EnableDiskCache(options_.kv_cache_dir); !disk.ok()) {
+      return disk;
+    }
+  }
   if (health_ != nullptr) health_->SetServingStatus("liveness", true);
 
   if (absl::Status transfers = StartKvTransfers(engine->get()); !transfers.ok()) return transfers;

@@ -37,6 +37,8 @@ struct WorkerServerOptions {
   // loopback (a router's --spawn-workers), else 0.0.0.0:port.
   int kv_transfer_port = 0;
   std::string advertise_address;  // host:port peers dial; "" = this host and the bound port
+  // --kv-cache-dir: full blocks kept on disk across restarts (issue 38); dir "" = off.
+  KvDiskCacheOptions kv_cache_dir;
 };
 
 class WorkerServer {
@@ -49,13 +51,14 @@ class WorkerServer {
   absl::Status Validate() const;
 
   // Validate(), then brings the health port up first (liveness NOT_SERVING while the weights load,
-  // so a startup probe tells "loading" from "dead"), loads the weights, then binds the KV transfer
-  // port. UNAVAILABLE for a port that cannot be bound, the loader's error for weights it cannot
-  // read.
+  // so a startup probe tells "loading" from "dead"), loads the weights and what --kv-cache-dir
+  // keeps, then binds the KV transfer port. UNAVAILABLE for a port that cannot be bound, the
+  // loader's error for weights it cannot read, FAILED_PRECONDITION for a KV cache directory
+  // another worker holds.
   absl::Status Start();
 
-  // Serves the router until drained (0) or refused by it (1: another model or token).
-  // REQUIRES: Start() succeeded.
+  // Serves the router until drained (0) or refused by it (1: another model or token), then
+  // writes the pool's blocks to --kv-cache-dir. REQUIRES: Start() succeeded.
   int Run();
 
   // Starts a drain; thread-safe, returns at once. Between Start and Run, Run then returns at

@@ -49,13 +49,21 @@ int WorkerService::Run() {
     const auto start = Clock::now();
     const Outcome outcome = ServeOneConnection();
     SetReady(false);
+    if (outcome != Outcome::kReconnect) engine_->SaveToDisk();  // --kv-cache-dir, if on
     if (outcome == Outcome::kRefused) return 1;
     if (outcome == Outcome::kDone) return 0;
     engine_->Reset();
     // A connection that lasted a while resets the backoff; quick failures back off to 5 s.
     if (Clock::now() - start > std::chrono::seconds(10)) backoff = std::chrono::milliseconds(100);
-    absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&draining_), absl::FromChrono(backoff))) return 0;
+    bool drained;
+    {
+      absl::MutexLock lock(&mu_);
+      drained = mu_.AwaitWithTimeout(absl::Condition(&draining_), absl::FromChrono(backoff));
+    }
+    if (drained) {
+      engine_->SaveToDisk();  // not under mu_: it waits on the disk
+      return 0;
+    }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
 }

@@ -27,6 +27,9 @@ struct LocalWorkersOptions {
   std::string kv_cache_dtype = "auto";   // each one's --kv-cache-dtype
   std::string compute_dtype = "auto";    // each one's --compute-dtype
   int threads = 0;                       // each one's --threads; 0 = the cores split between them
+  // --worker-kv-cache-dir: worker i keeps its blocks in kv_cache_dir/worker-i (its own: a
+  // directory takes one live worker); "" = off.
+  std::string kv_cache_dir = {};
 };
 
 // What every local worker is told about the router it serves.

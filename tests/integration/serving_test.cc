@@ -1,5 +1,6 @@
 // Serving through real router and worker processes: golden tokens under concurrency, waiting
 // for workers, prefix reuse, failover, the API's options and errors, Hugging Face models.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <thread>
@@ -307,6 +308,100 @@ TEST_F(ServingTest, ACacheSaltKeepsATenantsBlocksToItselfAcrossARestart) {
   WaitForWorkers(1);
   EXPECT_EQ(Generate(salted).cached_tokens, 0) << "salted blocks are not offered in a Hello";
   EXPECT_GT(Generate(Greedy(c.prompt)).cached_tokens, 0) << "unsalted ones are";
+}
+
+// Issue 38: a worker restart keeps its KV (--kv-cache-dir). SIGTERM drains the worker, which
+// writes its blocks; the next worker on the directory loads them before its Hello, so the
+// router's prefix cache covers them as after a router restart: the repeat is a hit, same tokens.
+class KvCacheDirTest : public ServingTest {
+ protected:
+  // A prompt of several full blocks (16 tokens each: ~90 tokens), and a greedy continuation.
+  v1::GenerateRequest LongPrompt() const {
+    v1::GenerateRequest r = Greedy(golden_[5].stdout_text.substr(0, 300));
+    r.set_max_tokens(32);
+    return r;
+  }
+  pid_t StartDiskWorker() { return StartWorker("", {"--kv-cache-dir=" + dir_ + "/kv"}); }
+  // SIGTERM, then the worker drains, saves and exits 0.
+  void Stop(pid_t pid) {
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    *std::find(workers_.begin(), workers_.end(), pid) = -1;  // gone; its log keeps its number
+    WaitForWorkers(0);
+  }
+  std::vector<std::string> BlockFiles() const {
+    std::vector<std::string> out;
+    for (const auto& item : std::filesystem::directory_iterator(dir_ + "/kv")) {
+      if (item.path().extension() == ".kvb") out.push_back(item.path().string());
+    }
+    return out;
+  }
+};
+
+TEST_F(KvCacheDirTest, AWorkerRestartKeepsItsKvOnDisk) {
+  const pid_t first_worker = StartDiskWorker();
+  WaitForWorkers(1);
+  const testing::StreamOutput first = Generate(LongPrompt());
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(first.cached_tokens, 0);
+  Stop(first_worker);
+  EXPECT_GE(BlockFiles().size(), 4u) << "the drain wrote the prompt's blocks";
+
+  StartDiskWorker();
+  WaitForWorkers(1);
+  const testing::StreamOutput second = Generate(LongPrompt());
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_GE(second.cached_tokens, 64) << "the new worker's Hello offered the saved blocks";
+  EXPECT_EQ(second.ids, first.ids);
+}
+
+TEST_F(KvCacheDirTest, ACorruptFileIsComputedAgainWithOneLogLine) {
+  const pid_t first_worker = StartDiskWorker();
+  WaitForWorkers(1);
+  const testing::StreamOutput first = Generate(LongPrompt());
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  Stop(first_worker);
+  // The chain's first block (its parent hash 0) gets a flipped byte: nothing after it loads.
+  int num_corrupted = 0;
+  for (const std::string& path : BlockFiles()) {
+    if (!absl::EndsWith(path, "-0000000000000000.kvb")) continue;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(200);
+    const char c = static_cast<char>(f.get());
+    f.seekp(200);
+    f.put(static_cast<char>(c ^ 0x40));
+    ++num_corrupted;
+  }
+  ASSERT_EQ(num_corrupted, 1);
+
+  StartDiskWorker();
+  WaitForWorkers(1);
+  const testing::StreamOutput second = Generate(LongPrompt());
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_EQ(second.cached_tokens, 0) << "computed again";
+  EXPECT_EQ(second.ids, first.ids);
+  const std::string log = testing::ReadFile(absl::StrCat(dir_, "/worker1.log"));
+  size_t count = 0;
+  for (size_t at = log.find("--kv-cache-dir: ignored"); at != std::string::npos;
+       at = log.find("--kv-cache-dir: ignored", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << log;
+  EXPECT_THAT(log, ::testing::HasSubstr("corrupt (checksum)"));
+}
+
+TEST_F(KvCacheDirTest, TwoLiveWorkersNeverShareADirectory) {
+  StartDiskWorker();
+  WaitForWorkers(1);
+  const pid_t second = StartDiskWorker();
+  int status = 0;
+  ASSERT_EQ(waitpid(second, &status, 0), second);
+  *std::find(workers_.begin(), workers_.end(), second) = -1;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_THAT(testing::ReadFile(absl::StrCat(dir_, "/worker1.log")),
+              ::testing::HasSubstr("is in use by another worker"));
 }
 
 }  // namespace

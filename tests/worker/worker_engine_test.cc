@@ -1,8 +1,10 @@
 #include "worker/worker_engine.h"
 
 #include <functional>
+#include <numeric>
 
 #include "common/model/llama2c_checkpoint.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -241,6 +243,58 @@ TEST(WorkerEngineTest, AllowedTokensAreValidatedAndObeyed) {
     EXPECT_EQ(mask->sampled[0].token_id, 67);
     ++next_seq;
   }
+}
+
+// --kv-cache-dir: a block the router hands another sequence is written out before the step
+// overwrites it, and the next worker on the directory loads it and offers it in its Hello.
+TEST(WorkerEngineTest, ABlockTheRouterReusesIsKeptOnDiskForTheNextWorker) {
+  const std::string dir = testing::TempDir() + "/kv";
+  auto make = [&] {
+    absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+    CHECK(w.ok()) << w.status();
+    WorkerOptions options;
+    options.num_blocks = 8;
+    options.max_num_batched_tokens = 64;
+    options.max_num_seqs = 4;
+    std::unique_ptr<WorkerEngine> engine = *WorkerEngine::Create(*std::move(w), options);
+    KvDiskCacheOptions disk;
+    disk.dir = dir;
+    const absl::Status enabled = engine->EnableDiskCache(disk);
+    CHECK(enabled.ok()) << enabled;
+    return engine;
+  };
+  std::vector<int> prompt(20), other(16);
+  std::iota(prompt.begin(), prompt.end(), 5);
+  std::iota(other.begin(), other.end(), 100);
+  auto prefill = [](int64_t step, int64_t seq, const std::vector<int>& tokens, int from,
+                    std::vector<int> blocks, std::vector<int64_t> finished) {
+    StepCommand c;
+    c.step_id = step;
+    c.finished_ids = std::move(finished);
+    NewSequence& n = c.new_sequences.emplace_back();
+    n.seq_id = seq;
+    n.prompt_ids = tokens;
+    n.sampling.temperature = 0;
+    c.scheduled.push_back({.seq_id = seq,
+                           .token_ids = std::vector<int>(tokens.begin() + from, tokens.end()),
+                           .num_computed_tokens = from,
+                           .num_kept_blocks = 0,
+                           .new_block_ids = std::move(blocks)});
+    return c;
+  };
+  {
+    std::unique_ptr<WorkerEngine> engine = make();
+    ASSERT_TRUE(engine->Execute(prefill(1, 1, prompt, 0, {3, 4}, {})).ok());
+    // A prefix hit on block 3 (its 16 tokens computed): it keeps what it holds.
+    ASSERT_TRUE(engine->Execute(prefill(2, 2, prompt, 16, {3, 5}, {1})).ok());
+    // Block 3 handed to other tokens: written out first.
+    ASSERT_TRUE(engine->Execute(prefill(3, 3, other, 0, {3}, {2})).ok());
+  }  // the writer finishes its queue
+  std::unique_ptr<WorkerEngine> engine = make();
+  EXPECT_EQ(engine->disk_cache()->store().num_files(), 1);
+  const std::vector<CachedBlock> offered = engine->CachedBlocks(100);
+  ASSERT_EQ(offered.size(), 1u);
+  EXPECT_EQ(offered[0].tokens, std::vector<int>(prompt.begin(), prompt.begin() + 16));
 }
 
 }  // namespace

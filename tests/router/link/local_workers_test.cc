@@ -54,6 +54,19 @@ TEST(LocalWorkersTest, WorkersShareTheMemoryAndTheCores) {
   EXPECT_THAT(LocalWorkerArgs(options, Router(), 0), Not(Contains("--kv_transfer_port=-1")));
 }
 
+TEST(LocalWorkersTest, EachWorkerKeepsItsKvInADirectoryOfItsOwn) {
+  LocalWorkersOptions options;
+  options.num_workers = 2;
+  for (const std::string& arg : LocalWorkerArgs(options, Router(), 1)) {
+    EXPECT_THAT(arg, Not(HasSubstr("kv_cache_dir"))) << "off unless asked";
+  }
+  options.kv_cache_dir = "/var/cache/pagoda";
+  EXPECT_THAT(LocalWorkerArgs(options, Router(), 0),
+              Contains("--kv_cache_dir=/var/cache/pagoda/worker-0"));
+  EXPECT_THAT(LocalWorkerArgs(options, Router(), 1),
+              Contains("--kv_cache_dir=/var/cache/pagoda/worker-1"));
+}
+
 TEST(LocalWorkersTest, ADtypeAWorkerWouldRefuseStopsTheRouterNamingItsFlag) {
   LocalWorkersOptions options;
   options.weight_dtype = "fp8";
