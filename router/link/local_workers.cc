@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/dtype_flags.h"
 #include "common/process/secret.h"
 #include "glog/logging.h"
@@ -83,6 +85,7 @@ absl::StatusOr<std::unique_ptr<LocalWorkers>> LocalWorkers::Start(
   if (absl::Status s = CheckLocalWorkersOptions(options); !s.ok()) return s;
   std::unique_ptr<LocalWorkers> workers(new LocalWorkers);
   const std::vector<std::string> env = {absl::StrCat(kWorkerTokenEnv, "=", router.worker_token)};
+  workers->save_on_stop_ = !options.kv_cache_dir.empty();
   for (int i = 0; i < options.num_workers; ++i) {
     const pid_t pid = SpawnProcess(options.binary, LocalWorkerArgs(options, router, i), env);
     if (pid < 0) return absl::InternalError(absl::StrCat("cannot start local worker ", i));
@@ -93,6 +96,23 @@ absl::StatusOr<std::unique_ptr<LocalWorkers>> LocalWorkers::Start(
 }
 
 LocalWorkers::~LocalWorkers() {
+  if (save_on_stop_) {
+    // A worker's drain saves its blocks to its directory within 10 s (KvDiskCache::SaveAll);
+    // the router is going, so it has no sequences to wait for.
+    constexpr absl::Duration kSaveGrace = absl::Seconds(12);
+    for (const pid_t pid : pids_) {
+      if (pid > 0) kill(pid, SIGTERM);
+    }
+    const absl::Time give_up = absl::Now() + kSaveGrace;
+    for (pid_t& pid : pids_) {
+      while (pid > 0 && absl::Now() < give_up) {
+        if (waitpid(pid, nullptr, WNOHANG) == pid)
+          pid = -1;
+        else
+          absl::SleepFor(absl::Milliseconds(20));
+      }
+    }
+  }
   for (const pid_t pid : pids_) {
     if (pid <= 0) continue;
     kill(pid, SIGKILL);

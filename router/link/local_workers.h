@@ -57,7 +57,10 @@ class LocalWorkers {
   // that forked them ends (PR_SET_PDEATHSIG), so they die with a router that was killed.
   static absl::StatusOr<std::unique_ptr<LocalWorkers>> Start(const LocalWorkersOptions& options,
                                                              const LocalWorkersRouter& router);
-  ~LocalWorkers();  // kills the workers still running and waits for them
+  // Kills the workers still running and waits for them. With a KV cache directory they are
+  // stopped first (SIGTERM: each writes its cached blocks there, at most 10 s) and killed only
+  // if still running after kSaveGrace.
+  ~LocalWorkers();
 
   // Collects the workers that exited (no zombies), logging how. Call it periodically.
   void Reap();
@@ -65,7 +68,8 @@ class LocalWorkers {
  private:
   LocalWorkers() = default;
 
-  std::vector<pid_t> pids_;  // -1 once reaped
+  std::vector<pid_t> pids_;    // -1 once reaped
+  bool save_on_stop_ = false;  // --worker-kv-cache-dir was given
 };
 
 }  // namespace pagoda

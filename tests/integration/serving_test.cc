@@ -404,5 +404,37 @@ TEST_F(KvCacheDirTest, TwoLiveWorkersNeverShareADirectory) {
               ::testing::HasSubstr("is in use by another worker"));
 }
 
+// The router's --worker-kv-cache-dir: its spawned worker keeps DIR/worker-0, and a router
+// stopped with SIGTERM stops it with SIGTERM too, so that it writes its blocks there; the
+// next router's worker loads them and the repeat is a hit with the same tokens.
+class SpawnedKvCacheDirTest : public KvCacheDirTest {
+ protected:
+  std::vector<std::string> ExtraRouterFlags() const override {
+    return {"--spawn-workers=1", "--worker-threads=1", "--worker-kv-cache-dir=" + dir_ + "/kv"};
+  }
+};
+
+TEST_F(SpawnedKvCacheDirTest, ARouterStoppedWithSigtermLeavesItsWorkersBlocksToTheNext) {
+  WaitForWorkers(1);
+  const testing::StreamOutput first = Generate(LongPrompt());
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  ASSERT_EQ(kill(router_, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(router_, &status, 0), router_);
+  router_ = -1;
+  size_t num_files = 0;
+  for (const auto& item : std::filesystem::directory_iterator(dir_ + "/kv/worker-0")) {
+    num_files += item.path().extension() == ".kvb";
+  }
+  EXPECT_GE(num_files, 4u) << "the stopped worker wrote the prompt's blocks";
+
+  StartRouter();
+  WaitForWorkers(1);
+  const testing::StreamOutput second = Generate(LongPrompt());
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_GE(second.cached_tokens, 64) << "the new worker loaded them before its Hello";
+  EXPECT_EQ(second.ids, first.ids);
+}
+
 }  // namespace
 }  // namespace pagoda
