@@ -2,6 +2,7 @@
 // and the error paths every API shares.
 #include "router/api/generation_stream.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -186,11 +187,12 @@ TEST_F(GenerationStreamTest, AClientThatDoesNotReadIsPausedUntilFewerThanAQuarte
 // client read as fast as it could. Its bound grows with its sequences.
 TEST_F(GenerationStreamTest, AClientThatReadsIsNotPausedByItsOwnCallsSize) {
   AddWorker(4096);
-  bool ever_paused = false;
+  // Atomic: the stream calls this outside its own lock, so its last call may still run while
+  // this thread reads the flag after the last chunk (ThreadSanitizer found the race).
+  std::atomic<bool> ever_paused = false;
   GenerationStream* observed = nullptr;
   std::unique_ptr<GenerationStream> stream = NewStream([&] {
-    // Sinks run one at a time, under the Cluster's lock.
-    ever_paused = ever_paused || observed->paused();
+    if (observed->paused()) ever_paused = true;
   });
   observed = stream.get();
   std::vector<GenerationRequest> requests(64, Long(16, 8));
