@@ -3,53 +3,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <initializer_list>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "lib/jinja/expr_builder.h"
 #include "lib/jinja/parser.h"
 
 namespace pagoda::jinja {
 
 using TK = Token::Kind;
-
-ExprPtr ExpressionParser::Node(Expr::Kind kind, int line) {
-  auto e = std::make_unique<Expr>();
-  e->kind = kind;
-  e->line = line;
-  return e;
-}
-
-absl::Status ExpressionParser::Seal(Expr* e) const {
-  int depth = 0;
-  for (const ExprPtr& c : e->children) {
-    if (c) depth = std::max(depth, c->depth);
-  }
-  for (const auto& [name, c] : e->keywords) depth = std::max(depth, c->depth);
-  e->depth = depth + 1;
-  if (e->depth > kMaxExprDepth) {
-    return in_.Error(absl::StrCat("expression nests deeper than ", kMaxExprDepth), e->line);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ExprPtr> ExpressionParser::Make(Expr::Kind kind, int line,
-                                               std::vector<ExprPtr> children, std::string name) {
-  ExprPtr e = Node(kind, line);
-  e->children = std::move(children);
-  e->name = std::move(name);
-  RETURN_IF_ERROR(Seal(e.get()));
-  return e;
-}
-
-std::vector<ExprPtr> ExpressionParser::Children(ExprPtr a, ExprPtr b, ExprPtr c) {
-  std::vector<ExprPtr> v;
-  v.push_back(std::move(a));
-  if (b) v.push_back(std::move(b));
-  if (c) v.push_back(std::move(c));
-  return v;
-}
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseExpression(bool with_condexpr) {
   if (++recursion_ > kMaxExprDepth) return in_.Error("expression nests too deep", in_.Cur().line);
@@ -72,33 +38,39 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseCondExpr() {
     children.push_back(std::move(condition));
     children.push_back(std::move(expr));
     children.push_back(std::move(otherwise));
-    ASSIGN_OR_RETURN(expr, Make(Expr::Kind::kCondition, line, std::move(children)));
+    ASSIGN_OR_RETURN(expr, MakeExpr(Expr::Kind::kCondition, line, std::move(children)));
   }
   return expr;
 }
 
-absl::StatusOr<ExprPtr> ExpressionParser::ParseOr() {
-  ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-  while (in_.IsName("or")) {
-    const int line = in_.Cur().line;
+// One left-associative level: `next` (op `next`)*, each op one of `ops` (a name: or, and; an
+// operator: the arithmetic ones); or and and have node kinds of their own, the others are kBinary
+// named by their operator.
+absl::StatusOr<ExprPtr> ExpressionParser::ParseLeftAssociative(
+    std::initializer_list<absl::string_view> ops, Expr::Kind kind,
+    absl::FunctionRef<absl::StatusOr<ExprPtr>()> next) {
+  ASSIGN_OR_RETURN(ExprPtr left, next());
+  for (;;) {
+    const Token& t = in_.Cur();
+    if ((t.kind != TK::kName && t.kind != TK::kOperator) ||
+        std::find(ops.begin(), ops.end(), t.text) == ops.end()) {
+      return left;
+    }
+    std::string op = kind == Expr::Kind::kBinary ? t.text : "";
+    const int line = t.line;
     in_.Advance();
-    ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
-    ASSIGN_OR_RETURN(left,
-                     Make(Expr::Kind::kOr, line, Children(std::move(left), std::move(right))));
+    ASSIGN_OR_RETURN(ExprPtr right, next());
+    ASSIGN_OR_RETURN(
+        left, MakeExpr(kind, line, ExprChildren(std::move(left), std::move(right)), std::move(op)));
   }
-  return left;
+}
+
+absl::StatusOr<ExprPtr> ExpressionParser::ParseOr() {
+  return ParseLeftAssociative({"or"}, Expr::Kind::kOr, [this] { return ParseAnd(); });
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseAnd() {
-  ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-  while (in_.IsName("and")) {
-    const int line = in_.Cur().line;
-    in_.Advance();
-    ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-    ASSIGN_OR_RETURN(left,
-                     Make(Expr::Kind::kAnd, line, Children(std::move(left), std::move(right))));
-  }
-  return left;
+  return ParseLeftAssociative({"and"}, Expr::Kind::kAnd, [this] { return ParseNot(); });
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseNot() {
@@ -109,7 +81,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseNot() {
     absl::StatusOr<ExprPtr> operand = ParseNot();
     --recursion_;
     if (!operand.ok()) return operand.status();
-    return Make(Expr::Kind::kNot, line, Children(std::move(*operand)));
+    return MakeExpr(Expr::Kind::kNot, line, ExprChildren(std::move(*operand)));
   }
   return ParseCompare();
 }
@@ -117,7 +89,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseNot() {
 absl::StatusOr<ExprPtr> ExpressionParser::ParseCompare() {
   const int line = in_.Cur().line;
   ASSIGN_OR_RETURN(ExprPtr first, ParseMath1());
-  ExprPtr node = Node(Expr::Kind::kCompare, line);
+  ExprPtr node = NewExpr(Expr::Kind::kCompare, line);
   node->children.push_back(std::move(first));
   while (true) {
     std::string op;
@@ -141,60 +113,25 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseCompare() {
     node->children.push_back(std::move(operand));
   }
   if (node->ops.empty()) return std::move(node->children[0]);
-  RETURN_IF_ERROR(Seal(node.get()));
+  RETURN_IF_ERROR(SealExpr(node.get()));
   return node;
 }
 
-absl::StatusOr<ExprPtr> ExpressionParser::Binary(ExprPtr left, std::string op, ExprPtr right,
-                                                 int line) {
-  return Make(Expr::Kind::kBinary, line, Children(std::move(left), std::move(right)),
-              std::move(op));
-}
-
 absl::StatusOr<ExprPtr> ExpressionParser::ParseMath1() {
-  ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
-  while (in_.IsOp("+") || in_.IsOp("-")) {
-    std::string op = in_.Cur().text;
-    const int line = in_.Cur().line;
-    in_.Advance();
-    ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
-    ASSIGN_OR_RETURN(left, Binary(std::move(left), op, std::move(right), line));
-  }
-  return left;
+  return ParseLeftAssociative({"+", "-"}, Expr::Kind::kBinary, [this] { return ParseConcat(); });
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseConcat() {
-  ASSIGN_OR_RETURN(ExprPtr left, ParseMath2());
-  while (in_.IsOp("~")) {
-    const int line = in_.Cur().line;
-    in_.Advance();
-    ASSIGN_OR_RETURN(ExprPtr right, ParseMath2());
-    ASSIGN_OR_RETURN(left, Binary(std::move(left), "~", std::move(right), line));
-  }
-  return left;
+  return ParseLeftAssociative({"~"}, Expr::Kind::kBinary, [this] { return ParseMath2(); });
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseMath2() {
-  ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
-  while (in_.IsOp("*") || in_.IsOp("/") || in_.IsOp("//") || in_.IsOp("%")) {
-    std::string op = in_.Cur().text;
-    const int line = in_.Cur().line;
-    in_.Advance();
-    ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-    ASSIGN_OR_RETURN(left, Binary(std::move(left), op, std::move(right), line));
-  }
-  return left;
+  return ParseLeftAssociative({"*", "/", "//", "%"}, Expr::Kind::kBinary,
+                              [this] { return ParsePow(); });
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParsePow() {
-  ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
-  while (in_.IsOp("**")) {
-    const int line = in_.Cur().line;
-    in_.Advance();
-    ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
-    ASSIGN_OR_RETURN(left, Binary(std::move(left), "**", std::move(right), line));
-  }
-  return left;
+  return ParseLeftAssociative({"**"}, Expr::Kind::kBinary, [this] { return ParseUnary(true); });
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseUnary(bool with_filter) {
@@ -207,7 +144,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseUnary(bool with_filter) {
     absl::StatusOr<ExprPtr> operand = ParseUnary(false);
     --recursion_;
     if (!operand.ok()) return operand.status();
-    ASSIGN_OR_RETURN(node, Make(kind, line, Children(std::move(*operand))));
+    ASSIGN_OR_RETURN(node, MakeExpr(kind, line, ExprChildren(std::move(*operand))));
   } else {
     ASSIGN_OR_RETURN(node, ParsePrimary());
   }
@@ -223,7 +160,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParsePrimary() {
   const int line = t.line;
   switch (t.kind) {
     case TK::kName: {
-      ExprPtr e = Node(Expr::Kind::kLiteral, line);
+      ExprPtr e = NewExpr(Expr::Kind::kLiteral, line);
       if (t.text == "true" || t.text == "True") {
         e->value = Value::Bool(true);
       } else if (t.text == "false" || t.text == "False") {
@@ -243,20 +180,20 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParsePrimary() {
         s += in_.Cur().text;
         in_.Advance();
       }
-      ExprPtr e = Node(Expr::Kind::kLiteral, line);
+      ExprPtr e = NewExpr(Expr::Kind::kLiteral, line);
       e->value = Value::String(std::move(s));
       return e;
     }
     case TK::kInteger: {
       int64_t i = 0;
       if (!absl::SimpleAtoi(t.text, &i)) return in_.Error("integer literal out of range", line);
-      ExprPtr e = Node(Expr::Kind::kLiteral, line);
+      ExprPtr e = NewExpr(Expr::Kind::kLiteral, line);
       e->value = Value::Int(i);
       in_.Advance();
       return e;
     }
     case TK::kFloat: {
-      ExprPtr e = Node(Expr::Kind::kLiteral, line);
+      ExprPtr e = NewExpr(Expr::Kind::kLiteral, line);
       e->value = Value::Float(std::strtod(t.text.c_str(), nullptr));
       in_.Advance();
       return e;
@@ -280,7 +217,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParsePrimary() {
 absl::StatusOr<ExprPtr> ExpressionParser::ParseSequence(absl::string_view close, Expr::Kind kind) {
   const int line = in_.Cur().line;
   in_.Advance();
-  ExprPtr e = Node(kind, line);
+  ExprPtr e = NewExpr(kind, line);
   while (!in_.IsOp(close)) {
     if (!e->children.empty()) RETURN_IF_ERROR(in_.ExpectOp(","));
     if (in_.IsOp(close)) break;
@@ -288,14 +225,14 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseSequence(absl::string_view close,
     e->children.push_back(std::move(item));
   }
   RETURN_IF_ERROR(in_.ExpectOp(close));
-  RETURN_IF_ERROR(Seal(e.get()));
+  RETURN_IF_ERROR(SealExpr(e.get()));
   return e;
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseDict() {
   const int line = in_.Cur().line;
   in_.Advance();
-  ExprPtr e = Node(Expr::Kind::kDict, line);
+  ExprPtr e = NewExpr(Expr::Kind::kDict, line);
   while (!in_.IsOp("}")) {
     if (!e->children.empty()) RETURN_IF_ERROR(in_.ExpectOp(","));
     if (in_.IsOp("}")) break;
@@ -306,7 +243,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseDict() {
     e->children.push_back(std::move(value));
   }
   RETURN_IF_ERROR(in_.ExpectOp("}"));
-  RETURN_IF_ERROR(Seal(e.get()));
+  RETURN_IF_ERROR(SealExpr(e.get()));
   return e;
 }
 
@@ -327,7 +264,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseTuple(bool with_condexpr, bool ex
     if (!items.empty()) return std::move(items[0]);
     if (!explicit_parens) return in_.Unexpected();
   }
-  return Make(Expr::Kind::kTuple, line, std::move(items));
+  return MakeExpr(Expr::Kind::kTuple, line, std::move(items));
 }
 
 bool ExpressionParser::TupleEnds() const {
@@ -368,11 +305,11 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseSubscript(ExprPtr node) {
     if (in_.Cur().kind == TK::kName) {
       std::string name = in_.Cur().text;
       in_.Advance();
-      return Make(Expr::Kind::kGetAttr, line, Children(std::move(node)), std::move(name));
+      return MakeExpr(Expr::Kind::kGetAttr, line, ExprChildren(std::move(node)), std::move(name));
     }
     if (in_.Cur().kind == TK::kInteger) {
       ASSIGN_OR_RETURN(ExprPtr index, ParsePrimary());
-      return Make(Expr::Kind::kGetItem, line, Children(std::move(node), std::move(index)));
+      return MakeExpr(Expr::Kind::kGetItem, line, ExprChildren(std::move(node), std::move(index)));
     }
     return in_.Unexpected();
   }
@@ -407,10 +344,10 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseSubscript(ExprPtr node) {
     std::vector<ExprPtr> children;
     children.push_back(std::move(node));
     for (ExprPtr& part : slice) children.push_back(std::move(part));
-    return Make(Expr::Kind::kSlice, line, std::move(children));
+    return MakeExpr(Expr::Kind::kSlice, line, std::move(children));
   }
   if (args.size() != 1) return in_.Error("expected one subscript", line);
-  return Make(Expr::Kind::kGetItem, line, Children(std::move(node), std::move(args[0])));
+  return MakeExpr(Expr::Kind::kGetItem, line, ExprChildren(std::move(node), std::move(args[0])));
 }
 
 absl::Status ExpressionParser::ParseCallArgs(Expr* e) {
@@ -442,10 +379,10 @@ absl::Status ExpressionParser::ParseCallArgs(Expr* e) {
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseCall(ExprPtr callee) {
-  ExprPtr e = Node(Expr::Kind::kCall, in_.Cur().line);
+  ExprPtr e = NewExpr(Expr::Kind::kCall, in_.Cur().line);
   e->children.push_back(std::move(callee));
   RETURN_IF_ERROR(ParseCallArgs(e.get()));
-  RETURN_IF_ERROR(Seal(e.get()));
+  RETURN_IF_ERROR(SealExpr(e.get()));
   return e;
 }
 
@@ -465,11 +402,11 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseFilter(ExprPtr node, bool start_i
     start_inline = false;
     const int line = in_.Cur().line;
     ASSIGN_OR_RETURN(std::string name, ParseDottedName());
-    ExprPtr e = Node(Expr::Kind::kFilter, line);
+    ExprPtr e = NewExpr(Expr::Kind::kFilter, line);
     e->name = std::move(name);
     e->children.push_back(std::move(node));
     if (in_.IsOp("(")) RETURN_IF_ERROR(ParseCallArgs(e.get()));
-    RETURN_IF_ERROR(Seal(e.get()));
+    RETURN_IF_ERROR(SealExpr(e.get()));
     node = std::move(e);
   }
   return node;
@@ -478,7 +415,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseFilter(ExprPtr node, bool start_i
 absl::StatusOr<ExprPtr> ExpressionParser::ParseTest(ExprPtr node) {
   const int line = in_.Cur().line;
   in_.Advance();  // is
-  ExprPtr e = Node(Expr::Kind::kTest, line);
+  ExprPtr e = NewExpr(Expr::Kind::kTest, line);
   e->negated = in_.SkipName("not");
   ASSIGN_OR_RETURN(e->name, ParseDottedName());
   e->children.push_back(std::move(node));
@@ -494,7 +431,7 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseTest(ExprPtr node) {
     ASSIGN_OR_RETURN(arg, ParsePostfix(std::move(arg)));
     e->children.push_back(std::move(arg));
   }
-  RETURN_IF_ERROR(Seal(e.get()));
+  RETURN_IF_ERROR(SealExpr(e.get()));
   return e;
 }
 

@@ -6,9 +6,11 @@
 #ifndef PAGODA_LIB_JINJA_EXPRESSION_PARSER_H_
 #define PAGODA_LIB_JINJA_EXPRESSION_PARSER_H_
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,18 +33,14 @@ class ExpressionParser {
   absl::StatusOr<ExprPtr> ParseFilter(ExprPtr node, bool start_inline = false);
 
  private:
-  static ExprPtr Node(Expr::Kind kind, int line);
-  // Records the subtree depth; long chains (`a|f|f|f...`, `a+a+a...`) count, not just recursion.
-  absl::Status Seal(Expr* e) const;
-  absl::StatusOr<ExprPtr> Make(Expr::Kind kind, int line, std::vector<ExprPtr> children,
-                               std::string name = "");
-  static std::vector<ExprPtr> Children(ExprPtr a, ExprPtr b = nullptr, ExprPtr c = nullptr);
   absl::StatusOr<ExprPtr> ParseCondExpr();
+  absl::StatusOr<ExprPtr> ParseLeftAssociative(std::initializer_list<absl::string_view> ops,
+                                               Expr::Kind kind,
+                                               absl::FunctionRef<absl::StatusOr<ExprPtr>()> next);
   absl::StatusOr<ExprPtr> ParseOr();
   absl::StatusOr<ExprPtr> ParseAnd();
   absl::StatusOr<ExprPtr> ParseNot();
   absl::StatusOr<ExprPtr> ParseCompare();
-  absl::StatusOr<ExprPtr> Binary(ExprPtr left, std::string op, ExprPtr right, int line);
   absl::StatusOr<ExprPtr> ParseMath1();
   absl::StatusOr<ExprPtr> ParseConcat();
   absl::StatusOr<ExprPtr> ParseMath2();
