@@ -25,7 +25,10 @@ flock -u 9
 # Under node_modules' directory, so `import "openai"` resolves to the pinned copy; one
 # directory per run, so runs side by side do not rewrite each other's files.
 run=$(mktemp -d "$dir/run.XXXXXX")
-trap 'rm -rf "$run"' EXIT
+# The routers' model copies and logs: removed after a pass, kept (and named) after a failure.
+work=$(mktemp -d "${TMPDIR:-/tmp}/openai-sdk-run.XXXXXX")
+trap 'status=$?; rm -rf "$run"
+      if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "logs kept in $work" >&2; fi' EXIT
 cp "$here/$test" "$here/router_fixture.mjs" "$run/"
-PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=${TMPDIR:-/tmp} \
+PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=$work \
   node --test --test-reporter=spec "$run/$test"
