@@ -131,7 +131,7 @@ ABSL_FLAG(int, max_paused_per_connection, 64,
           "oldest paused call there is cancelled (0: no cap)");
 ABSL_FLAG(int, max_paused_per_client, 256,
           "paused sequences per client IP address, over all its connections (0: no cap)");
-ABSL_FLAG(std::string, h2_proxy, "off",
+ABSL_FLAG(std::string, h2_proxy, "auto",
           "HTTP/2 flood guard: auto = the HAProxy tools/setup.sh installs (/usr/sbin/haproxy) "
           "serves --port and forwards to the router on a loopback port, bounding rapid reset and "
           "CONTINUATION floods (gRPC 1.51 does not); none installed: served directly, with a "
@@ -139,7 +139,8 @@ ABSL_FLAG(std::string, h2_proxy, "off",
           "clients) | a path = that haproxy executable");
 ABSL_FLAG(int, h2_proxy_max_requests_per_s, 200,
           "--h2-proxy: requests a second from one client address before HTTP 429 (gRPC "
-          "UNAVAILABLE); 0 = no limit");
+          "UNAVAILABLE), and at most 64 connections from it; 127.0.0.1 and ::1 are not "
+          "limited; 0 = no limit");
 ABSL_FLAG(int, max_paused_sequences, 4096,
           "paused sequences over the whole router, whoever holds them; past it the oldest paused "
           "call is cancelled (0: no cap)");

@@ -4,7 +4,9 @@
 // frames; HAProxy does, with the configuration of the deploy manifests' sidecar
 // (deploy/k8s/components/h2-proxy/haproxy.cfg): a header block past 32 KiB ends the connection,
 // requests past 200 a second from one address get 429 (gRPC: UNAVAILABLE), more than 64
-// connections from one address are refused.
+// connections from one address are refused. 127.0.0.1 and ::1 are not limited: this machine's
+// load generators and probes could dial the router's loopback port directly anyway (a flood
+// test stands in for other hosts from 127.0.0.2 and up). On by default where installed.
 //
 // The router binds the public port itself and hands the listening socket to HAProxy (its
 // `bind fd@3`): the port's errors are the router's, port 0 works, and a restarted HAProxy

@@ -29,8 +29,7 @@ class H2GuardTest : public HostileGrpcTest {
     }
     HostileGrpcTest::SetUp();
   }
-  // The guard is opt-in (--h2-proxy=off by default): this router asks for it.
-  std::vector<std::string> ExtraRouterFlags() const override { return {"--h2-proxy=auto"}; }
+  // No flag about it: the guard is on by default where HAProxy is installed.
 
   // The router's HAProxy children (by /proc/<pid>/stat's parent and command).
   std::vector<pid_t> HaproxyPids() const {
@@ -122,6 +121,29 @@ TEST_F(H2GuardTest, ARapidResetFloodLeavesHonestCallsAnsweringAndMemoryBounded) 
   EXPECT_LT(rss_peak - rss_before, 100) << "MB the router and its HAProxy grew by";
   // Stated: one call takes ~0.1 s here; 1 s in the measurement, 3 s for a loaded CI.
   EXPECT_LT(worst_ms, 3000);
+}
+
+// Per client address HAProxy keeps at most 64 connections, except for this machine's own
+// 127.0.0.1 (load generators and probes, which could dial the router's loopback port anyway).
+TEST_F(H2GuardTest, SixtyFourConnectionsPerAddressExceptFromThisMachine) {
+  // Connections open from `source`: each either gets HAProxy's SETTINGS or is closed.
+  auto open_from = [&](const char* source, int count) {
+    std::vector<std::unique_ptr<testing::RawH2Connection>> held;
+    int open = 0;
+    for (int i = 0; i < count; ++i) {
+      auto h2 = testing::RawH2Connection::Open(port_, 65535, absl::Seconds(5), source);
+      if (h2 == nullptr) continue;
+      const absl::Time give_up = absl::Now() + absl::Seconds(10);
+      while (h2->seen().frames == 0 && !h2->seen().closed && absl::Now() < give_up) {
+        h2->Pump(absl::Milliseconds(10));
+      }
+      if (h2->seen().frames > 0 && !h2->seen().closed) ++open;
+      held.push_back(std::move(h2));  // kept open, so each counts against the next
+    }
+    return open;
+  };
+  EXPECT_EQ(open_from("127.0.0.2", 70), 64);
+  EXPECT_EQ(open_from("127.0.0.1", 70), 70);
 }
 
 // HAProxy killed: the router logs it, starts another on the same socket (the port never
