@@ -86,11 +86,16 @@ TEST_F(ServingTest, ARouterStoppedWithSigtermFinishesItsStreams) {
   std::vector<testing::StreamOutput> outputs(16);
   std::vector<std::thread> clients;
   std::atomic<bool> stopped{false};
+  std::atomic<int> streaming{0};
   for (int i = 0; i < 16; ++i) {
     clients.emplace_back([&, i] {
+      // SIGTERM once every call has its first token: all 16 are in flight (or done), none is
+      // still to be made (a call made after it is refused, as it should be).
       outputs[i] =
-          Generate(Greedy(golden_[i % golden_.size()].prompt), 20, [&](grpc::ClientContext&) {
-            if (!stopped.exchange(true)) kill(router_, SIGTERM);
+          Generate(Greedy(golden_[i % golden_.size()].prompt), 1, [&](grpc::ClientContext&) {
+            if (streaming.fetch_add(1) + 1 == 16 && !stopped.exchange(true)) {
+              kill(router_, SIGTERM);
+            }
           });
     });
   }
