@@ -10,6 +10,7 @@
 #include "common/model/model_loader.h"
 #include "common/model/weights_digest.h"
 #include "common/process/grpc_security.h"
+#include "common/process/progress_meter.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpc/health/v1/health.pb.h"
@@ -112,7 +113,18 @@ absl::Status RouterServer::Load() {
   // The router holds no weights: the checkpoint's header gives the shape and fingerprint.
   ASSIGN_OR_RETURN(config_, LoadModelConfig(options_.model));
   // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
-  ASSIGN_OR_RETURN(config_.weights_digest, WeightsDigest(options_.model));
+  {
+    // Every byte of the weights is read once for the fingerprint: minutes for a large model on
+    // a cold disk, so it shows its progress as a worker's load does.
+    std::optional<ProgressMeter> progress;  // from the first read, which knows the total
+    ASSIGN_OR_RETURN(
+        config_.weights_digest, WeightsDigest(options_.model, [&](int64_t done, int64_t total) {
+          if (!progress) {
+            progress.emplace("hashing the model's weights", total, ProgressMeter::ForStderr());
+          }
+          progress->Add(done - progress->done());
+        }));
+  }
   ASSIGN_OR_RETURN(tokenizer_, LoadModelTokenizer(options_.model, options_.tokenizer, config_));
   std::string source = options_.chat_template_source;
   chat_template_ = options_.chat_template ? options_.chat_template
@@ -296,6 +308,7 @@ void RouterServer::Tick() {
   }
   cluster_->Tick(absl::Now());
   if (h2_proxy_) h2_proxy_->Reap();  // restarts an HAProxy that died
+  WaitLine::State wait;
   {
     // Ready (SERVING) exactly while at least one worker that is not draining is connected and
     // the HAProxy in front of the public port (if any) runs.
@@ -309,7 +322,21 @@ void RouterServer::Tick() {
                     : !proxy_up ? "not serving: HAProxy is down"
                                 : "not serving: no worker ready");
     }
+    wait.serving = ready;
+    wait.shutting_down = shutting_down_;
+    wait.proxy_down = !proxy_up;
   }
+  wait.num_workers = stats.num_workers;
+  wait.num_running = stats.num_running;
+  wait.num_spawned = options_.local_workers.num_workers;
+  wait.worker_port = worker_port_;
+  if (!wait.serving) wait.loading = worker_link_->loading().Loading(absl::Now());
+  if (stats.num_draining_workers > 0) {
+    for (const WorkerStats& w : cluster_->worker_stats()) {
+      if (w.draining) wait.draining.emplace_back(w.id, w.load.num_running + w.load.num_waiting);
+    }
+  }
+  if (std::optional<std::string> line = wait_line_.Next(wait, absl::Now())) LOG(INFO) << *line;
   local_workers_->Reap();
 }
 

@@ -37,6 +37,7 @@
 #include "router/core/cluster.h"
 #include "router/core/router_metrics.h"
 #include "router/core/stats_line.h"
+#include "router/core/wait_line.h"
 #include "router/link/h2_proxy.h"
 #include "router/link/local_workers.h"
 
@@ -163,6 +164,7 @@ class RouterServer {
   absl::Notification stopped_;  // Shutdown has finished
 
   std::optional<StatsLine> stats_line_;  // Run's own: the periodic stats line
+  WaitLine wait_line_;                   // Run's own: what the router waits for, if anything
 };
 
 }  // namespace pagoda

@@ -38,7 +38,14 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
                    LlamaModel::Create(
                        source, options.max_num_batched_tokens, options.max_num_seqs,
                        [all](GgmlType stored) { return all.value_or(AutoWeightDtype(stored)); },
-                       options.compute_dtype, [&](int64_t bytes) { progress.Add(bytes); }));
+                       options.compute_dtype,
+                       [&](int64_t bytes) {
+                         progress.Add(bytes);
+                         if (options.on_load_progress) {
+                           options.on_load_progress(progress.done(),
+                                                    static_cast<int64_t>(source.num_bytes()));
+                         }
+                       }));
   progress.Done();
   // A model this small computes an op in less time than handing it between threads costs
   // (each op is a parallel region): served stories260K decodes a token in 0.33 ms on one thread

@@ -5,6 +5,7 @@
 #define PAGODA_WORKER_WORKER_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,8 @@ struct WorkerOptions {
   // What bf16 matrices are multiplied in: auto = bf16 where the CPU has AVX512_BF16 (a bf16
   // checkpoint's own arithmetic), f32 = exact products of the bf16 weights (Linear).
   ComputeDtype compute_dtype = ComputeDtype::kAuto;
+  // Called while the weights load, with the bytes read so far and in all (LoadReportClient).
+  std::function<void(int64_t done, int64_t total)> on_load_progress;
 };
 
 // --weight-dtype: "auto" (nullopt), "f32", "bf16" or "int8"; INVALID_ARGUMENT naming the flag

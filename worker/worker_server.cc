@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "worker/load_report_client.h"
 #include "worker/transfer/kv_puller_service.h"
 #include "worker/transfer/kv_transfer_service.h"
 
@@ -111,11 +113,26 @@ absl::Status WorkerServer::Start() {
 
   absl::StatusOr<std::unique_ptr<WeightSource>> weights = OpenWeightSource(options_.model);
   if (!weights.ok()) return weights.status();
-  absl::StatusOr<std::string> digest = WeightsDigest(options_.model);
+  // The router's log shows how far the load is (hashing, then packing the weights), every
+  // few seconds of it.
+  std::optional<LoadReportClient> reporter;
+  std::function<void(int64_t, int64_t)> hashed;
+  WorkerOptions engine_options = options_.engine;
+  if (!options_.service.router_address.empty()) {
+    reporter.emplace(options_.service);
+    hashed = [&reporter](int64_t done, int64_t total) {
+      reporter->Progress("hashing weights", done, total);
+    };
+    engine_options.on_load_progress = [&reporter](int64_t done, int64_t total) {
+      reporter->Progress("loading weights", done, total);
+    };
+  }
+  absl::StatusOr<std::string> digest = WeightsDigest(options_.model, hashed);
   if (!digest.ok()) return digest.status();
   (*weights)->set_weights_digest(*digest);  // the router asks for the same weights
   absl::StatusOr<std::unique_ptr<WorkerEngine>> engine =
-      WorkerEngine::Create(**weights, options_.engine);
+      WorkerEngine::Create(**weights, engine_options);
+  reporter.reset();
   weights->reset();  // the file's mapping
   if (!engine.ok()) return engine.status();
   LOG(INFO) << "model loaded: " << options_.model;

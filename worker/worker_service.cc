@@ -94,7 +94,12 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
   };
   stream->Write(hello);
   if (!stream->Read(&reply)) {  // a refusal can end the call before the write completes
-    VLOG(1) << "router " << options_.router_address << " not reachable";
+    // Said at once and every 30 s while it lasts: a worker started before its router waits.
+    if (Clock::now() - unreachable_logged_ >= std::chrono::seconds(30)) {
+      unreachable_logged_ = Clock::now();
+      LOG(INFO) << "waiting for the router at " << options_.router_address
+                << ": not reachable yet (retrying)";
+    }
     end_call();
     return Outcome::kReconnect;
   }

@@ -53,6 +53,8 @@ class WorkerService {
 
   std::unique_ptr<WorkerEngine> engine_;
   const WorkerServiceOptions options_;
+  // When "waiting for the router" was last logged (Run's thread only).
+  std::chrono::steady_clock::time_point unreachable_logged_{};
 
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

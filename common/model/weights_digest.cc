@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,7 +17,9 @@
 namespace pagoda {
 namespace {
 
-absl::Status HashFile(const std::string& path, XXH3_state_t* state) {
+// `on_read` (may be null) gets each read's byte count.
+absl::Status HashFile(const std::string& path, XXH3_state_t* state,
+                      const std::function<void(int64_t)>& on_read) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   constexpr size_t kChunk = 4 << 20;
@@ -31,6 +34,7 @@ absl::Status HashFile(const std::string& path, XXH3_state_t* state) {
     }
     if (n == 0) break;
     XXH3_128bits_update(state, buffer.get(), static_cast<size_t>(n));
+    if (on_read) on_read(n);
   }
   close(fd);
   return status;
@@ -38,7 +42,9 @@ absl::Status HashFile(const std::string& path, XXH3_state_t* state) {
 
 }  // namespace
 
-absl::StatusOr<std::string> WeightsDigest(const std::string& model_path) {
+absl::StatusOr<std::string> WeightsDigest(
+    const std::string& model_path,
+    const std::function<void(int64_t done, int64_t total)>& progress) {
   namespace fs = std::filesystem;
   std::error_code error;
   std::vector<fs::path> files;
@@ -56,8 +62,20 @@ absl::StatusOr<std::string> WeightsDigest(const std::string& model_path) {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
                                                                  &XXH3_freeState);
   XXH3_128bits_reset(state.get());
+  int64_t total = 0, done = 0;
   for (const fs::path& file : files) {
-    if (absl::Status s = HashFile(file.string(), state.get()); !s.ok()) return s;
+    const std::uintmax_t size = fs::file_size(file, error);
+    if (!error) total += static_cast<int64_t>(size);
+  }
+  std::function<void(int64_t)> on_read;
+  if (progress) {
+    on_read = [&](int64_t n) {
+      done += n;
+      progress(done, std::max(total, done));
+    };
+  }
+  for (const fs::path& file : files) {
+    if (absl::Status s = HashFile(file.string(), state.get(), on_read); !s.ok()) return s;
   }
   const XXH128_hash_t h = XXH3_128bits_digest(state.get());
   return absl::StrFormat("%016x%016x", h.high64, h.low64);

@@ -5,6 +5,8 @@
 #ifndef PAGODA_COMMON_MODEL_WEIGHTS_DIGEST_H_
 #define PAGODA_COMMON_MODEL_WEIGHTS_DIGEST_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,7 +17,10 @@ namespace pagoda {
 // or a GGUF file), or every `*.safetensors` file of a Hugging Face directory in name order
 // (a copy under another name is the same model). NOT_FOUND / INVALID_ARGUMENT naming the path when
 // a file cannot be read.
-absl::StatusOr<std::string> WeightsDigest(const std::string& model_path);
+// `progress`, when given, is called after each read with the bytes hashed so far and in all.
+absl::StatusOr<std::string> WeightsDigest(
+    const std::string& model_path,
+    const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
 
 }  // namespace pagoda
 

@@ -26,6 +26,7 @@ class ProgressMeter {
   ~ProgressMeter();  // Done() if it was not called
 
   void Add(int64_t bytes);
+  int64_t done() const { return done_; }
   // The job is done: ends the line (terminal) or logs the last one (a log, when the job took
   // one interval or more).
   void Done();

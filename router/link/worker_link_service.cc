@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/process/grpc_security.h"
 #include "common/process/secret.h"
 #include "glog/logging.h"
@@ -215,6 +216,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
   stream->Write(reply);
   connection->MarkReady();
   ++num_connected_;
+  loading_.Connected(name);
   LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
 
   v1::WorkerMessage message;
@@ -232,6 +234,27 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
   cluster_->RemoveWorker(*id);
   --num_connected_;
   LOG(WARNING) << "worker " << *id << " (" << name << ") disconnected";
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerLinkService::Loading(grpc::ServerContext* context,
+                                        const v1::LoadingReport* report, v1::LoadingReply*) {
+  if (!CallCarriesToken(*context, options_.worker_token)) {
+    if (options_.metrics) options_.metrics->refused_worker_token->Add();
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "the router's worker port needs the cluster's token");
+  }
+  absl::StatusOr<std::optional<std::string>> line =
+      loading_.Report({.worker_name = report->worker_name(),
+                       .what = report->what(),
+                       .done_bytes = report->done_bytes(),
+                       .total_bytes = report->total_bytes(),
+                       .elapsed_ms = report->elapsed_ms()},
+                      context->peer(), absl::Now());
+  if (!line.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(line.status().message()));
+  }
+  if (*line) LOG(INFO) << **line;
   return grpc::Status::OK;
 }
 

@@ -6,6 +6,8 @@
 // for the matching StepResult. A broken stream, or no message for `heartbeat_timeout`, makes
 // the worker dead: Execute fails and the Cluster moves its sequences. A worker that sends Drain
 // gets no new requests; once it holds nothing it is sent Drained, and it closes the stream.
+// Before it connects, a worker still loading its model reports how far it is (Loading, same
+// token): logged, and kept on a LoadingBoard for the router's wait line.
 #ifndef PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
 #define PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
 
@@ -18,6 +20,7 @@
 #include "common/process/secret.h"
 #include "pagoda/v1/worker.grpc.pb.h"
 #include "router/core/cluster.h"
+#include "router/link/loading_board.h"
 
 namespace pagoda {
 
@@ -44,11 +47,16 @@ class WorkerLinkService final : public v1::WorkerLink::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>* stream) override;
 
+  grpc::Status Loading(grpc::ServerContext* context, const v1::LoadingReport* report,
+                       v1::LoadingReply* reply) override;
+
   int num_connected() const { return num_connected_.load(); }
+  const LoadingBoard& loading() const { return loading_; }
 
  private:
   Cluster* cluster_;  // Not owned.
   const WorkerLinkOptions options_;
+  LoadingBoard loading_;
   std::atomic<int> num_connected_{0};
 };
 
