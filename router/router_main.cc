@@ -292,7 +292,12 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   }
 
   o.local_workers.num_workers = absl::GetFlag(FLAGS_spawn_workers);
-  o.local_workers.binary = (std::filesystem::path(argv0).parent_path() / "pagoda-worker").string();
+  // Beside this executable (/proc/self/exe: argv[0] is a bare name when started through PATH,
+  // and execve does not search PATH).
+  std::error_code self_error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", self_error);
+  if (self_error) self = argv0;
+  o.local_workers.binary = (self.parent_path() / "pagoda-worker").string();
   o.local_workers.kv_cache_mb = absl::GetFlag(FLAGS_worker_kv_cache_mb);
   o.local_workers.weight_dtype = absl::GetFlag(FLAGS_worker_weight_dtype);
   o.local_workers.kv_cache_dtype = absl::GetFlag(FLAGS_worker_kv_cache_dtype);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,35 @@ TEST(ServeCommandTest, ServesAGgufFileWithOnlyItsPortsGiven) {
   EXPECT_EQ(completion["usage"]["completion_tokens"], 8);
   EXPECT_FALSE(completion["choices"][0]["text"].get<std::string>().empty());
   // The router runs in serve's place: its pid takes the signal and exits cleanly.
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::ReadFile(log);
+}
+
+// Started by name through PATH, as an installed router is (argv[0] "pagoda-router", which execve
+// does not look up), it still finds the pagoda-worker beside it and serves.
+TEST(RouterCommandTest, StartedByNameThroughPathItSpawnsItsWorkers) {
+  const int port = FreePort(), worker_port = FreePort(), http_port = FreePort();
+  const std::string log = testing::TempDir() + "/router_by_name.log";
+  const std::string bin_dir =
+      std::filesystem::path(testing::BinaryPath("pagoda-router")).parent_path().string();
+  const pid_t pid = testing::StartProcess(
+      {"/usr/bin/env", absl::StrCat("PATH=", bin_dir, ":/usr/bin:/bin"), "pagoda-router",
+       absl::StrCat("--model=", testing::SharedPath("models/stories260K-gguf/stories260K.gguf")),
+       "--spawn-workers=1", "--host=127.0.0.1", absl::StrCat("--port=", port),
+       absl::StrCat("--worker-port=", worker_port), absl::StrCat("--http-port=", http_port)},
+      log, log);
+  httplib::Client client("127.0.0.1", http_port);
+  client.set_connection_timeout(1);
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        auto r = client.Get("/health");
+        return r && r->status == 200;
+      },
+      std::chrono::seconds(60), "the router's spawned worker joins",
+      std::chrono::milliseconds(100)))
+      << testing::ReadFile(log);
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
