@@ -136,7 +136,11 @@ package_test() {
   grep -E 'newly installed' "$log" || true
   local t_installed=$SECONDS
   # Ports of their own: the demo's router may still be letting go of its.
-  local port=${PACKAGE_PORT:-50151} http_port=${PACKAGE_HTTP_PORT:-8100}
+  local port=50151 http_port=8100
+  if ss -Htln | awk '{print $4}' | grep -Eq ":(5015[12]|8100)$"; then
+    echo "fresh_machine_test: port 50151, 50152 or 8100 is in use; the package's router gets 46151-46153" >&2
+    port=46151 http_port=46153
+  fi
   # As the unit's user, pagoda; chroot and env exec, so $! is the router itself.
   chroot --userspec=pagoda:pagoda "$pkg_root" /usr/bin/env -i LANG=C.UTF-8 \
     /usr/bin/pagoda-router --port="$port" --worker-port=$((port + 1)) --http-port="$http_port" \
@@ -160,9 +164,12 @@ package_test() {
   local t_ready=$SECONDS story
   story=$(in_root "$pkg_root" /usr/bin/pagoda generate --server=127.0.0.1:"$port" \
     --prompt="Once upon a time" --temperature=0 2>&1) || true
+  # Stopped as systemd stops the unit: SIGTERM, and SIGKILL after its TimeoutStopSec=45.
   kill -TERM "$router"
-  local status=0
+  (sleep 45 && kill -KILL "$router" 2> /dev/null) &
+  local watchdog=$! status=0
   wait "$router" || status=$?
+  kill "$watchdog" 2> /dev/null || true
   if [ "$(wc -w <<< "$story")" -lt 10 ] || [ $status != 0 ]; then
     echo "$story" >&2
     tail -20 "$work/package-router.log" >&2
