@@ -22,7 +22,9 @@ if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   # public gRPC port, measured by hostile_grpc_test), and lld (links the trees' ~50
   # executables in a fraction of GNU ld's time); a tool already installed some other way
   # will do.
-  packages+=(iproute2 openssl haproxy lld)
+  # file: cpack -G DEB runs it to find the binaries whose libraries dpkg-shlibdeps names
+  # (docs/install.md; dpkg-shlibdeps itself comes with build-essential).
+  packages+=(iproute2 openssl haproxy lld file)
   command -v curl >/dev/null || packages+=(curl)
   command -v node >/dev/null || packages+=(nodejs)
   command -v npm >/dev/null || packages+=(npm)
