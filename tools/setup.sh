@@ -19,9 +19,10 @@ if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   # Tests: network namespaces (multi-host test), openssl (TLS test certificates), curl and
   # Node.js with npm (the HTTP API's client tests, the Kubernetes schema validator), and
   # kubectl for `kubectl kustomize`, haproxy (the deploy manifests' proxy in front of the
-  # public gRPC port, measured by hostile_grpc_test); a tool already installed some other way
-  # will do.
-  packages+=(iproute2 openssl haproxy)
+  # public gRPC port, measured by hostile_grpc_test), Debian's chromium (headless, for the web
+  # page's browser test; ~122 MB to download with its libraries on a bare Debian 12); a tool
+  # already installed some other way will do.
+  packages+=(iproute2 openssl haproxy chromium)
   command -v curl >/dev/null || packages+=(curl)
   command -v node >/dev/null || packages+=(nodejs)
   command -v npm >/dev/null || packages+=(npm)
