@@ -39,3 +39,4 @@ rm -rf "$shots" && mkdir -p "$shots"
 cp "$here/web_ui_test.mjs" "$run/"
 PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=$work PAGODA_CHROMIUM=$browser \
   PAGODA_SCREENSHOT_DIR=$shots node --test --test-reporter=spec "$run/web_ui_test.mjs"
+echo "screenshots in $shots"

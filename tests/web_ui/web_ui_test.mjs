@@ -1,9 +1,9 @@
 // The page at `/` in a real browser (issue 41): Debian's headless Chromium, driven by
 // puppeteer-core, opens the page of a real pagoda-router serving stories260K through one
 // spawned worker, sends a chat, sees the streamed answer, the token counts and the rendered
-// prompt, then the cluster view's worker; screenshots go to PAGODA_SCREENSHOT_DIR. Also: the
-// page is behind the API key (401 asking for Basic, 200 with the key as Basic's password) and
-// --no-web-ui turns it off (404).
+// prompt, stops a call, then sees the cluster view's worker; screenshots go to
+// PAGODA_SCREENSHOT_DIR. Also: the page is behind the API key (401 asking for Basic, 200 with
+// the key as Basic's password) and --no-web-ui turns it off (404).
 // Reads PAGODA_BIN_DIR, PAGODA_SHARED_DIR, PAGODA_WORK_DIR, PAGODA_CHROMIUM,
 // PAGODA_SCREENSHOT_DIR.
 import assert from "node:assert/strict";
@@ -105,6 +105,18 @@ test("with an API key the page asks for it as HTTP Basic and takes it as the pas
 
 test("the page streams a chat and shows its tokens, its prompt and the cluster's worker", async () => {
   const page = await browser.newPage();
+  try {
+    await chatAndCluster(page);
+  } catch (e) {
+    // What the page showed when it failed.
+    await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true });
+    throw e;
+  } finally {
+    await page.close();
+  }
+});
+
+async function chatAndCluster(page) {
   await page.setViewport({ width: 1280, height: 860 });
   const problems = [];
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -133,6 +145,8 @@ test("the page streams a chat and shows its tokens, its prompt and the cluster's
   const streamed = page.waitForResponse((r) => r.url().endsWith("/v1/chat/completions"));
   await page.click("#send");
   assert.match((await streamed).headers()["content-type"], /^text\/event-stream/);
+  await page.waitForFunction(
+    () => document.querySelector(".msg.assistant .text")?.textContent.length > 0);
   // Polled until the page says the call ended.
   await page.waitForFunction(() => /^(done in|error)/.test(document.getElementById("status").textContent));
   const status = await page.$eval("#status", (e) => e.textContent);
@@ -162,6 +176,16 @@ test("the page streams a chat and shows its tokens, its prompt and the cluster's
   await page.waitForFunction(() => /^(done in|error)/.test(document.getElementById("status").textContent));
   assert.match(await page.$eval("#status", (e) => e.textContent), /^done in/);
   assert.match(await page.$eval(".msg.assistant .text", (e) => e.textContent), /^\s*\{/);
+  // Stop aborts the call: both clicks in one task, so no answer can come before the abort.
+  await page.evaluate(() => {
+    document.getElementById("prompt").value = "Go on.";
+    document.getElementById("send").click();
+    document.getElementById("stop").click();
+  });
+  await page.waitForFunction(() => document.getElementById("status").textContent === "stopped" &&
+                                   !document.getElementById("send").disabled);
+  assert.equal(await page.$$eval(".msg.assistant .text", (all) => all.at(-1).textContent),
+               "(stopped)");
   // The tool example fills `tools` with a function the template is told about.
   await page.click("#example-tools");
   assert.equal(JSON.parse(await page.$eval("#tools", (e) => e.value))[0].function.name,
@@ -177,8 +201,7 @@ test("the page streams a chat and shows its tokens, its prompt and the cluster's
   assert.match(summary, /1Workers/);
   await page.screenshot({ path: path.join(shots, "cluster.png"), fullPage: true });
   assert.deepEqual(problems, []);
-  await page.close();
-});
+}
 
 test("--no-web-ui turns the page off", async () => {
   const off = await startRouter(["--no-web-ui"]);

@@ -173,7 +173,7 @@ async function send(event) {
     return;
   }
   $("prompt").value = "";
-  addBubble("user", text);
+  const asked = addBubble("user", text).parentElement;
   const out = addBubble("assistant", "");
   out.parentElement.classList.add("streaming");
   const reply = { role: "assistant", content: "" };
@@ -228,8 +228,12 @@ async function send(event) {
     if (toolCalls.length) reply.tool_calls = toolCalls;
     if (reply.content || toolCalls.length) {
       chat.messages.push(reply);
-    } else if (!out.textContent) {
-      out.textContent = "(nothing)";
+    } else {
+      // No answer: the question leaves the conversation, so the next call has no two user
+      // turns in a row.
+      chat.messages.pop();
+      asked.classList.add("dropped");
+      out.textContent = $("status").textContent === "stopped" ? "(stopped)" : "(no answer)";
     }
     out.parentElement.classList.remove("streaming");
     chat.controller = null;
