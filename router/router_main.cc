@@ -28,6 +28,7 @@
 ABSL_FLAG(int, port, 50051, "public port (pagoda.v1.Generation, grpc.health.v1)");
 ABSL_FLAG(int, worker_port, 50052, "port workers dial");
 ABSL_FLAG(int, http_port, 8000, "OpenAI-compatible HTTP API (/v1/...); 0 = off");
+ABSL_FLAG(bool, no_web_ui, false, "do not serve the web page at / on --http-port (404 there)");
 ABSL_FLAG(std::string, allowed_origins, "",
           "CORS for browsers on --http-port: origins that may call it, comma-separated "
           "(https://app.example,http://localhost:3000) or *; empty = CORS off");
@@ -159,7 +160,7 @@ pagoda::ProgramUsage Usage() {
           {"Model",
            {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template",
             "tool_call_parser", "reasoning_parser", "pooling"}},
-          {"Network", {"host", "port", "http_port", "worker_port", "metrics_port"}},
+          {"Network", {"host", "port", "http_port", "no_web_ui", "worker_port", "metrics_port"}},
           {"Browsers (CORS)",
            {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
           {"Local workers",
@@ -281,6 +282,7 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
                            .max_per_client = absl::GetFlag(FLAGS_max_paused_per_client),
                            .max_total = absl::GetFlag(FLAGS_max_paused_sequences)};
   o.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
+  o.web_ui = !absl::GetFlag(FLAGS_no_web_ui);
   ASSIGN_OR_RETURN(o.h2_proxy, pagoda::ResolveH2Proxy(absl::GetFlag(FLAGS_h2_proxy)));
   if (o.h2_proxy.empty() && absl::GetFlag(FLAGS_h2_proxy) == "auto") {
     LOG(WARNING) << "--h2-proxy=auto: " << pagoda::kDefaultHaproxy

@@ -261,6 +261,7 @@ absl::Status RouterServer::Listen() {
     http.pooling = options_.pooling;
     http.tool_format = tool_call_format_;
     http.reasoning_format = reasoning_format_;
+    http.web_ui = options_.web_ui;
     ASSIGN_OR_RETURN(http_, OpenAiServer::Start(cluster_.get(), tokenizer_.get(),
                                                 chat_template_ ? &*chat_template_ : nullptr, http));
   }

@@ -74,6 +74,7 @@ struct RouterServerOptions {
   int worker_port = 50052;               // 0: any free port (worker_port())
   std::optional<int> http_port = 8000;   // unset: no HTTP API; 0: any free port
   CorsOptions cors;                      // for browsers on http_port; off by default
+  bool web_ui = true;                    // the page at `/` on http_port (--no-web-ui: off)
   Pooling pooling = Pooling::kLast;      // /v1/embeddings' pooling of the hidden states
   std::optional<int> metrics_port;       // /metrics and /health; unset: none; 0: any free port
   int max_streams_per_connection = 256;  // concurrent calls on one client connection

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Pagoda needs to build and test on Debian 12 (bookworm). Safe to re-run.
 #   PAGODA_SETUP_ONLY_BUILD=1  only what the build needs (the container image's build stage)
-#   PAGODA_SETUP_STYLE=1       also clang, clang-format and python3, for the style tests (tools/test.sh)
+#   PAGODA_SETUP_STYLE=1       also clang, clang-format, python3 and chromium, for the style and
+#                              browser tests (tools/test.sh)
 set -euo pipefail
 # Every package is named: --no-install-recommends installs nothing by luck.
 # nlohmann-json, cpp-httplib and PCRE2 are the packaged JSON, HTTP and regex libraries.
@@ -31,7 +32,9 @@ if [ "${PAGODA_SETUP_ONLY_BUILD:-0}" != 1 ]; then
   command -v kubectl >/dev/null || packages+=(kubernetes-client)
 fi
 if [ "${PAGODA_SETUP_STYLE:-0}" = 1 ]; then
-  packages+=(clang clang-format clang-tidy)
+  # Debian's chromium: headless, for the web page's browser test (~122 MB to download with its
+  # libraries), so only here: README's first command on a bare machine does not need it.
+  packages+=(clang clang-format clang-tidy chromium)
   command -v python3 >/dev/null || packages+=(python3)  # class_files_check, thread_safety_files
 fi
 missing=()

@@ -7,6 +7,8 @@
 #include <iterator>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -49,6 +51,34 @@ bool BearerMatches(std::string_view header, std::string_view secret) {
     diff |= static_cast<unsigned char>(header[i] ^ secret[i - kPrefix.size()]);
   }
   return diff == 0;
+}
+
+namespace {
+
+// a == b, in time that depends on their lengths only.
+bool SameBytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+bool BasicPasswordMatches(std::string_view header, std::string_view secret) {
+  CHECK(!secret.empty()) << "BasicPasswordMatches needs a secret";
+  constexpr std::string_view kPrefix = "basic ";
+  if (header.size() <= kPrefix.size()) return false;
+  const absl::string_view scheme(header.data(), kPrefix.size());
+  const absl::string_view encoded(header.data() + kPrefix.size(), header.size() - kPrefix.size());
+  std::string credentials;
+  if (!absl::EqualsIgnoreCase(scheme, absl::string_view(kPrefix.data(), kPrefix.size())) ||
+      !absl::Base64Unescape(absl::StripAsciiWhitespace(encoded), &credentials)) {
+    return false;
+  }
+  const size_t colon = credentials.find(':');
+  if (colon == std::string::npos) return false;
+  return SameBytes(std::string_view(credentials).substr(colon + 1), secret);
 }
 
 absl::StatusOr<TlsPem> ReadTlsPem(const std::string& cert_path, const std::string& key_path,

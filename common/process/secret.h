@@ -26,6 +26,12 @@ std::string RandomToken();
 // !secret.empty().
 bool BearerMatches(std::string_view header, std::string_view secret);
 
+// Whether `header` (an HTTP Authorization value) is HTTP Basic, "Basic base64(user:password)",
+// whose password is exactly `secret`, whatever the user (a browser prompts for both; the key is
+// the password). False for another scheme, bad base64 or no ':'. The secret's bytes compare in
+// time independent of where they differ. REQUIRES: !secret.empty().
+bool BasicPasswordMatches(std::string_view header, std::string_view secret);
+
 // PEM contents for TLS on the worker link; "" = not given.
 struct TlsPem {
   std::string cert;  // this side's certificate chain

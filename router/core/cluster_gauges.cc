@@ -70,6 +70,28 @@ void AddClusterGauges(MetricsRegistry* registry, const Cluster* cluster) {
                    ? static_cast<double>(w.load.num_slots_used) / w.load.num_slots_reserved
                    : 0.0;
       }));
+  // Each worker's share of the cluster-wide figures (the web page's cluster view reads them).
+  const auto worker_gauge = [registry, &per_worker](const char* name, const char* help,
+                                                    auto value) {
+    registry->AddGaugeFamily(name, help, per_worker([value](const WorkerStats& w) {
+                               return static_cast<double>(value(w));
+                             }));
+  };
+  worker_gauge("pagoda_worker_num_requests_running", "Sequences running on a worker.",
+               [](const WorkerStats& w) { return w.load.num_running; });
+  worker_gauge("pagoda_worker_num_requests_waiting",
+               "Sequences queued for a worker and not admitted yet (not paused).",
+               [](const WorkerStats& w) { return w.load.num_waiting; });
+  worker_gauge("pagoda_worker_kv_blocks_used", "A worker's KV blocks in use.",
+               [](const WorkerStats& w) { return w.load.num_used_blocks; });
+  worker_gauge("pagoda_worker_kv_blocks", "A worker's KV blocks in all.",
+               [](const WorkerStats& w) { return w.num_blocks; });
+  worker_gauge("pagoda_worker_prefix_cache_queries_total",
+               "Prompt tokens a worker's prefix cache was asked for (since it joined).",
+               [](const WorkerStats& w) { return w.load.num_prefix_query_tokens; });
+  worker_gauge("pagoda_worker_prefix_cache_hits_total",
+               "Of those, the tokens it found cached (since it joined).",
+               [](const WorkerStats& w) { return w.load.num_prefix_hit_tokens; });
 }
 
 }  // namespace pagoda

@@ -69,6 +69,9 @@ struct LoopLoad {
   static constexpr int kPrefillStepTokens = 64;
   double prefill_forward_seconds = 0;
   int64_t num_prefill_tokens = 0;
+  // Prompt tokens its prefix cache was asked for and, of those, found (never decrease).
+  int64_t num_prefix_query_tokens = 0;
+  int64_t num_prefix_hit_tokens = 0;
 };
 
 // One connected worker as the metrics see it.

@@ -118,6 +118,8 @@ WorkerLoop::Load WorkerLoop::load() const {
   l.forward_seconds = forward_micros_.load() * 1e-6;
   l.prefill_forward_seconds = prefill_forward_micros_.load() * 1e-6;
   l.num_prefill_tokens = num_prefill_tokens_.load();
+  l.num_prefix_query_tokens = num_prefix_query_tokens_.load();
+  l.num_prefix_hit_tokens = num_prefix_hit_tokens_.load();
   absl::MutexLock lock(&mu_);  // the loop moves the mailbox into the scheduler under it
   l.num_waiting = num_waiting_.load() + num_queued_;
   return l;
@@ -267,6 +269,8 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
     }
   }
   num_used_blocks_ = s.kv().pool().num_used_blocks();
+  num_prefix_query_tokens_ = s.kv().num_prefix_query_tokens();
+  num_prefix_hit_tokens_ = s.kv().num_prefix_hit_tokens();
   const Scheduler::KvSlots slots = s.kv_slots();
   num_slots_used_ = slots.used;
   num_slots_reserved_ = slots.reserved;

@@ -170,6 +170,7 @@ class WorkerLoop {
   std::atomic<int> num_running_{0}, num_waiting_{0}, num_preempted_{0};
   std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};
   std::atomic<int64_t> prefill_forward_micros_{0}, num_prefill_tokens_{0};
+  std::atomic<int64_t> num_prefix_query_tokens_{0}, num_prefix_hit_tokens_{0};
 };
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 // spawned (the one-command deployment), then shut down.
 #include "router/router_server.h"
 
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,6 +89,15 @@ TEST(RouterServerTest, ServesThroughASpawnedWorkerAndShutsDownCleanly) {
   EXPECT_EQ(testing::GetModelInfo(*stub).num_workers(), 1);
   const HttpResult metrics = HttpGet("127.0.0.1", router.metrics_port(), "/metrics");
   EXPECT_THAT(metrics.body, HasSubstr("pagoda_num_workers{model_name=\"stories260K\"} 1"));
+  // Each worker's own figures, as the page's cluster view reads them.
+  for (const char* name :
+       {"pagoda_worker_num_requests_running", "pagoda_worker_num_requests_waiting",
+        "pagoda_worker_kv_blocks_used", "pagoda_worker_kv_blocks",
+        "pagoda_worker_prefix_cache_queries_total", "pagoda_worker_prefix_cache_hits_total"}) {
+    EXPECT_THAT(metrics.body,
+                HasSubstr(absl::StrCat(name, "{model_name=\"stories260K\",worker=\"")))
+        << name;
+  }
 
   router.Shutdown();
   run.join();  // Run returns once Shutdown has finished
@@ -95,6 +105,56 @@ TEST(RouterServerTest, ServesThroughASpawnedWorkerAndShutsDownCleanly) {
       << "nothing answers once the server stopped";
   EXPECT_EQ(HttpGet("127.0.0.1", router.http_port(), "/health", 1000).status, -1);
   router.Shutdown();  // a second call returns at once
+}
+
+// The page at `/` through the real HTTP server: behind the key (Basic's password), revalidated
+// by its ETag, and gone with --no-web-ui. No worker is needed to serve it.
+TEST(RouterServerTest, ThePageIsBehindTheKeyAndOffWithNoWebUi) {
+  RouterServerOptions options = Stories260KOptions();
+  options.api_key = "s3cret";
+  absl::StatusOr<std::unique_ptr<RouterServer>> server = RouterServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client client("127.0.0.1", (*server)->http_port());
+  httplib::Result refused = client.Get("/");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_THAT(refused->get_header_value("WWW-Authenticate"), HasSubstr("Basic realm=\"pagoda\""));
+
+  client.set_basic_auth("anyone", "s3cret");
+  httplib::Result page = client.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_THAT(page->get_header_value("Content-Security-Policy"), HasSubstr("default-src 'none'"));
+  const std::string etag = page->get_header_value("ETag");
+  ASSERT_FALSE(etag.empty());
+  httplib::Result again = client.Get("/", {{"If-None-Match", etag}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 304);
+  EXPECT_TRUE(again->body.empty());
+  httplib::Result script = client.Get("/ui/app.js");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  httplib::Result missing = client.Get("/ui/missing.js");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  // The API takes the bearer header only (head_gate.h).
+  httplib::Result models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  (*server)->Shutdown();
+
+  options.web_ui = false;
+  server = RouterServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client off("127.0.0.1", (*server)->http_port());
+  off.set_bearer_token_auth("s3cret");
+  for (const char* path : {"/", "/ui/app.js"}) {
+    httplib::Result r = off.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 404) << path;
+  }
+  (*server)->Shutdown();
 }
 
 TEST(RouterServerTest, ShutdownBeforeRunMakesRunReturnAtOnce) {

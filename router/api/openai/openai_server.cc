@@ -24,6 +24,7 @@
 #include "router/api/openai/request_json.h"
 #include "router/api/openai/responses_output.h"
 #include "router/api/request_policy.h"
+#include "router/api/web/web_ui.h"
 
 namespace pagoda {
 namespace {
@@ -125,6 +126,17 @@ class OpenAiServer::Api {
       if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
       res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
     });
+    if (options_.web_ui) {
+      const auto page = [this](const httplib::Request& req, httplib::Response& res) {
+        WebResponse answer = web_ui_.Get(req.path, req.get_header_value("If-None-Match"));
+        res.status = answer.status;
+        for (auto& [name, value] : answer.headers) res.set_header(name, value);
+        if (answer.status == 200)
+          res.set_content(answer.body.data(), answer.body.size(), answer.content_type);
+      };
+      s->Get("/", page);
+      s->Get("/ui/.*", page);
+    }
     if (cors_.enabled()) {
       // 200 as vLLM and llama-server answer (a preflight may be 200 or 204; some clients
       // and proxies expect the former).
@@ -344,7 +356,8 @@ class OpenAiServer::Api {
   const Tokenizer* const tokenizer_;
   const CorsPolicy cors_;
   const OpenAiServerOptions options_;
-  const HeadGate head_gate_{options_.api_key, &cors_, options_.metrics};
+  const HeadGate head_gate_{options_.api_key, &cors_, options_.metrics, options_.web_ui};
+  const WebUi web_ui_;
   ConstraintCompiler constraints_;
   OpenAiContext context_;
   const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());

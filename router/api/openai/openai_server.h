@@ -6,6 +6,9 @@
 //   POST /v1/embeddings        (pooled as OpenAiServerOptions::pooling says)
 //   GET  /v1/models            POST /tokenize, /detokenize
 //   GET  /health (200 when a worker is ready, else 503), /version, /metrics
+//   GET  /, /ui/<file>         the web page (web/web_ui.h) unless OpenAiServerOptions::web_ui
+//                              is off; with an API key, it takes the key as HTTP Basic's
+//                              password too (head_gate.h)
 //
 // Translation only: a call becomes core requests (openai_request), runs in a GenerationStream,
 // and its chunks become OpenAI's objects (openai_response). Nothing is answered before the call
@@ -52,6 +55,7 @@ struct OpenAiServerOptions {
   // How chat outputs are parsed into tool calls and reasoning_content; kNone: not at all.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;
+  bool web_ui = true;  // the page at `/` (--no-web-ui: off, 404)
 };
 
 class OpenAiServer {
