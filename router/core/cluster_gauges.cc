@@ -92,6 +92,9 @@ void AddClusterGauges(MetricsRegistry* registry, const Cluster* cluster) {
   worker_gauge("pagoda_worker_prefix_cache_hits_total",
                "Of those, the tokens it found cached (since it joined).",
                [](const WorkerStats& w) { return w.load.num_prefix_hit_tokens; });
+  worker_gauge("pagoda_worker_kv_transfer_blocks_in_total",
+               "KV blocks a worker received from its peers by transfer (since it joined).",
+               [](const WorkerStats& w) { return w.load.num_transfer_blocks_in; });
 }
 
 }  // namespace pagoda

@@ -72,6 +72,8 @@ struct LoopLoad {
   // Prompt tokens its prefix cache was asked for and, of those, found (never decrease).
   int64_t num_prefix_query_tokens = 0;
   int64_t num_prefix_hit_tokens = 0;
+  // KV blocks it received from peers by transfer (never decrease).
+  int64_t num_transfer_blocks_in = 0;
 };
 
 // One connected worker as the metrics see it.

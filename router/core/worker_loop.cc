@@ -120,9 +120,19 @@ WorkerLoop::Load WorkerLoop::load() const {
   l.num_prefill_tokens = num_prefill_tokens_.load();
   l.num_prefix_query_tokens = num_prefix_query_tokens_.load();
   l.num_prefix_hit_tokens = num_prefix_hit_tokens_.load();
+  l.num_transfer_blocks_in = num_transfer_blocks_in_.load();
   absl::MutexLock lock(&mu_);  // the loop moves the mailbox into the scheduler under it
   l.num_waiting = num_waiting_.load() + num_queued_;
   return l;
+}
+
+void WorkerLoop::ReportTransfers() {
+  TransferEvents events = engine_->transfers().TakeEvents();
+  if (events.empty()) return;
+  for (const TransferEvents::Pulled& pulled : events.pulled) {
+    if (pulled.ok) num_transfer_blocks_in_ += pulled.num_blocks;
+  }
+  listener_->OnTransfers(id_, events);
 }
 
 void WorkerLoop::Run() {
@@ -167,9 +177,7 @@ void WorkerLoop::Run() {
     // After the batch's requests: a hold waits for a prefix a request just queued here will
     // compute. Answered before the step: the peer that waits for them need not wait for it too.
     if (batch.held) engine_->transfers().ServeHolds();
-    if (TransferEvents events = engine_->transfers().TakeEvents(); !events.empty()) {
-      listener_->OnTransfers(id_, events);
-    }
+    ReportTransfers();
     const absl::Time step_start = absl::Now();
     absl::StatusOr<std::vector<SequenceUpdate>> updates = engine_->Step();
     if (!updates.ok()) {
@@ -182,9 +190,7 @@ void WorkerLoop::Run() {
     // finish sees this worker's blocks already freed.
     Publish(*updates, step_start);
     listener_->OnUpdates(id_, *updates);
-    if (TransferEvents events = engine_->transfers().TakeEvents(); !events.empty()) {
-      listener_->OnTransfers(id_, events);
-    }
+    ReportTransfers();
   }
   ClearLoad();
   // A dead worker leaves nothing: its pool and block tables and its metric series go now.

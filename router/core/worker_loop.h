@@ -140,6 +140,8 @@ class WorkerLoop {
   void Publish(const std::vector<SequenceUpdate>& updates, absl::Time step_start);
   // A finished loop holds nothing: its load figures fall to zero (the cumulative ones stay).
   void ClearLoad();
+  // Hands the engine's transfer events to the listener, counting the blocks pulled in.
+  void ReportTransfers();
 
   // Constant after construction.
   const int id_;
@@ -171,6 +173,7 @@ class WorkerLoop {
   std::atomic<int64_t> num_steps_{0}, step_micros_{0}, forward_micros_{0};
   std::atomic<int64_t> prefill_forward_micros_{0}, num_prefill_tokens_{0};
   std::atomic<int64_t> num_prefix_query_tokens_{0}, num_prefix_hit_tokens_{0};
+  std::atomic<int64_t> num_transfer_blocks_in_{0};
 };
 
 }  // namespace pagoda

@@ -62,6 +62,13 @@ TEST_F(KvTransferServingTest, APromptAwayFromItsPrefixPullsItAndGivesTheSameToke
   ASSERT_TRUE(second.status.ok()) << second.status.error_message();
   EXPECT_EQ(second.ids[0], first.ids[0]);
   EXPECT_GE(ScrapeMetric("pagoda_kv_transfer_blocks_total"), 8);
+  // ... all of them into worker 1, as its own series says (the page's cluster view reads it).
+  EXPECT_THAT(Metrics(), ::testing::ContainsRegex(absl::StrCat(
+                             "\npagoda_worker_kv_transfer_blocks_in_total\\{[^}]*worker=\"1\"\\} ",
+                             ScrapeMetric("pagoda_kv_transfer_blocks_total"), "\n")));
+  EXPECT_THAT(Metrics(),
+              ::testing::ContainsRegex(
+                  "\npagoda_worker_kv_transfer_blocks_in_total\\{[^}]*worker=\"0\"\\} 0\n"));
   EXPECT_GE(ScrapeMetric("pagoda_kv_transfer_saved_tokens_total"), 128);
   EXPECT_GT(ScrapeMetric("pagoda_kv_transfer_bytes_total"), 0);
   EXPECT_EQ(ScrapeMetric("pagoda_kv_transfer_failures_total"), 0);

@@ -93,7 +93,8 @@ TEST(RouterServerTest, ServesThroughASpawnedWorkerAndShutsDownCleanly) {
   for (const char* name :
        {"pagoda_worker_num_requests_running", "pagoda_worker_num_requests_waiting",
         "pagoda_worker_kv_blocks_used", "pagoda_worker_kv_blocks",
-        "pagoda_worker_prefix_cache_queries_total", "pagoda_worker_prefix_cache_hits_total"}) {
+        "pagoda_worker_prefix_cache_queries_total", "pagoda_worker_prefix_cache_hits_total",
+        "pagoda_worker_kv_transfer_blocks_in_total"}) {
     EXPECT_THAT(metrics.body,
                 HasSubstr(absl::StrCat(name, "{model_name=\"stories260K\",worker=\"")))
         << name;

@@ -366,6 +366,7 @@ function renderCluster(m) {
   const usage = byWorker(m, "pagoda_kv_cache_usage");
   const hits = byWorker(m, "pagoda_worker_prefix_cache_hits_total");
   const queries = byWorker(m, "pagoda_worker_prefix_cache_queries_total");
+  const pulled = byWorker(m, "pagoda_worker_kv_transfer_blocks_in_total");
   const steps = byWorker(m, "pagoda_worker_step_seconds_count");
   const ids = [...new Set([...usage.keys(), ...running.keys()])].sort((a, b) => a - b);
   const body = $("workers").tBodies[0];
@@ -382,13 +383,14 @@ function renderCluster(m) {
                el("td", "", formatCount(running.get(id))), el("td", "", formatCount(waiting.get(id))),
                el("td", "", `${formatCount(used.get(id))} / ${formatCount(total.get(id))}`), kvUse,
                el("td", "", `${formatCount(hits.get(id))} / ${formatCount(queries.get(id))} tokens`),
+               el("td", "", `${formatCount(pulled.get(id))} blocks`),
                el("td", "", formatCount(steps.get(id))));
     body.append(row);
   }
   if (!ids.length) {
     const row = el("tr");
     const cell = el("td", "empty", "no worker connected");
-    cell.colSpan = 8;
+    cell.colSpan = 9;
     row.append(cell);
     body.append(row);
   }
