@@ -10,18 +10,9 @@ if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
   echo "error: node and npm are needed (tools/setup.sh installs nodejs and npm)" >&2
   exit 1
 fi
-dir="$cache/openai-sdk-$(sha256sum "$here/package-lock.json" | cut -c1-16)"
-mkdir -p "$cache"
-# One install at a time: the SDK tests may start together.
-exec 9> "$cache/.install-lock"
-flock 9
-if [ ! -d "$dir/node_modules" ]; then
-  rm -rf "$dir.partial" && mkdir -p "$dir.partial"
-  cp "$here/package.json" "$here/package-lock.json" "$dir.partial/"
-  (cd "$dir.partial" && npm ci --no-audit --no-fund --loglevel=error)
-  rm -rf "$dir" && mv "$dir.partial" "$dir"
-fi
-flock -u 9
+source "$here/../js/npm_ci_cached.sh"
+npm_ci_cached "$here" "$cache" openai-sdk
+dir=$npm_dir
 # Under node_modules' directory, so `import "openai"` resolves to the pinned copy; one
 # directory per run, so runs side by side do not rewrite each other's files.
 run=$(mktemp -d "$dir/run.XXXXXX")
@@ -29,6 +20,6 @@ run=$(mktemp -d "$dir/run.XXXXXX")
 work=$(mktemp -d "${TMPDIR:-/tmp}/openai-sdk-run.XXXXXX")
 trap 'status=$?; rm -rf "$run"
       if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "logs kept in $work" >&2; fi' EXIT
-cp "$here/$test" "$here/router_fixture.mjs" "$run/"
+cp "$here/$test" "$here/router_fixture.mjs" "$here/../js/pagoda_router.mjs" "$run/"
 PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=$work \
   node --test --test-reporter=spec "$run/$test"

@@ -17,17 +17,9 @@ if [ ! -x "$browser" ]; then
   echo "error: $browser is missing (PAGODA_SETUP_STYLE=1 tools/setup.sh, as tools/test.sh runs it, installs Debian's chromium)" >&2
   exit 1
 fi
-dir="$cache/web-ui-$(sha256sum "$here/package-lock.json" | cut -c1-16)"
-mkdir -p "$cache"
-exec 9> "$cache/.install-lock"
-flock 9
-if [ ! -d "$dir/node_modules" ]; then
-  rm -rf "$dir.partial" && mkdir -p "$dir.partial"
-  cp "$here/package.json" "$here/package-lock.json" "$dir.partial/"
-  (cd "$dir.partial" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
-  rm -rf "$dir" && mv "$dir.partial" "$dir"
-fi
-flock -u 9
+source "$here/../js/npm_ci_cached.sh"
+npm_ci_cached "$here" "$cache" web-ui
+dir=$npm_dir
 # Under node_modules' directory, so `import "puppeteer-core"` resolves to the pinned copy.
 run=$(mktemp -d "$dir/run.XXXXXX")
 # The routers' logs and model copies: removed after a pass, kept (and named) after a failure.
@@ -36,7 +28,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/web-ui-run.XXXXXX")
 trap 'status=$?; rm -rf "$run"
       if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "logs kept in $work" >&2; fi' EXIT
 rm -rf "$shots" && mkdir -p "$shots"
-cp "$here/web_ui_test.mjs" "$run/"
+cp "$here/web_ui_test.mjs" "$here/../js/pagoda_router.mjs" "$run/"
 PAGODA_BIN_DIR=$bin PAGODA_SHARED_DIR=$shared PAGODA_WORK_DIR=$work PAGODA_CHROMIUM=$browser \
   PAGODA_SCREENSHOT_DIR=$shots node --test --test-reporter=spec "$run/web_ui_test.mjs"
 echo "screenshots in $shots"
