@@ -9,6 +9,7 @@
 #include "lib/text/incremental_decoder.h"
 #include "lib/text/tokenizer_loader.h"
 #include "router/api/request_policy.h"
+#include "router/core/model_length.h"
 #include "worker/in_process_executor.h"
 
 namespace pagoda {
@@ -53,6 +54,10 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     return 1;
   }
   const ModelConfig config = (*weights)->config();
+  if (absl::Status length = CheckMaxModelLen(options.engine.max_model_len, config); !length.ok()) {
+    err << "error: " << length.message() << "\n";
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       LoadModelTokenizer(options.model, options.tokenizer, config);
   if (!tokenizer.ok()) {

@@ -21,6 +21,7 @@
 #include "router/api/openai/openai_server.h"
 #include "router/api/reflection_service.h"
 #include "router/core/cluster_gauges.h"
+#include "router/core/model_length.h"
 #include "router/link/grpc_port_limits.h"
 #include "router/link/worker_link_service.h"
 
@@ -112,6 +113,7 @@ RouterServer::~RouterServer() { ShutdownWithin(absl::ZeroDuration()); }
 absl::Status RouterServer::Load() {
   // The router holds no weights: the checkpoint's header gives the shape and fingerprint.
   ASSIGN_OR_RETURN(config_, LoadModelConfig(options_.model));
+  RETURN_IF_ERROR(CheckMaxModelLen(options_.cluster.engine.max_model_len, config_));
   // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
   {
     // Every byte of the weights is read once for the fingerprint: minutes for a large model on

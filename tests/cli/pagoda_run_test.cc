@@ -142,6 +142,12 @@ TEST(PagodaRunTest, APromptLongerThanTheContextFailsAlone) {
   ExpectGolden(lines[2], cases[3]);
 }
 
+TEST(PagodaRunTest, AMaxModelLenAboveTheModelsContextIsRefused) {
+  const CommandResult r = RunCommand(RunArgs({"--prompt=x", "--max-model-len=4096"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--max-model-len=4096 is above the model's context of 512 tokens"));
+}
+
 TEST(PagodaRunTest, MalformedFilesFailWithAMessage) {
   const std::string dir = testing::TempDir();
   const std::string model = testing::ReadFile(testing::Stories260KModel());

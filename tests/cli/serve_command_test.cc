@@ -53,6 +53,16 @@ TEST(ServeArgumentsTest, AMissingOrDoubledModelIsAUsageError) {
   EXPECT_THAT(twice.text, HasSubstr("--model may not be given too"));
 }
 
+// Whether the router behind `client` answers /health with 200 within a minute.
+bool WaitForHealth(httplib::Client& client, std::string_view what) {
+  return testing::WaitUntil(
+      [&] {
+        auto r = client.Get("/health");
+        return r && r->status == 200;
+      },
+      std::chrono::seconds(60), what, std::chrono::milliseconds(100));
+}
+
 TEST(ServeCommandTest, ServesAGgufFileWithOnlyItsPortsGiven) {
   const int port = FreePort(), worker_port = FreePort(), http_port = FreePort();
   const std::string log = testing::TempDir() + "/serve.log";
@@ -64,13 +74,7 @@ TEST(ServeCommandTest, ServesAGgufFileWithOnlyItsPortsGiven) {
       log, log);
   httplib::Client client("127.0.0.1", http_port);
   client.set_connection_timeout(1);
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        auto r = client.Get("/health");
-        return r && r->status == 200;
-      },
-      std::chrono::seconds(60), "pagoda serve's router is ready", std::chrono::milliseconds(100)))
-      << testing::ReadFile(log);
+  ASSERT_TRUE(WaitForHealth(client, "pagoda serve's router is ready")) << testing::ReadFile(log);
   const nlohmann::json models = nlohmann::json::parse(client.Get("/v1/models")->body);
   EXPECT_EQ(models["data"][0]["id"], "stories260K");
   EXPECT_EQ(models["data"][0]["meta"]["n_vocab"], 512);
@@ -105,14 +109,7 @@ TEST(RouterCommandTest, StartedByNameThroughPathItSpawnsItsWorkers) {
       log, log);
   httplib::Client client("127.0.0.1", http_port);
   client.set_connection_timeout(1);
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] {
-        auto r = client.Get("/health");
-        return r && r->status == 200;
-      },
-      std::chrono::seconds(60), "the router's spawned worker joins",
-      std::chrono::milliseconds(100)))
-      << testing::ReadFile(log);
+  EXPECT_TRUE(WaitForHealth(client, "the router's spawned worker joins")) << testing::ReadFile(log);
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);

@@ -190,6 +190,15 @@ TEST(RouterServerTest, OptionsThatCanNeverWorkAreRefusedNamingTheFlag) {
   }
 }
 
+TEST(RouterServerTest, AMaxModelLenAboveTheModelsContextStopsStartNamingTheFlag) {
+  RouterServerOptions options = Stories260KOptions();
+  options.cluster.engine.max_model_len = 513;  // stories260K was trained on 512
+  const absl::Status status = RouterServer::Start(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("--max-model-len=513 is above the model's context of 512 tokens"));
+}
+
 TEST(RouterServerTest, AModelThatDoesNotLoadStopsStartWithItsError) {
   RouterServerOptions options = Stories260KOptions();
   options.model = testing::TempDir() + "/missing.bin";
