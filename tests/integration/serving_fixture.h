@@ -99,8 +99,9 @@ class ServingTest : public ::testing::Test {
   virtual std::vector<std::string> ExtraRouterFlags() const { return {}; }
 
   // The router's command line: the llama2.c stories260K by default, `model` (with its own
-  // tokenizer) otherwise.
-  std::vector<std::string> RouterArgv(const std::string& model) const {
+  // tokenizer) otherwise; `flags` last (a flag given twice takes the later value).
+  std::vector<std::string> RouterArgv(const std::string& model,
+                                      const std::vector<std::string>& flags) const {
     std::vector<std::string> argv = {
         testing::BinaryPath("pagoda-router"),
         absl::StrCat("--port=", port_),
@@ -114,16 +115,17 @@ class ServingTest : public ::testing::Test {
         absl::StrCat("--http-port=", http_port_),
         absl::StrCat("--worker-token=", kToken)};
     for (const std::string& flag : ExtraRouterFlags()) argv.push_back(flag);
+    argv.insert(argv.end(), flags.begin(), flags.end());
     return argv;
   }
 
-  void StartRouter(const std::string& model = "") {
+  void StartRouter(const std::string& model = "", const std::vector<std::string>& flags = {}) {
     // Up means the OpenAI port, which the router opens last, answers. A router that exits
     // first lost one of its ports to a process beside us: it is started again on new ones,
     // unless workers already dial its worker port.
     for (int attempt = 1;; ++attempt) {
       const std::string log = dir_ + "/router.log";
-      router_ = Spawn(RouterArgv(model), log);
+      router_ = Spawn(RouterArgv(model, flags), log);
       int status = 0;
       bool exited = false;
       testing::WaitUntil(

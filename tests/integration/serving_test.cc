@@ -234,10 +234,11 @@ TEST_F(ServingTest, AHuggingFaceDirectoryIsServedWithItsTokenizerAndDefaults) {
 
 TEST_F(ServingTest, AGgufFileIsServedWithItsOwnVocabulary) {
   // stories260K.gguf (llama.cpp's converter): the router reads only its header and vocabulary,
-  // the workers its weights. Its context_length is 128, so the golden runs are cut there.
+  // the workers its weights. Its context_length is 128 (the fixture's 257 would be refused),
+  // so the golden runs are cut there.
   const std::string model = testing::SharedPath("models/stories260K-gguf/stories260K.gguf");
   Kill(router_);
-  StartRouter(model);
+  StartRouter(model, {"--max-model-len=0"});
   StartWorker(model);
   StartWorker(model);
   WaitForWorkers(2);
