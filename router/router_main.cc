@@ -50,12 +50,15 @@ ABSL_FLAG(std::string, pooling, "last",
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
 ABSL_FLAG(std::string, model, "",
           "a GGUF file, a llama2.c checkpoint (.bin, with tokenizer.bin beside it) or a Hugging "
-          "Face model directory; workers must serve the same");
+          "Face model directory; workers must serve the same. Repeat it as --model=NAME=PATH to "
+          "serve several models: a request's `model` picks one (the first by default), each "
+          "worker serves the one its files are");
 ABSL_FLAG(std::string, tokenizer, "", "tokenizer file; default: the model's");
 ABSL_FLAG(std::string, served_model_name, "",
           "the name in GetModelInfo and the metrics' model_name label; default: the model's "
           "file name without extension, or its directory's name");
-ABSL_FLAG(int, spawn_workers, 0, "start this many local workers as child processes");
+ABSL_FLAG(int, spawn_workers, 0,
+          "start this many local workers as child processes (for each --model)");
 ABSL_FLAG(std::string, worker_kv_cache_mb, "auto",
           "--kv-cache-mb of spawned workers; auto: they share half the memory available");
 // The help texts built by absl::StrCat live until ABSL_FLAG has copied them (a default
@@ -154,6 +157,7 @@ pagoda::ProgramUsage Usage() {
   return {
       "pagoda-router",
       "pagoda-router --model=M [--port=50051 --worker-port=50052] [--spawn-workers=N] [flags]\n"
+      "pagoda-router --model=NAME=PATH --model=NAME2=PATH2 ... (several models, one endpoint)\n"
       "Serves pagoda.v1.Generation (and grpc.health.v1) on --port, the OpenAI API on --http-port;\n"
       "workers dial --worker-port.\n",
       {
@@ -193,13 +197,42 @@ absl::StatusOr<std::optional<pagoda::jinja::ChatTemplate>> ReadChatTemplate(
   return parsed;
 }
 
+// One --model value: NAME=PATH when it has an `=` with a name before it that is no path (no
+// `/`), else a PATH alone (named after its file).
+pagoda::ModelHostOptions ParseModelFlag(const std::string& value) {
+  const size_t equals = value.find('=');
+  if (equals == std::string::npos || equals == 0 || value.find('/') < equals ||
+      equals + 1 == value.size()) {
+    return {.path = value};
+  }
+  return {.path = value.substr(equals + 1), .name = value.substr(0, equals)};
+}
+
+// --model, given once (with the flags that go with one model) or several times.
+absl::Status SetModels(const std::vector<std::string>& values, pagoda::RouterServerOptions* o) {
+  o->tokenizer = absl::GetFlag(FLAGS_tokenizer);
+  o->served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  if (values.size() > 1) {
+    for (const std::string& value : values) o->models.push_back(ParseModelFlag(value));
+    return absl::OkStatus();
+  }
+  pagoda::ModelHostOptions one = ParseModelFlag(absl::GetFlag(FLAGS_model));
+  o->model = one.path;
+  if (!one.name.empty()) {
+    if (!o->served_model_name.empty()) {
+      return absl::InvalidArgumentError(
+          "--served-model-name: the model is already named by --model=NAME=PATH");
+    }
+    o->served_model_name = one.name;
+  }
+  return absl::OkStatus();
+}
+
 // The flags as RouterServerOptions; INVALID_ARGUMENT (or NOT_FOUND for a file named by a flag)
 // when they can never work.
-absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) {
+absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(int argc, char** argv) {
   pagoda::RouterServerOptions o;
-  o.model = absl::GetFlag(FLAGS_model);
-  o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
-  o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  RETURN_IF_ERROR(SetModels(pagoda::RepeatedFlagValues(argc, argv, "model"), &o));
   if (const std::string path = absl::GetFlag(FLAGS_chat_template); !path.empty()) {
     ASSIGN_OR_RETURN(o.chat_template, ReadChatTemplate(path, &o.chat_template_source));
   }
@@ -298,7 +331,7 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(const char* argv0) 
   // and execve does not search PATH).
   std::error_code self_error;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", self_error);
-  if (self_error) self = argv0;
+  if (self_error) self = argv[0];
   o.local_workers.binary = (self.parent_path() / "pagoda-worker").string();
   o.local_workers.kv_cache_mb = absl::GetFlag(FLAGS_worker_kv_cache_mb);
   o.local_workers.weight_dtype = absl::GetFlag(FLAGS_worker_weight_dtype);
@@ -353,7 +386,7 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   RaiseFileLimit();
-  absl::StatusOr<pagoda::RouterServerOptions> options = OptionsFromFlags(argv[0]);
+  absl::StatusOr<pagoda::RouterServerOptions> options = OptionsFromFlags(argc, argv);
   const bool flags_ok = options.ok();
   absl::StatusOr<std::unique_ptr<pagoda::RouterServer>> server =
       flags_ok ? pagoda::RouterServer::Start(*std::move(options)) : options.status();

@@ -1,74 +1,48 @@
 #include "router/router_server.h"
 
 #include <chrono>
-#include <filesystem>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "common/model/model_loader.h"
-#include "common/model/weights_digest.h"
 #include "common/process/grpc_security.h"
-#include "common/process/progress_meter.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "lib/text/tokenizer_loader.h"
 #include "router/api/generation_service.h"
 #include "router/api/openai/openai_server.h"
 #include "router/api/reflection_service.h"
-#include "router/core/cluster_gauges.h"
-#include "router/core/model_length.h"
 #include "router/link/grpc_port_limits.h"
 #include "router/link/worker_link_service.h"
 
 namespace pagoda {
-namespace {
-
-// "stories260K" for .../stories260K.bin, "TinyLlama-1.1B" for .../TinyLlama-1.1B/.
-std::string DefaultServedModelName(const std::string& model) {
-  std::filesystem::path path(model);
-  if (!path.has_filename()) path = path.parent_path();  // a trailing slash
-  return std::filesystem::is_directory(path) ? path.filename().string() : path.stem().string();
-}
-
-std::string ServedModelName(const RouterServerOptions& options) {
-  return options.served_model_name.empty() ? DefaultServedModelName(options.model)
-                                           : options.served_model_name;
-}
-
-// The model's own chat template: the model directory's, else the one in the tokenizer file
-// (GGUF). None when there is none or it does not parse: chat requests are then refused,
-// everything else is served.
-std::optional<jinja::ChatTemplate> ModelChatTemplate(const std::string& model,
-                                                     const Tokenizer& tokenizer,
-                                                     std::string* source_out) {
-  std::string& source = *source_out;
-  if (std::filesystem::is_directory(model)) {
-    absl::StatusOr<std::string> found = jinja::LoadChatTemplate(model);
-    if (found.ok()) source = *std::move(found);
-  }
-  if (source.empty()) source = tokenizer.chat_template();
-  if (source.empty()) {
-    LOG(WARNING) << "no chat template: /v1/chat/completions is refused (see --chat-template)";
-    return std::nullopt;
-  }
-  absl::StatusOr<jinja::ChatTemplate> parsed = jinja::ChatTemplate::Create(source);
-  if (!parsed.ok()) {
-    LOG(WARNING) << "the model's chat template does not parse (" << parsed.status().message()
-                 << "): /v1/chat/completions is refused";
-    return std::nullopt;
-  }
-  return *std::move(parsed);
-}
-
-}  // namespace
 
 absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
-  if (options.model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (options.models.empty() && options.model.empty()) {
+    return absl::InvalidArgumentError("--model is required");
+  }
+  if (!options.models.empty()) {
+    for (const ModelHostOptions& m : options.models) {
+      if (m.path.empty()) return absl::InvalidArgumentError("--model: a model needs a path");
+    }
+    // Each of several models takes these from its own files.
+    const std::pair<const char*, bool> per_model[] = {
+        {"--tokenizer", !options.tokenizer.empty()},
+        {"--served-model-name", !options.served_model_name.empty()},
+        {"--chat-template", options.chat_template.has_value()}};
+    if (options.models.size() > 1) {
+      for (const auto& [flag, given] : per_model) {
+        if (given) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(flag,
+                           " names one model's; with several --model, each takes its own from its "
+                           "files (name them --model=NAME=PATH)"));
+        }
+      }
+    }
+  }
   if (!options.worker_tls.ca.empty() && options.worker_tls.cert.empty()) {
     return absl::InvalidArgumentError("--tls-ca needs --tls-cert and --tls-key");
   }
@@ -102,45 +76,47 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(RouterServerOp
   return server;
 }
 
-RouterServer::RouterServer(RouterServerOptions options)
-    : options_(std::move(options)),
-      served_name_(ServedModelName(options_)),
-      registry_(MetricLabels{{"model_name", served_name_}}),
-      metrics_(&registry_) {}
+RouterServer::RouterServer(RouterServerOptions options) : options_(std::move(options)) {}
 
 RouterServer::~RouterServer() { ShutdownWithin(absl::ZeroDuration()); }
 
 absl::Status RouterServer::Load() {
-  // The router holds no weights: the checkpoint's header gives the shape and fingerprint.
-  ASSIGN_OR_RETURN(config_, LoadModelConfig(options_.model));
-  RETURN_IF_ERROR(CheckMaxModelLen(options_.cluster.engine.max_model_len, config_));
-  // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
-  {
-    // Every byte of the weights is read once for the fingerprint: minutes for a large model on
-    // a cold disk, so it shows its progress as a worker's load does.
-    std::optional<ProgressMeter> progress;  // from the first read, which knows the total
-    ASSIGN_OR_RETURN(
-        config_.weights_digest, WeightsDigest(options_.model, [&](int64_t done, int64_t total) {
-          if (!progress) {
-            progress.emplace("hashing the model's weights", total, ProgressMeter::ForStderr());
-          }
-          progress->Add(done - progress->done());
-        }));
+  std::vector<ModelHostOptions> models = options_.models;
+  if (models.empty()) {
+    models.push_back({.path = options_.model,
+                      .tokenizer = options_.tokenizer,
+                      .name = options_.served_model_name,
+                      .chat_template = options_.chat_template,
+                      .chat_template_source = options_.chat_template_source,
+                      .tool_call_format = options_.tool_call_format,
+                      .reasoning_format = options_.reasoning_format});
+  } else {
+    // The parsers given on the command line hold for every model.
+    for (ModelHostOptions& m : models) {
+      if (options_.tool_call_format) m.tool_call_format = options_.tool_call_format;
+      if (options_.reasoning_format) m.reasoning_format = options_.reasoning_format;
+    }
   }
-  ASSIGN_OR_RETURN(tokenizer_, LoadModelTokenizer(options_.model, options_.tokenizer, config_));
-  std::string source = options_.chat_template_source;
-  chat_template_ = options_.chat_template ? options_.chat_template
-                                          : ModelChatTemplate(options_.model, *tokenizer_, &source);
-  if (!chat_template_) source.clear();
-  tool_call_format_ = options_.tool_call_format.value_or(DetectToolCallFormat(source));
-  reasoning_format_ = options_.reasoning_format.value_or(DetectReasoningFormat(source));
-  LOG(INFO) << "chat outputs: tool calls " << ToolCallFormatName(tool_call_format_)
-            << ", reasoning " << ReasoningFormatName(reasoning_format_)
-            << (options_.tool_call_format ? "" : " (tool calls detected from the template)");
-  ClusterOptions cluster = options_.cluster;
-  cluster.metrics = &metrics_;
-  cluster_ = std::make_unique<Cluster>(config_, cluster);
-  AddClusterGauges(&registry_, cluster_.get());
+  for (ModelHostOptions& m : models) {
+    const std::string path = m.path;
+    absl::StatusOr<std::unique_ptr<ModelHost>> host =
+        ModelHost::Load(std::move(m), options_.cluster);
+    if (!host.ok()) {
+      // Name the model when there are several: which file failed is the first question.
+      if (models.size() < 2) return host.status();
+      return absl::Status(host.status().code(),
+                          absl::StrCat("--model=", path, ": ", host.status().message()));
+    }
+    for (const auto& other : hosts_) {
+      if (other->config().Fingerprint() == (*host)->config().Fingerprint()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--model: ", other->name(), " and ", (*host)->name(),
+                         " are the same model (one fingerprint): serve it once"));
+      }
+    }
+    RETURN_IF_ERROR(models_.Add((*host)->served()));
+    hosts_.push_back(*std::move(host));
+  }
   return absl::OkStatus();
 }
 
@@ -152,7 +128,7 @@ absl::Status RouterServer::Listen() {
         host, *options_.metrics_port,
         {{"/metrics",
           [this] {
-            return HttpResponse{"text/plain; version=0.0.4; charset=utf-8", registry_.Render()};
+            return HttpResponse{"text/plain; version=0.0.4; charset=utf-8", RenderMetrics()};
           }},
          {"/health", [this] {
             return ready_ ? HttpResponse{"text/plain", "ready\n", 200}
@@ -168,7 +144,7 @@ absl::Status RouterServer::Listen() {
   WorkerLinkOptions link;
   link.heartbeat_timeout = options_.heartbeat_timeout;
   link.step_timeout = options_.step_timeout;
-  link.metrics = &metrics_;
+  link.metrics = hosts_.front()->metrics();
   if (options_.insecure_worker_port) {
     LOG(WARNING) << "--insecure-worker-port: anyone who reaches port " << options_.worker_port
                  << " can join as a worker";
@@ -180,7 +156,9 @@ absl::Status RouterServer::Listen() {
                 << ": made a random one, so only the workers this router spawns can connect";
     }
   }
-  worker_link_ = std::make_unique<WorkerLinkService>(cluster_.get(), link);
+  std::vector<Cluster*> clusters;
+  for (const auto& host : hosts_) clusters.push_back(host->cluster());
+  worker_link_ = std::make_unique<WorkerLinkService>(std::move(clusters), link);
   grpc::ServerBuilder worker_builder;
   worker_builder.AddListeningPort(absl::StrCat(host, ":", options_.worker_port),
                                   ServerCredentialsFor(options_.worker_tls), &worker_port_);
@@ -199,7 +177,7 @@ absl::Status RouterServer::Listen() {
   }
 
   generation_ = std::make_unique<GenerationService>(
-      cluster_.get(), tokenizer_.get(), served_name_, &metrics_, options_.api_key,
+      &models_, options_.api_key,
       options_.h2_proxy.empty()
           ? std::pair<std::string, std::string>()
           : std::pair<std::string, std::string>(kProxyClientHeader, kProxyConnectionHeader));
@@ -253,36 +231,41 @@ absl::Status RouterServer::Listen() {
     OpenAiServerOptions http;
     http.host = host;
     http.port = *options_.http_port;
-    http.model_name = served_name_;
     http.api_key = options_.api_key;
-    http.fingerprint = absl::StrCat("fp_", config_.weights_digest.substr(0, 16));
     http.ready = [this] { return ready_.load(); };
-    http.registry = &registry_;
-    http.metrics = &metrics_;
+    http.render_metrics = [this] { return RenderMetrics(); };
     http.cors = options_.cors;
     http.pooling = options_.pooling;
-    http.tool_format = tool_call_format_;
-    http.reasoning_format = reasoning_format_;
     http.web_ui = options_.web_ui;
-    ASSIGN_OR_RETURN(http_, OpenAiServer::Start(cluster_.get(), tokenizer_.get(),
-                                                chat_template_ ? &*chat_template_ : nullptr, http));
+    ASSIGN_OR_RETURN(http_, OpenAiServer::Start(&models_, http));
   }
   {
     absl::MutexLock lock(&mu_);
     SetReadyLocked(false);
   }
   server_->GetHealthCheckService()->SetServingStatus("liveness", true);
-  LOG(INFO) << "listening on " << host << ":" << port_ << " (workers: " << worker_port_
-            << "), model " << options_.model;
+  for (const auto& model : hosts_) {
+    LOG(INFO) << "listening on " << host << ":" << port_ << " (workers: " << worker_port_
+              << "), model " << model->name() << " = " << model->path();
+  }
 
   LocalWorkersRouter router;
-  router.model = options_.model;
   router.worker_port = worker_port_;
   router.worker_token = link.worker_token;
   router.max_num_batched_tokens = options_.cluster.engine.max_num_batched_tokens;
   router.max_num_seqs = options_.cluster.engine.max_num_seqs;
-  ASSIGN_OR_RETURN(local_workers_, LocalWorkers::Start(options_.local_workers, router));
+  router.num_models = static_cast<int>(hosts_.size());
+  for (const auto& model : hosts_) {
+    router.model_name = model->name();
+    RETURN_IF_ERROR(model->SpawnWorkers(options_.local_workers, router));
+  }
   return absl::OkStatus();
+}
+
+std::string RouterServer::RenderMetrics() const {
+  std::vector<const MetricsRegistry*> registries;
+  for (const auto& host : hosts_) registries.push_back(&host->registry());
+  return MetricsRegistry::RenderAll(registries);
 }
 
 int RouterServer::http_port() const { return http_ ? http_->port() : 0; }
@@ -297,7 +280,6 @@ void RouterServer::SetReadyLocked(bool ready) {
 }
 
 void RouterServer::Run() {
-  stats_line_.emplace(&metrics_, absl::Now());
   while (!stopped_.HasBeenNotified()) {
     Tick();
     stopped_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
@@ -305,11 +287,18 @@ void RouterServer::Run() {
 }
 
 void RouterServer::Tick() {
-  const ClusterStats stats = cluster_->stats();
-  if (std::optional<std::string> line = stats_line_->Next(stats, absl::Now())) {
-    LOG(INFO) << *line;
+  const absl::Time now = absl::Now();
+  ClusterStats stats;  // over every model: only the counts below are read
+  for (const auto& model : hosts_) {
+    if (std::optional<std::string> line = model->NextStatsLine(now, hosts_.size() > 1)) {
+      LOG(INFO) << *line;
+    }
+    model->cluster()->Tick(now);
+    const ClusterStats s = model->cluster()->stats();
+    stats.num_workers += s.num_workers;
+    stats.num_draining_workers += s.num_draining_workers;
+    stats.num_running += s.num_running;
   }
-  cluster_->Tick(absl::Now());
   if (h2_proxy_) h2_proxy_->Reap();  // restarts an HAProxy that died
   WaitLine::State wait;
   {
@@ -331,16 +320,18 @@ void RouterServer::Tick() {
   }
   wait.num_workers = stats.num_workers;
   wait.num_running = stats.num_running;
-  wait.num_spawned = options_.local_workers.num_workers;
+  wait.num_spawned = options_.local_workers.num_workers * static_cast<int>(hosts_.size());
   wait.worker_port = worker_port_;
-  if (!wait.serving) wait.loading = worker_link_->loading().Loading(absl::Now());
+  if (!wait.serving) wait.loading = worker_link_->loading().Loading(now);
   if (stats.num_draining_workers > 0) {
-    for (const WorkerStats& w : cluster_->worker_stats()) {
-      if (w.draining) wait.draining.emplace_back(w.id, w.load.num_running + w.load.num_waiting);
+    for (const auto& model : hosts_) {
+      for (const WorkerStats& w : model->cluster()->worker_stats()) {
+        if (w.draining) wait.draining.emplace_back(w.id, w.load.num_running + w.load.num_waiting);
+      }
     }
   }
-  if (std::optional<std::string> line = wait_line_.Next(wait, absl::Now())) LOG(INFO) << *line;
-  local_workers_->Reap();
+  if (std::optional<std::string> line = wait_line_.Next(wait, now)) LOG(INFO) << *line;
+  for (const auto& model : hosts_) model->ReapWorkers();
 }
 
 void RouterServer::Shutdown() { ShutdownWithin(options_.shutdown_grace); }

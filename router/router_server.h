@@ -1,12 +1,13 @@
 // The router as one object (what pagoda-router's main runs): the public pagoda.v1.Generation
 // service (with grpc.health.v1, and reflection when enabled) on `port`, the WorkerLink stream for
-// workers on `worker_port`, the OpenAI-compatible HTTP API, Prometheus metrics, and the Cluster
-// between them, plus the local workers of --spawn-workers.
+// workers on `worker_port`, the OpenAI-compatible HTTP API, Prometheus metrics, and between them
+// one ModelHost per model served (its Cluster, tokenizer, template, metrics and the local workers
+// of --spawn-workers); a request's `model` picks one, a worker's Hello its fingerprint.
 //
 // Health (grpc.health.v1 on `port`): "liveness" is SERVING while the server runs; "" (and
 // "pagoda.v1.Generation") is SERVING while at least one worker that is not draining is
-// connected, and the proxy in front of `port` (h2_proxy) runs. Shutdown: readiness goes
-// NOT_SERVING, new calls are refused, and the streams in flight get up to `shutdown_grace` to
+// connected (of any model), and the proxy in front of `port` (h2_proxy) runs. Shutdown: readiness
+// goes NOT_SERVING, new calls are refused, and the streams in flight get up to `shutdown_grace` to
 // finish.
 //
 //   auto server = RouterServer::Start(options);   // loads, listens, spawns
@@ -21,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -34,12 +36,12 @@
 #include "lib/text/tokenizer.h"
 #include "router/api/openai/cors.h"
 #include "router/api/openai/tools/tool_call_format.h"
+#include "router/api/served_models.h"
 #include "router/core/cluster.h"
-#include "router/core/router_metrics.h"
-#include "router/core/stats_line.h"
 #include "router/core/wait_line.h"
 #include "router/link/h2_proxy.h"
 #include "router/link/local_workers.h"
+#include "router/model_host.h"
 
 namespace grpc {
 class Server;
@@ -56,7 +58,13 @@ class WorkerLinkService;
 // ClusterOptions'; the router's --max-num-batched-tokens is 512). Files the flags name are read
 // by the caller: chat_template is parsed, worker_tls holds PEM contents.
 struct RouterServerOptions {
-  // A llama2.c checkpoint or a Hugging Face model directory; workers must serve the same.
+  // The models served (--model=NAME=PATH, repeated), the first the default; each takes its own
+  // tokenizer, chat template and output formats from its files. Empty: the one model the
+  // fields below describe (--model=PATH and the flags that go with it).
+  std::vector<ModelHostOptions> models;
+
+  // A GGUF file, a llama2.c checkpoint or a Hugging Face model directory; workers must serve
+  // the same.
   std::string model;
   std::string tokenizer;          // "": the model's
   std::string served_model_name;  // "": the model's file name without extension, or its dir's
@@ -101,12 +109,14 @@ struct RouterServerOptions {
 class RouterServer {
  public:
   // INVALID_ARGUMENT naming the flag when `options` can never work (no model, a TLS CA without
-  // a certificate, TLS with local workers, a dtype local workers would refuse).
+  // a certificate, TLS with local workers, a dtype local workers would refuse, per-model flags
+  // with several models).
   static absl::Status CheckOptions(const RouterServerOptions& options);
 
-  // Checks the options, loads the model's shape, digest, tokenizer and chat template, listens
-  // on every port and spawns the local workers. Not ready until a worker joins. Errors: those
-  // of CheckOptions, the model's, UNAVAILABLE when a port cannot be bound.
+  // Checks the options, loads each model's shape, digest, tokenizer and chat template, listens
+  // on every port and spawns the local workers (--spawn-workers for each model). Not ready until a
+  // worker joins. Errors: those of CheckOptions, the model's, UNAVAILABLE when a port cannot be
+  // bound.
   static absl::StatusOr<std::unique_ptr<RouterServer>> Start(RouterServerOptions options);
   // Shuts down at once (no grace) if Shutdown has not run; kills the local workers.
   // REQUIRES: Run has returned or never ran.
@@ -129,24 +139,18 @@ class RouterServer {
  private:
   explicit RouterServer(RouterServerOptions options);
 
-  absl::Status Load();    // Start's first half: the model, tokenizer, template and Cluster
+  absl::Status Load();    // Start's first half: each model's host
   absl::Status Listen();  // its second: every port, then the local workers
   void ShutdownWithin(absl::Duration grace);
   void SetReadyLocked(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string RenderMetrics() const;  // every model's registry as one exposition
   void Tick();
 
   // Constant after Start. Declared in dependency order: destroyed servers first.
   const RouterServerOptions options_;
-  ModelConfig config_;
-  std::string served_name_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::optional<jinja::ChatTemplate> chat_template_;
-  ToolCallFormat tool_call_format_ = ToolCallFormat::kNone;
-  ReasoningFormat reasoning_format_ = ReasoningFormat::kNone;
-  MetricsRegistry registry_;
-  RouterMetrics metrics_;
-  std::unique_ptr<Cluster> cluster_;
-  std::atomic<bool> ready_{false};  // read by the HTTP /health handlers
+  std::vector<std::unique_ptr<ModelHost>> hosts_;  // one a model, the default first
+  ServedModels models_;                            // the hosts, as the front ends see them
+  std::atomic<bool> ready_{false};                 // read by the HTTP /health handlers
   std::unique_ptr<HttpServer> metrics_server_;
   std::unique_ptr<WorkerLinkService> worker_link_;
   std::unique_ptr<grpc::Server> worker_server_;
@@ -155,7 +159,6 @@ class RouterServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<H2Proxy> h2_proxy_;  // with options_.h2_proxy: owns the public port
   std::unique_ptr<OpenAiServer> http_;
-  std::unique_ptr<LocalWorkers> local_workers_;
   int port_ = 0;
   int worker_port_ = 0;
 
@@ -164,8 +167,7 @@ class RouterServer {
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification stopped_;  // Shutdown has finished
 
-  std::optional<StatsLine> stats_line_;  // Run's own: the periodic stats line
-  WaitLine wait_line_;                   // Run's own: what the router waits for, if anything
+  WaitLine wait_line_;  // Run's own: what the router waits for, if anything
 };
 
 }  // namespace pagoda

@@ -154,7 +154,30 @@ void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string&
   FamilyLocked(name, help, "gauge")->read = std::move(read);
 }
 
-std::string MetricsRegistry::Render() const {
+std::string MetricsRegistry::Render() const { return RenderAll({this}); }
+
+std::string MetricsRegistry::RenderAll(const std::vector<const MetricsRegistry*>& registries) {
+  std::vector<RenderedFamily> merged;  // by name, in the order names first appear
+  for (const MetricsRegistry* registry : registries) {
+    for (RenderedFamily& f : registry->RenderFamilies()) {
+      auto same = std::find_if(merged.begin(), merged.end(),
+                               [&](const RenderedFamily& m) { return m.name == f.name; });
+      if (same == merged.end()) {
+        merged.push_back(std::move(f));
+      } else {
+        same->samples += f.samples;
+      }
+    }
+  }
+  std::string out;
+  for (const RenderedFamily& f : merged) {
+    absl::StrAppend(&out, "# HELP ", f.name, " ", f.help, "\n# TYPE ", f.name, " ", f.type, "\n",
+                    f.samples);
+  }
+  return out;
+}
+
+std::vector<MetricsRegistry::RenderedFamily> MetricsRegistry::RenderFamilies() const {
   // Readers run without the registry's lock: they take their sources' locks, and those
   // sources may register metrics while holding them.
   std::vector<std::pair<const Family*, GaugeReader>> readers;
@@ -168,10 +191,13 @@ std::string MetricsRegistry::Render() const {
   for (const auto& [family, reader] : readers) read.emplace_back(family, reader());
 
   absl::MutexLock lock(&mu_);
-  std::string out;
+  std::vector<RenderedFamily> rendered;
   for (const auto& f : families_) {
-    absl::StrAppend(&out, "# HELP ", f->name, " ", f->help, "\n# TYPE ", f->name, " ", f->type,
-                    "\n");
+    RenderedFamily& r = rendered.emplace_back();
+    r.name = f->name;
+    r.help = f->help;
+    r.type = f->type;
+    std::string& out = r.samples;
     for (const auto& [family, values] : read) {
       if (family != f.get()) continue;
       for (const auto& [labels, value] : values) {
@@ -197,7 +223,7 @@ std::string MetricsRegistry::Render() const {
                       f->name, "_count", FormatLabels(labels), " ", counts.back(), "\n");
     }
   }
-  return out;
+  return rendered;
 }
 
 }  // namespace pagoda

@@ -81,9 +81,18 @@ class MetricsRegistry {
   void Remove(const Histogram* histogram);
 
   std::string Render() const;
+  // Several registries as one exposition (e.g. one per served model, each with its model_name
+  // constant label): a family several of them hold is written once, HELP and TYPE from the
+  // first, with every registry's series.
+  static std::string RenderAll(const std::vector<const MetricsRegistry*>& registries);
 
  private:
   struct Family;
+  struct RenderedFamily {
+    std::string name, help, type;
+    std::string samples;  // its series' lines
+  };
+  std::vector<RenderedFamily> RenderFamilies() const;
   Family* FamilyLocked(const std::string& name, const std::string& help, const char* type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -44,18 +44,32 @@ RequestPeer GrpcPeer(const std::string& peer) {
   return {.client = has_port ? peer.substr(0, colon) : peer, .connection = peer};
 }
 
+// What GetModelInfo and ListModels say of a model.
+v1::ModelInfo InfoOf(const ServedModel& model) {
+  const ClusterStats stats = model.cluster->stats();
+  v1::ModelInfo info;
+  info.set_model_name(model.name);
+  info.set_context_length(model.cluster->max_model_len());
+  info.set_vocab_size(model.cluster->config().vocab_size);
+  info.set_block_size(stats.block_size);
+  info.set_num_workers(stats.num_workers);
+  info.set_num_blocks(stats.num_blocks);
+  info.set_num_used_blocks(stats.num_used_blocks);
+  info.set_model_fingerprint(model.cluster->config().Fingerprint());
+  return info;
+}
+
 // One Generate call: translation only. Chunks come from the call's GenerationStream; one write
 // is in flight at a time, and each written response tells the stream its tokens were sent.
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  GenerateReactor(GenerationService* service, grpc::CallbackServerContext* context,
-                  GenerationRequest request, const std::vector<std::string>& stops,
-                  absl::Time give_up_at)
+  GenerateReactor(GenerationService* service, const ServedModel& model,
+                  grpc::CallbackServerContext* context, GenerationRequest request,
+                  const std::vector<std::string>& stops, absl::Time give_up_at)
       : context_(context),
         seed_(request.sampling.seed),
         prompt_ids_(request.prompt_ids),
-        stream_(service->cluster(), service->tokenizer(), service->metrics(),
-                [this] { OnOutput(); }) {
+        stream_(model.cluster, model.tokenizer, model.metrics, [this] { OnOutput(); }) {
     std::vector<GenerationRequest> requests;
     requests.push_back(std::move(request));
     const absl::Status submitted =
@@ -209,17 +223,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-GenerationService::GenerationService(Cluster* cluster, const Tokenizer* tokenizer,
-                                     std::string model_name, RouterMetrics* metrics,
-                                     std::string api_key,
+GenerationService::GenerationService(const ServedModels* models, std::string api_key,
                                      std::pair<std::string, std::string> proxy_headers)
-    : cluster_(cluster),
-      tokenizer_(tokenizer),
-      constraints_(std::make_unique<ConstraintCompiler>(tokenizer, cluster->config())),
-      metrics_(metrics),
-      model_name_(std::move(model_name)),
-      api_key_(std::move(api_key)),
-      proxy_headers_(std::move(proxy_headers)) {}
+    : models_(models), api_key_(std::move(api_key)), proxy_headers_(std::move(proxy_headers)) {}
 
 RequestPeer GenerationService::Peer(const grpc::CallbackServerContext& context) const {
   RequestPeer peer = GrpcPeer(context.peer());
@@ -249,13 +255,13 @@ grpc::Status GenerationService::Admit(const grpc::CallbackServerContext& context
 
 grpc::Status GenerationService::CheckApiKey(const grpc::CallbackServerContext& context) const {
   if (CallCarriesToken(context, api_key_)) return grpc::Status::OK;
-  if (metrics_) metrics_->refused_api_key->Add();
+  if (RouterMetrics* metrics = models_->default_model().metrics) metrics->refused_api_key->Add();
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "missing or wrong API key: send metadata authorization: Bearer <key>");
 }
 
-absl::StatusOr<GenerationRequest> GenerationService::Translate(
-    const v1::GenerateRequest& in) const {
+absl::StatusOr<GenerationRequest> GenerationService::Translate(const v1::GenerateRequest& in,
+                                                               const ServedModel& model) const {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (in.request_id().size() > kMaxRequestIdBytes) {
     return bad("request_id: longer than ", kMaxRequestIdBytes, " bytes");
@@ -269,7 +275,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   } else {
     if (in.prompt().empty()) return bad("prompt: must not be empty");
     ASSIGN_OR_RETURN(r.prompt_ids,
-                     EncodePrompt(*tokenizer_, in.prompt(), cluster_->max_model_len()));
+                     EncodePrompt(*model.tokenizer, in.prompt(), model.cluster->max_model_len()));
   }
   if (in.has_max_tokens()) r.max_tokens = in.max_tokens();
   const v1::SamplingParams& s = in.sampling();
@@ -292,7 +298,7 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
   std::vector<LogitBias> bias;
   for (const auto& [token_id, value] : s.logit_bias()) bias.push_back({token_id, value});
   RETURN_IF_ERROR(SetLogitBias(std::move(bias), &given));
-  r.sampling = ResolveSampling(set, cluster_->config(), given);
+  r.sampling = ResolveSampling(set, model.cluster->config(), given);
   if (in.stop_size() > kMaxStopStrings) {
     return bad("stop: ", in.stop_size(), " strings; at most ", kMaxStopStrings);
   }
@@ -309,11 +315,11 @@ absl::StatusOr<GenerationRequest> GenerationService::Translate(
     return bad("grammar: set either grammar or json_schema, not both");
   }
   if (!in.grammar().empty()) {
-    ASSIGN_OR_RETURN(r.constraint, constraints_->Compile(in.grammar(), "grammar"));
+    ASSIGN_OR_RETURN(r.constraint, model.constraints->Compile(in.grammar(), "grammar"));
   } else if (!in.json_schema().empty()) {
     absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(in.json_schema());
     if (!gbnf.ok()) return bad("json_schema: ", gbnf.status().message());
-    ASSIGN_OR_RETURN(r.constraint, constraints_->Compile(*gbnf, "json_schema"));
+    ASSIGN_OR_RETURN(r.constraint, model.constraints->Compile(*gbnf, "json_schema"));
   }
   return r;  // the stream validates the rest (ids, sampling ranges, lengths, n)
 }
@@ -324,8 +330,13 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   if (grpc::Status admitted = Admit(*context, *bytes, request.get()); !admitted.ok()) {
     return new ErrorReactor(admitted);
   }
-  absl::StatusOr<GenerationRequest> r = Translate(*request);
+  absl::StatusOr<const ServedModel*> model = models_->Find(request->model());
+  if (!model.ok()) return new ErrorReactor(ToGrpcStatus(model.status()));
+  absl::StatusOr<GenerationRequest> r = Translate(*request, **model);
   if (!r.ok()) return new ErrorReactor(ToGrpcStatus(r.status()));
+  if (absl::Status serving = models_->CheckServing(**model); !serving.ok()) {
+    return new ErrorReactor(ToGrpcStatus(serving));
+  }
   const auto deadline = context->deadline();
   const absl::Time give_up_at =
       WorkerWaitEnd(deadline == std::chrono::system_clock::time_point::max()
@@ -333,7 +344,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
                         : std::optional<absl::Time>(absl::FromChrono(deadline)),
                     absl::Now());
   return new GenerateReactor(
-      this, context, *std::move(r),
+      this, **model, context, *std::move(r),
       std::vector<std::string>(request->stop().begin(), request->stop().end()), give_up_at);
 }
 
@@ -346,8 +357,13 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     reactor->Finish(admitted);
     return reactor;
   }
+  absl::StatusOr<const ServedModel*> model = models_->Find(request.model());
+  if (!model.ok()) {
+    reactor->Finish(ToGrpcStatus(model.status()));
+    return reactor;
+  }
   absl::StatusOr<std::vector<int>> ids =
-      EncodePrompt(*tokenizer_, request.text(), cluster_->max_model_len(), "text",
+      EncodePrompt(*(*model)->tokenizer, request.text(), (*model)->cluster->max_model_len(), "text",
                    /*add_special_tokens=*/false);
   if (!ids.ok()) {
     reactor->Finish(ToGrpcStatus(ids.status()));
@@ -369,18 +385,28 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
     reactor->Finish(admitted);
     return reactor;
   }
-  v1::ModelInfo info;
-  v1::ModelInfo* response = &info;
-  const ClusterStats stats = cluster_->stats();
-  response->set_model_name(model_name_);
-  response->set_context_length(cluster_->max_model_len());
-  response->set_vocab_size(cluster_->config().vocab_size);
-  response->set_block_size(stats.block_size);
-  response->set_num_workers(stats.num_workers);
-  response->set_num_blocks(stats.num_blocks);
-  response->set_num_used_blocks(stats.num_used_blocks);
-  response->set_model_fingerprint(cluster_->config().Fingerprint());
-  *response_bytes = Serialize(info);
+  absl::StatusOr<const ServedModel*> model = models_->Find(request.model());
+  if (!model.ok()) {
+    reactor->Finish(ToGrpcStatus(model.status()));
+    return reactor;
+  }
+  *response_bytes = Serialize(InfoOf(**model));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* bytes,
+                                                        grpc::ByteBuffer* response_bytes) {
+  auto* reactor = context->DefaultReactor();
+  v1::ListModelsRequest request;
+  if (grpc::Status admitted = Admit(*context, *bytes, &request); !admitted.ok()) {
+    reactor->Finish(admitted);
+    return reactor;
+  }
+  v1::ListModelsResponse response;
+  for (const auto& model : models_->all()) *response.add_models() = InfoOf(*model);
+  *response_bytes = Serialize(response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -13,8 +13,7 @@
 #include "absl/status/statusor.h"
 #include "lib/text/tokenizer.h"
 #include "pagoda/v1/generation.grpc.pb.h"
-#include "router/api/constraint_compiler.h"
-#include "router/core/cluster.h"
+#include "router/api/served_models.h"
 
 namespace pagoda {
 
@@ -24,21 +23,22 @@ inline constexpr int kMaxRequestIdBytes = 256;
 // with INVALID_ARGUMENT and a message (gRPC's own parsing answers UNIMPLEMENTED, no message).
 using RawGenerationService =
     v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::WithRawCallbackMethod_Tokenize<
-        v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>>;
+        v1::Generation::WithRawCallbackMethod_GetModelInfo<
+            v1::Generation::WithRawCallbackMethod_ListModels<v1::Generation::Service>>>>;
 
 class GenerationService final : public RawGenerationService {
  public:
-  // Not owned; all must outlive the service. `metrics` may be null. With an `api_key`, every
+  // `models` is not owned and must outlive the service: a call's `model` picks one (the
+  // default when empty; NOT_FOUND naming the served ones otherwise). With an `api_key`, every
   // call must carry `authorization: Bearer <api_key>` or fails with UNAUTHENTICATED.
   // With `proxy_headers` (client, connection), a call's client and connection (for the paused
   // caps) are those metadata's values: the proxy in front of the port sets them
   // (router/link/h2_proxy.h), every call comes from it.
-  GenerationService(Cluster* cluster, const Tokenizer* tokenizer, std::string model_name,
-                    RouterMetrics* metrics = nullptr, std::string api_key = "",
-                    std::pair<std::string, std::string> proxy_headers = {});
+  explicit GenerationService(const ServedModels* models, std::string api_key = "",
+                             std::pair<std::string, std::string> proxy_headers = {});
 
-  // Generate(GenerateRequest) -> stream of GenerateResponse, Tokenize and GetModelInfo, each
-  // with its messages serialized.
+  // Generate(GenerateRequest) -> stream of GenerateResponse, Tokenize, GetModelInfo and
+  // ListModels, each with its messages serialized.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
@@ -47,10 +47,14 @@ class GenerationService final : public RawGenerationService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
-  // The core request for a wire request, or INVALID_ARGUMENT naming the bad field; not yet
-  // validated against the Cluster (the call's GenerationStream does that).
-  absl::StatusOr<GenerationRequest> Translate(const v1::GenerateRequest& request) const;
+  // The core request for a wire request to `model`, or INVALID_ARGUMENT naming the bad field;
+  // not yet validated against its Cluster (the call's GenerationStream does that).
+  absl::StatusOr<GenerationRequest> Translate(const v1::GenerateRequest& request,
+                                              const ServedModel& model) const;
 
   // OK when the API key is not required or `context` carries it.
   grpc::Status CheckApiKey(const grpc::CallbackServerContext& context) const;
@@ -59,20 +63,12 @@ class GenerationService final : public RawGenerationService {
   grpc::Status Admit(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& bytes,
                      google::protobuf::Message* request) const;
 
-  Cluster* cluster() const { return cluster_; }
-  const Tokenizer* tokenizer() const { return tokenizer_; }
-  RouterMetrics* metrics() const { return metrics_; }
   // Who made the call: its connection, and its client's address.
   RequestPeer Peer(const grpc::CallbackServerContext& context) const;
 
  private:
-  Cluster* cluster_;            // Not owned.
-  const Tokenizer* tokenizer_;  // Not owned.
-  // Thread-safe; a pointer so that the const Translate may compile grammars.
-  std::unique_ptr<ConstraintCompiler> constraints_;
-  RouterMetrics* metrics_;  // Not owned; may be null.
-  const std::string model_name_;
-  const std::string api_key_;  // "" = calls need no key
+  const ServedModels* const models_;  // Not owned.
+  const std::string api_key_;         // "" = calls need no key
   // Metadata keys naming the client and its connection; "": the gRPC peer's.
   const std::pair<std::string, std::string> proxy_headers_;
 };

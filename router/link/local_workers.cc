@@ -56,26 +56,34 @@ absl::Status CheckLocalWorkersOptions(const LocalWorkersOptions& options) {
 std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
                                          const LocalWorkersRouter& router, int index) {
   const int num_workers = std::max(1, options.num_workers);
+  // Every model's workers share the machine.
+  const int num_on_machine = num_workers * std::max(1, router.num_models);
   const int threads =
       options.threads > 0
           ? options.threads
-          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / num_workers);
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / num_on_machine);
+  // With several models, each one's workers are told apart by its name.
+  const std::string model_part =
+      router.num_models > 1 ? absl::StrCat(router.model_name, "-") : std::string();
   std::vector<std::string> args = {
       absl::StrCat("--router=127.0.0.1:", router.worker_port),
       "--model=" + router.model,
       "--kv_cache_mb=" + options.kv_cache_mb,
-      absl::StrCat("--kv_cache_memory_fraction=", 0.5 / num_workers),
+      absl::StrCat("--kv_cache_memory_fraction=", 0.5 / num_on_machine),
       "--kv_cache_dtype=" + options.kv_cache_dtype,
       absl::StrCat("--threads=", threads),
       "--weight_dtype=" + options.weight_dtype,
       "--compute_dtype=" + options.compute_dtype,
       absl::StrCat("--max_num_batched_tokens=", router.max_num_batched_tokens),
       absl::StrCat("--max_num_seqs=", router.max_num_seqs),
-      absl::StrCat("--name=local-", index)};
+      absl::StrCat("--name=local-", model_part, index)};
   // Workers of one machine move K/V over loopback (issue 28), behind the worker token.
   if (num_workers > 1) args.push_back("--kv_transfer_port=-1");
   if (!options.kv_cache_dir.empty()) {
-    args.push_back(absl::StrCat("--kv_cache_dir=", options.kv_cache_dir, "/worker-", index));
+    const std::string model_dir =
+        router.num_models > 1 ? absl::StrCat("/", router.model_name) : std::string();
+    args.push_back(
+        absl::StrCat("--kv_cache_dir=", options.kv_cache_dir, model_dir, "/worker-", index));
   }
   return args;
 }
@@ -90,7 +98,8 @@ absl::StatusOr<std::unique_ptr<LocalWorkers>> LocalWorkers::Start(
     const pid_t pid = SpawnProcess(options.binary, LocalWorkerArgs(options, router, i), env);
     if (pid < 0) return absl::InternalError(absl::StrCat("cannot start local worker ", i));
     workers->pids_.push_back(pid);
-    LOG(INFO) << "spawned worker " << i << " (pid " << pid << ")";
+    LOG(INFO) << "spawned worker " << i << " (pid " << pid << ")"
+              << (router.num_models > 1 ? absl::StrCat(" for ", router.model_name) : "");
   }
   return workers;
 }

@@ -28,13 +28,18 @@ struct LocalWorkersOptions {
   std::string compute_dtype = "auto";    // each one's --compute-dtype
   int threads = 0;                       // each one's --threads; 0 = the cores split between them
   // --worker-kv-cache-dir: worker i keeps its blocks in kv_cache_dir/worker-i (its own: a
-  // directory takes one live worker); "" = off.
+  // directory takes one live worker; kv_cache_dir/<model>/worker-i with several models);
+  // "" = off.
   std::string kv_cache_dir = {};
 };
 
 // What every local worker is told about the router it serves.
 struct LocalWorkersRouter {
-  std::string model;
+  std::string model;  // its path
+  // With several models served, each one's workers are named local-<model_name>-i and keep
+  // their blocks under kv_cache_dir/<model_name>/, and all share the machine.
+  std::string model_name;
+  int num_models = 1;
   int worker_port = 0;
   std::string worker_token;  // "": none (an insecure worker port)
   int max_num_batched_tokens = 0;

@@ -168,8 +168,16 @@ class CallWatchdog {
 
 }  // namespace
 
-WorkerLinkService::WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options)
-    : cluster_(cluster), options_(options) {}
+WorkerLinkService::WorkerLinkService(std::vector<Cluster*> clusters,
+                                     const WorkerLinkOptions& options)
+    : clusters_(std::move(clusters)), options_(options) {}
+
+Cluster* WorkerLinkService::ClusterFor(const std::string& fingerprint) const {
+  for (Cluster* cluster : clusters_) {
+    if (cluster->config().Fingerprint() == fingerprint) return cluster;
+  }
+  return clusters_.front();
+}
 
 WorkerLinkService::~WorkerLinkService() = default;
 
@@ -202,7 +210,8 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
   auto connection = std::make_shared<WorkerConnection>(FromProto(first.hello()),
                                                        CachedBlocksFromProto(first.hello()), stream,
                                                        context, options_.step_timeout);
-  absl::StatusOr<int> id = cluster_->AddWorker(connection);
+  Cluster* const cluster = ClusterFor(first.hello().model_fingerprint());
+  absl::StatusOr<int> id = cluster->AddWorker(connection);
   v1::RouterMessage reply;
   reply.mutable_hello_reply()->set_accepted(id.ok());
   if (!id.ok()) {
@@ -226,12 +235,12 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       connection->OnResult(message.result());
     } else if (message.has_drain()) {
       LOG(INFO) << "worker " << *id << " (" << name << ") asks to drain";
-      cluster_->DrainWorker(*id, [connection] { connection->SendDrained(); });
+      cluster->DrainWorker(*id, [connection] { connection->SendDrained(); });
     }
   }
   if (watchdog.fired()) LOG(WARNING) << "worker " << *id << " missed its heartbeats";
   connection->Close();
-  cluster_->RemoveWorker(*id);
+  cluster->RemoveWorker(*id);
   --num_connected_;
   LOG(WARNING) << "worker " << *id << " (" << name << ") disconnected";
   return grpc::Status::OK;

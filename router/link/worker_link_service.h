@@ -1,13 +1,14 @@
 // The router's side of the WorkerLink stream (sync gRPC API: one handler thread per worker).
 // The call's token is checked before anything is read, and the Hello must follow within
-// hello_timeout, so no stream holds a thread idle for long. A worker's Hello is checked
-// against the router's model; an accepted worker becomes a
-// Cluster worker whose Executor (WorkerConnection) writes StepCommands to the stream and waits
-// for the matching StepResult. A broken stream, or no message for `heartbeat_timeout`, makes
-// the worker dead: Execute fails and the Cluster moves its sequences. A worker that sends Drain
-// gets no new requests; once it holds nothing it is sent Drained, and it closes the stream.
-// Before it connects, a worker still loading its model reports how far it is (Loading, same
-// token): logged, and kept on a LoadingBoard for the router's wait line.
+// hello_timeout, so no stream holds a thread idle for long. A worker's Hello names its model by
+// fingerprint, which picks the Cluster of the router's model it serves (a router may serve
+// several); an accepted worker becomes a Cluster worker whose Executor (WorkerConnection) writes
+// StepCommands to the stream and waits for the matching StepResult. A broken stream, or no message
+// for `heartbeat_timeout`, makes the worker dead: Execute fails and the Cluster moves its
+// sequences. A worker that sends Drain gets no new requests; once it holds nothing it is sent
+// Drained, and it closes the stream. Before it connects, a worker still loading its model reports
+// how far it is (Loading, same token): logged, and kept on a LoadingBoard for the router's wait
+// line.
 #ifndef PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
 #define PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "common/process/secret.h"
@@ -39,8 +41,8 @@ struct WorkerLinkOptions {
 
 class WorkerLinkService final : public v1::WorkerLink::Service {
  public:
-  // `cluster` is not owned and must outlive the service.
-  WorkerLinkService(Cluster* cluster, const WorkerLinkOptions& options);
+  // One Cluster a served model (at least one); not owned, they outlive the service.
+  WorkerLinkService(std::vector<Cluster*> clusters, const WorkerLinkOptions& options);
   ~WorkerLinkService() override;
 
   grpc::Status Connect(
@@ -54,7 +56,11 @@ class WorkerLinkService final : public v1::WorkerLink::Service {
   const LoadingBoard& loading() const { return loading_; }
 
  private:
-  Cluster* cluster_;  // Not owned.
+  // The Cluster whose model has the Hello's fingerprint; with none, the first (whose AddWorker
+  // refuses it).
+  Cluster* ClusterFor(const std::string& fingerprint) const;
+
+  const std::vector<Cluster*> clusters_;  // Not owned.
   const WorkerLinkOptions options_;
   LoadingBoard loading_;
   std::atomic<int> num_connected_{0};

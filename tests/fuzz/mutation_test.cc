@@ -194,7 +194,10 @@ TEST(MutationTest, GenerateRequestsAreRefusedBeforeTheyAllocate) {
   ModelConfig config = TinyConfig();
   config.vocab_size = (*tokenizer)->vocab_size();
   Cluster cluster(config, ClusterOptions());
-  GenerationService service(&cluster, tokenizer->get(), "fuzz");
+  ServedModels models;
+  ASSERT_TRUE(
+      models.Add({.name = "fuzz", .cluster = &cluster, .tokenizer = tokenizer->get()}).ok());
+  GenerationService service(&models);
   v1::GenerateRequest valid;
   valid.set_prompt("Once upon a time");
   valid.set_max_tokens(8);
@@ -211,7 +214,7 @@ TEST(MutationTest, GenerateRequestsAreRefusedBeforeTheyAllocate) {
   for (int i = 0; i < Iterations(20000); ++i) {
     v1::GenerateRequest request;
     if (!request.ParseFromString(m.Mutate(bytes))) continue;
-    absl::StatusOr<GenerationRequest> r = service.Translate(request);
+    absl::StatusOr<GenerationRequest> r = service.Translate(request, models.default_model());
     if (r.ok()) {
       const absl::Status valid_status = cluster.Validate(*r);
       if (valid_status.ok()) {

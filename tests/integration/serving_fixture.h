@@ -97,23 +97,26 @@ class ServingTest : public ::testing::Test {
 
   // Flags a test adds to the router's command line.
   virtual std::vector<std::string> ExtraRouterFlags() const { return {}; }
+  // The flags that say what the router serves: the llama2.c stories260K by default, `model`
+  // (with its own tokenizer) otherwise.
+  virtual std::vector<std::string> ModelFlags(const std::string& model) const {
+    return {"--model=" + (model.empty() ? testing::Stories260KModel() : model),
+            "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
+            "--max-model-len=257"};
+  }
 
-  // The router's command line: the llama2.c stories260K by default, `model` (with its own
-  // tokenizer) otherwise; `flags` last (a flag given twice takes the later value).
+  // The router's command line: ModelFlags(model), then `flags` last (a flag given twice takes
+  // the later value).
   std::vector<std::string> RouterArgv(const std::string& model,
                                       const std::vector<std::string>& flags) const {
     std::vector<std::string> argv = {
-        testing::BinaryPath("pagoda-router"),
-        absl::StrCat("--port=", port_),
-        absl::StrCat("--worker-port=", worker_port_),
-        "--host=127.0.0.1",
-        "--model=" + (model.empty() ? testing::Stories260KModel() : model),
-        "--tokenizer=" + (model.empty() ? testing::Stories260KTokenizer() : ""),
-        "--max-model-len=257",
-        "--heartbeat-timeout-s=3",
-        absl::StrCat("--metrics-port=", metrics_port_),
-        absl::StrCat("--http-port=", http_port_),
-        absl::StrCat("--worker-token=", kToken)};
+        testing::BinaryPath("pagoda-router"), absl::StrCat("--port=", port_),
+        absl::StrCat("--worker-port=", worker_port_), "--host=127.0.0.1"};
+    for (const std::string& flag : ModelFlags(model)) argv.push_back(flag);
+    const std::vector<std::string> ports = {
+        "--heartbeat-timeout-s=3", absl::StrCat("--metrics-port=", metrics_port_),
+        absl::StrCat("--http-port=", http_port_), absl::StrCat("--worker-token=", kToken)};
+    argv.insert(argv.end(), ports.begin(), ports.end());
     for (const std::string& flag : ExtraRouterFlags()) argv.push_back(flag);
     argv.insert(argv.end(), flags.begin(), flags.end());
     return argv;

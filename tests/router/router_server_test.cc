@@ -190,6 +190,41 @@ TEST(RouterServerTest, OptionsThatCanNeverWorkAreRefusedNamingTheFlag) {
   }
 }
 
+TEST(RouterServerTest, OneModelsFlagsWithSeveralModelsAreRefusedNamingTheFlag) {
+  for (const char* flag : {"--tokenizer", "--served-model-name", "--chat-template"}) {
+    RouterServerOptions options = Stories260KOptions();
+    options.models = {{.path = options.model, .name = "a"},
+                      {.path = testing::SharedPath("models/stories260K-hf"), .name = "b"}};
+    options.tokenizer.clear();
+    if (std::string_view(flag) == "--tokenizer") options.tokenizer = "tok512.bin";
+    if (std::string_view(flag) == "--served-model-name") options.served_model_name = "x";
+    if (std::string_view(flag) == "--chat-template") {
+      options.chat_template = *jinja::ChatTemplate::Create("{{ messages[0].content }}");
+    }
+    const absl::Status checked = RouterServer::CheckOptions(options);
+    EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_THAT(checked.message(), HasSubstr(flag));
+  }
+}
+
+TEST(RouterServerTest, TheSameModelTwiceOrTwoNamesAlikeStopStart) {
+  RouterServerOptions options = Stories260KOptions();
+  options.tokenizer.clear();  // one model's flag: each of several takes its own
+  options.cluster.engine.max_model_len = 0;  // each its own context (the GGUF's is 128)
+  const std::string hf = testing::SharedPath("models/stories260K-hf");
+  options.models = {{.path = hf, .name = "a"}, {.path = hf, .name = "b"}};
+  absl::Status status = RouterServer::Start(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("a and b are the same model"));
+
+  options.models = {
+      {.path = hf, .name = "a"},
+      {.path = testing::SharedPath("models/stories260K-gguf/stories260K.gguf"), .name = "a"}};
+  status = RouterServer::Start(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("two models are named `a`"));
+}
+
 TEST(RouterServerTest, AMaxModelLenAboveTheModelsContextStopsStartNamingTheFlag) {
   RouterServerOptions options = Stories260KOptions();
   options.cluster.engine.max_model_len = 513;  // stories260K was trained on 512

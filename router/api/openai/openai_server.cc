@@ -59,24 +59,33 @@ void SendStatus(httplib::Response& res, const absl::Status& status) { Send(res, 
 }  // namespace
 
 class OpenAiServer::Api {
+ private:
+  // A served model, and what its requests are parsed against.
+  struct Model {
+    const ServedModel* served = nullptr;
+    OpenAiContext context;
+    std::string fingerprint;  // system_fingerprint
+  };
+
  public:
-  Api(Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
-      OpenAiServerOptions options)
-      : cluster_(cluster),
-        tokenizer_(tokenizer),
-        cors_(options.cors),
-        options_(std::move(options)),
-        constraints_(tokenizer, cluster->config()) {
-    context_.cluster = cluster;
-    context_.constraints = &constraints_;
-    context_.tokenizer = tokenizer;
-    context_.chat_template = chat_template;
-    context_.tool_format = options_.tool_format;
-    context_.reasoning_format = options_.reasoning_format;
-    if (tokenizer->bos_id() >= 0)
-      context_.bos_token = tokenizer->TokenBytes(-1, tokenizer->bos_id());
-    if (tokenizer->eos_id() >= 0)
-      context_.eos_token = tokenizer->TokenBytes(-1, tokenizer->eos_id());
+  Api(const ServedModels* models, OpenAiServerOptions options)
+      : models_(models), cors_(options.cors), options_(std::move(options)) {
+    for (const auto& served : models->all()) {
+      Model& m = models_by_name_.emplace_back();
+      m.served = served.get();
+      const Tokenizer* tokenizer = served->tokenizer;
+      m.context.cluster = served->cluster;
+      m.context.constraints = served->constraints.get();
+      m.context.tokenizer = tokenizer;
+      m.context.chat_template = served->chat_template;
+      m.context.tool_format = served->tool_format;
+      m.context.reasoning_format = served->reasoning_format;
+      if (tokenizer->bos_id() >= 0)
+        m.context.bos_token = tokenizer->TokenBytes(-1, tokenizer->bos_id());
+      if (tokenizer->eos_id() >= 0)
+        m.context.eos_token = tokenizer->TokenBytes(-1, tokenizer->eos_id());
+      m.fingerprint = absl::StrCat("fp_", served->cluster->config().weights_digest.substr(0, 16));
+    }
   }
 
   void Register(httplib::Server* s) {
@@ -91,22 +100,24 @@ class OpenAiServer::Api {
     s->Post("/v1/embeddings",
             [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
     s->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      const ModelConfig& config = cluster_->config();
-      // max_model_len as vLLM says it; meta as llama-server does (clients such as `pagoda
-      // bench` read the vocabulary size there).
-      OrderedJson model = {{"id", options_.model_name},
-                           {"object", "model"},
-                           {"created", started_at_},
-                           {"owned_by", "pagoda"},
-                           {"root", options_.model_name},
-                           {"parent", nullptr},
-                           {"max_model_len", cluster_->max_model_len()},
-                           {"meta",
-                            {{"n_vocab", config.vocab_size},
-                             {"n_ctx_train", config.max_seq_len},
-                             {"n_embd", config.dim}}}};
-      SendJson(res,
-               OrderedJson{{"object", "list"}, {"data", OrderedJson::array({std::move(model)})}});
+      OrderedJson data = OrderedJson::array();
+      for (const Model& m : models_by_name_) {
+        const ModelConfig& config = m.served->cluster->config();
+        // max_model_len as vLLM says it; meta as llama-server does (clients such as `pagoda
+        // bench` read the vocabulary size there).
+        data.push_back({{"id", m.served->name},
+                        {"object", "model"},
+                        {"created", started_at_},
+                        {"owned_by", "pagoda"},
+                        {"root", m.served->name},
+                        {"parent", nullptr},
+                        {"max_model_len", m.served->cluster->max_model_len()},
+                        {"meta",
+                         {{"n_vocab", config.vocab_size},
+                          {"n_ctx_train", config.max_seq_len},
+                          {"n_embd", config.dim}}}});
+      }
+      SendJson(res, OrderedJson{{"object", "list"}, {"data", std::move(data)}});
     });
     s->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
       Tokens(req, res, TokenizeReply);
@@ -123,8 +134,8 @@ class OpenAiServer::Api {
       SendJson(res, OrderedJson{{"version", Version()}, {"commit", GitCommit()}});
     });
     s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      if (options_.registry == nullptr) return SendError(res, 404, "no metrics here");
-      res.set_content(options_.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
+      if (!options_.render_metrics) return SendError(res, 404, "no metrics here");
+      res.set_content(options_.render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
     });
     if (options_.web_ui) {
       const auto page = [this](const httplib::Request& req, httplib::Response& res) {
@@ -216,31 +227,40 @@ class OpenAiServer::Api {
     std::vector<std::string> id_fields;
     if (!chat) id_fields = {"prompt"};
     if (!ParseBody(req, res, &body, std::move(id_fields))) return;
-    absl::StatusOr<OpenAiCall> call =
-        chat ? ParseChatRequest(body, context_) : ParseCompletionRequest(body, context_);
+    const Model* model = ModelOf(body, res);
+    if (model == nullptr) return;
+    absl::StatusOr<OpenAiCall> call = chat ? ParseChatRequest(body, model->context)
+                                           : ParseCompletionRequest(body, model->context);
     if (!call.ok()) return SendStatus(res, call.status());
-    if (!CheckModel(call->model, res)) return;
-    Run(std::make_shared<CompletionWriter>(std::make_unique<OpenAiCall>(*std::move(call)),
-                                           tokenizer_, options_.model_name, options_.fingerprint),
+    Run(*model,
+        std::make_shared<CompletionWriter>(std::make_unique<OpenAiCall>(*std::move(call)),
+                                           model->served->tokenizer, model->served->name,
+                                           model->fingerprint),
         InOpenAiFieldNames, req, res);
   }
 
   void Respond(const httplib::Request& req, httplib::Response& res) {
     OrderedJson body;
     if (!ParseBody(req, res, &body)) return;
-    absl::StatusOr<ResponsesCall> call = ParseResponsesRequest(body, context_);
+    const Model* model = ModelOf(body, res);
+    if (model == nullptr) return;
+    absl::StatusOr<ResponsesCall> call = ParseResponsesRequest(body, model->context);
     if (!call.ok()) return SendStatus(res, call.status());
-    if (!CheckModel(call->chat.model, res)) return;
-    Run(std::make_shared<ResponsesOutput>(*std::move(call), options_.model_name),
+    Run(*model, std::make_shared<ResponsesOutput>(*std::move(call), model->served->name),
         InResponsesFieldNames, req, res);
   }
 
   // Submits the writer's call and answers with its output. `in_field_names` names a refused
   // request's fields as the endpoint does.
-  void Run(std::shared_ptr<CallWriter> writer, absl::Status (*in_field_names)(const absl::Status&),
-           const httplib::Request& req, httplib::Response& res) {
+  void Run(const Model& model, std::shared_ptr<CallWriter> writer,
+           absl::Status (*in_field_names)(const absl::Status&), const httplib::Request& req,
+           httplib::Response& res) {
     const OpenAiCall& call = writer->call();
-    auto stream = std::make_shared<GenerationStream>(cluster_, tokenizer_, options_.metrics);
+    if (absl::Status serving = models_->CheckServing(*model.served); !serving.ok()) {
+      return SendStatus(res, serving);
+    }
+    auto stream = std::make_shared<GenerationStream>(model.served->cluster, model.served->tokenizer,
+                                                     model.served->metrics);
     if (absl::Status s = stream->Submit(call.requests, call.stops,
                                         WorkerWaitEnd(std::nullopt, absl::Now()), PeerOf(req));
         !s.ok()) {
@@ -300,13 +320,21 @@ class OpenAiServer::Api {
             .connection = absl::StrCat(req.remote_addr, ":", req.remote_port)};
   }
 
-  bool CheckModel(const std::string& model, httplib::Response& res) {
-    if (model.empty() || model == options_.model_name) return true;
-    SendError(res, 404,
-              absl::StrCat("the model `", model, "` does not exist; this server serves `",
-                           options_.model_name, "`"),
-              "model", "model_not_found");
-    return false;
+  // The model the body's `model` names (the default when it names none, or is not a string:
+  // the request's parser then refuses it), or null after answering 404 model_not_found.
+  const Model* ModelOf(const OrderedJson& body, httplib::Response& res) const {
+    const auto field = body.find("model");
+    const std::string name =
+        field != body.end() && field->is_string() ? field->get<std::string>() : "";
+    absl::StatusOr<const ServedModel*> served = models_->Find(name);
+    if (!served.ok()) {
+      SendError(res, 404, std::string(served.status().message()), "model", "model_not_found");
+      return nullptr;
+    }
+    for (const Model& m : models_by_name_) {
+      if (m.served == *served) return &m;
+    }
+    return nullptr;  // unreachable: every served model has its entry
   }
 
   // Each input is its own request through the same steps as generation; the answer waits for
@@ -314,10 +342,16 @@ class OpenAiServer::Api {
   void Embed(const httplib::Request& req, httplib::Response& res) {
     OrderedJson body;
     if (!ParseBody(req, res, &body, {"input"})) return;
-    absl::StatusOr<EmbeddingCall> call = ParseEmbeddingRequest(body, context_, options_.pooling);
+    const Model* model = ModelOf(body, res);
+    if (model == nullptr) return;
+    absl::StatusOr<EmbeddingCall> call =
+        ParseEmbeddingRequest(body, model->context, options_.pooling);
     if (!call.ok()) return SendStatus(res, call.status());
-    if (!CheckModel(call->model, res)) return;
-    GenerationStream stream(cluster_, tokenizer_, options_.metrics);
+    if (absl::Status serving = models_->CheckServing(*model->served); !serving.ok()) {
+      return SendStatus(res, serving);
+    }
+    GenerationStream stream(model->served->cluster, model->served->tokenizer,
+                            model->served->metrics);
     if (absl::Status s =
             stream.Submit(call->requests, {}, WorkerWaitEnd(std::nullopt, absl::Now()));
         !s.ok()) {
@@ -337,7 +371,7 @@ class OpenAiServer::Api {
       if (taken.done) break;
       if (GuardedHttpServer::ClientGone()) return stream.Abort();
     }
-    res.set_content(EmbeddingResponseBody(*call, embeddings, prompt_tokens, options_.model_name),
+    res.set_content(EmbeddingResponseBody(*call, embeddings, prompt_tokens, model->served->name),
                     "application/json");
   }
 
@@ -347,30 +381,30 @@ class OpenAiServer::Api {
               std::vector<std::string> id_fields = {}) {
     OrderedJson body;
     if (!ParseBody(req, res, &body, std::move(id_fields))) return;
-    absl::StatusOr<OrderedJson> answer = reply(body, context_);
+    const Model* model = ModelOf(body, res);
+    if (model == nullptr) return;
+    absl::StatusOr<OrderedJson> answer = reply(body, model->context);
     if (!answer.ok()) return SendStatus(res, answer.status());
     SendJson(res, *answer);
   }
 
-  Cluster* const cluster_;
-  const Tokenizer* const tokenizer_;
+  const ServedModels* const models_;
   const CorsPolicy cors_;
   const OpenAiServerOptions options_;
-  const HeadGate head_gate_{options_.api_key, &cors_, options_.metrics, options_.web_ui};
+  const HeadGate head_gate_{options_.api_key, &cors_, models_->default_model().metrics,
+                            options_.web_ui};
   const WebUi web_ui_;
-  ConstraintCompiler constraints_;
-  OpenAiContext context_;
+  std::vector<Model> models_by_name_;  // in models_' order
   const int64_t started_at_ = absl::ToUnixSeconds(absl::Now());
 };
 
-absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
-    Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
-    OpenAiServerOptions options) {
+absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(const ServedModels* models,
+                                                                  OpenAiServerOptions options) {
   std::unique_ptr<OpenAiServer> server(new OpenAiServer());
   HttpGuardOptions limits;
   limits.threads = options.threads;
   limits.head.max_body_bytes = kMaxBodyBytes;
-  server->api_ = std::make_unique<Api>(cluster, tokenizer, chat_template, options);
+  server->api_ = std::make_unique<Api>(models, options);
   // Every request's key on its head, before its body is read (401 from the server's loop).
   const HeadGate* gate = &server->api_->head_gate();
   limits.head_authorized = [gate](absl::string_view head) { return gate->Authorized(head); };

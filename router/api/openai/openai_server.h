@@ -1,10 +1,10 @@
-// The OpenAI-compatible HTTP API (vLLM's routes) on cpp-httplib, over the same Cluster as the
-// gRPC service:
+// The OpenAI-compatible HTTP API (vLLM's routes) on cpp-httplib, over the same models (their
+// Clusters) as the gRPC service; a request's `model` picks one (served_models.h):
 //
 //   POST /v1/completions, /v1/chat/completions   (JSON, or server-sent events with stream)
 //   POST /v1/responses         (OpenAI's Responses API, stateless: openai_responses.h)
 //   POST /v1/embeddings        (pooled as OpenAiServerOptions::pooling says)
-//   GET  /v1/models            POST /tokenize, /detokenize
+//   GET  /v1/models (every model)  POST /tokenize, /detokenize
 //   GET  /health (200 when a worker is ready, else 503), /version, /metrics
 //   GET  /, /ui/<file>         the web page (web/web_ui.h) unless OpenAiServerOptions::web_ui
 //                              is off; with an API key, it takes the key as HTTP Basic's
@@ -28,13 +28,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "common/process/metrics.h"
-#include "lib/jinja/chat_template.h"
-#include "lib/text/tokenizer.h"
 #include "router/api/openai/cors.h"
-#include "router/api/openai/tools/tool_call_format.h"
-#include "router/core/cluster.h"
-#include "router/core/router_metrics.h"
+#include "router/api/served_models.h"
 
 namespace pagoda {
 
@@ -42,29 +37,22 @@ class GuardedHttpServer;
 
 struct OpenAiServerOptions {
   std::string host = "0.0.0.0";
-  int port = 8000;  // 0: any free port (see port())
-  std::string model_name;
+  int port = 8000;              // 0: any free port (see port())
   std::string api_key;          // "": no key needed
-  std::string fingerprint;      // system_fingerprint
   int threads = 256;            // connections served at once (a streaming call holds one)
   std::function<bool()> ready;  // /health; null: ready
-  const MetricsRegistry* registry = nullptr;  // /metrics when set
-  RouterMetrics* metrics = nullptr;           // may be null
-  CorsOptions cors;                           // off by default (no allowed origins)
-  Pooling pooling = Pooling::kLast;           // /v1/embeddings' (--pooling)
-  // How chat outputs are parsed into tool calls and reasoning_content; kNone: not at all.
-  ToolCallFormat tool_format = ToolCallFormat::kNone;
-  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
-  bool web_ui = true;  // the page at `/` (--no-web-ui: off, 404)
+  std::function<std::string()> render_metrics;  // /metrics' text when set
+  CorsOptions cors;                             // off by default (no allowed origins)
+  Pooling pooling = Pooling::kLast;             // /v1/embeddings' (--pooling)
+  bool web_ui = true;                           // the page at `/` (--no-web-ui: off, 404)
 };
 
 class OpenAiServer {
  public:
-  // Listens and serves on its own threads. `chat_template` may be null (chat is then refused).
-  // None owned; all outlive the server.
-  static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(
-      Cluster* cluster, const Tokenizer* tokenizer, const jinja::ChatTemplate* chat_template,
-      OpenAiServerOptions options);
+  // Listens and serves on its own threads. `models` (at least one) is not owned and outlives
+  // the server; API keys refused are counted in its default model's metrics.
+  static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(const ServedModels* models,
+                                                             OpenAiServerOptions options);
   ~OpenAiServer();  // Stop()
 
   int port() const { return port_; }

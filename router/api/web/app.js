@@ -318,9 +318,13 @@ function sum(metrics, name) {
   return (metrics[name] || []).reduce((s, x) => s + x.value, 0);
 }
 
+// A family's series by worker. Each model served has its own workers, numbered from 0: the key
+// is the model's name, a tab, and the worker's id.
 function byWorker(metrics, name) {
   const out = new Map();
-  for (const x of metrics[name] || []) if (x.labels.worker !== undefined) out.set(x.labels.worker, x.value);
+  for (const x of metrics[name] || []) {
+    if (x.labels.worker !== undefined) out.set(`${x.labels.model_name || ""}\t${x.labels.worker}`, x.value);
+  }
   return out;
 }
 
@@ -368,7 +372,10 @@ function renderCluster(m) {
   const queries = byWorker(m, "pagoda_worker_prefix_cache_queries_total");
   const pulled = byWorker(m, "pagoda_worker_kv_transfer_blocks_in_total");
   const steps = byWorker(m, "pagoda_worker_step_seconds_count");
-  const ids = [...new Set([...usage.keys(), ...running.keys()])].sort((a, b) => a - b);
+  const ids = [...new Set([...usage.keys(), ...running.keys()])].sort((a, b) => {
+    const [modelA, idA] = a.split("\t"), [modelB, idB] = b.split("\t");
+    return modelA === modelB ? idA - idB : modelA.localeCompare(modelB);
+  });
   const body = $("workers").tBodies[0];
   body.textContent = "";
   for (const id of ids) {
@@ -379,7 +386,8 @@ function renderCluster(m) {
     bar.append(fill);
     const kvUse = el("td");
     kvUse.append(bar, el("span", "", percent(used.get(id) || 0, total.get(id) || 0)));
-    row.append(el("td", "", id), el("td", "", cluster.model),
+    const [model, worker] = id.split("\t");
+    row.append(el("td", "", worker), el("td", "", model || cluster.model),
                el("td", "", formatCount(running.get(id))), el("td", "", formatCount(waiting.get(id))),
                el("td", "", `${formatCount(used.get(id))} / ${formatCount(total.get(id))}`), kvUse,
                el("td", "", `${formatCount(hits.get(id))} / ${formatCount(queries.get(id))} tokens`),

@@ -74,6 +74,23 @@ TEST(MetricsTest, ConstantLabelsComeFirstOnEverySeries) {
   EXPECT_THAT(text, HasSubstr("g{model_name=\"m\",worker=\"0\"} 1\n"));
 }
 
+TEST(MetricsTest, SeveralRegistriesRenderAsOneExpositionWithAFamilyWrittenOnce) {
+  // One registry a served model (issue 39): a family both hold is one HELP and TYPE with the
+  // series of each; a family only the second holds comes after the first's.
+  MetricsRegistry a(MetricLabels{{"model_name", "a"}});
+  MetricsRegistry b(MetricLabels{{"model_name", "b"}});
+  a.AddCounter("x_total", "Things.")->Add(2);
+  b.AddCounter("x_total", "Things.")->Add(3);
+  b.AddGaugeFamily("g", "A gauge.", [] {
+    return std::vector<std::pair<MetricLabels, double>>{{{{"worker", "0"}}, 1}};
+  });
+  EXPECT_EQ(MetricsRegistry::RenderAll({&a, &b}),
+            "# HELP x_total Things.\n# TYPE x_total counter\n"
+            "x_total{model_name=\"a\"} 2\nx_total{model_name=\"b\"} 3\n"
+            "# HELP g A gauge.\n# TYPE g gauge\ng{model_name=\"b\",worker=\"0\"} 1\n");
+  EXPECT_EQ(MetricsRegistry::RenderAll({&a}), a.Render());
+}
+
 // A loopback TCP connection to `port`, with reads that give up after 10 s.
 int Connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

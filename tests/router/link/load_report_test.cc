@@ -24,7 +24,7 @@ class LoadReportTest : public ::testing::Test {
     WorkerLinkOptions options;
     options.worker_token = "cluster-token";
     options.metrics = &metrics_;
-    service_ = std::make_unique<WorkerLinkService>(&cluster_, options);
+    service_ = std::make_unique<WorkerLinkService>(std::vector<Cluster*>{&cluster_}, options);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(service_.get());
