@@ -58,6 +58,8 @@ absl::Status GenerationStream::Submit(std::vector<GenerationRequest> requests,
 }
 
 bool GenerationStream::OnUpdate(int part, const RequestUpdate& u) {
+  absl::MutexLock sink_lock(&sink_mu_);
+  if (closed_) return false;
   bool go_on;
   {
     absl::MutexLock lock(&mu_);
@@ -120,7 +122,7 @@ void GenerationStream::Sent(int num_tokens) {
       if (p.request_id >= 0) resume.push_back(p.request_id);
     }
   }
-  // Outside mu_: the Cluster calls our sinks under its own lock, which then take mu_.
+  // Outside mu_: a sink may run under the Cluster's lock, and then take mu_.
   for (int64_t id : resume) cluster_->Resume(id);
 }
 
@@ -134,8 +136,13 @@ void GenerationStream::Abort() {
       if (p.request_id >= 0) ids.push_back(p.request_id);
     }
   }
-  // Cluster::Abort returns once no update can reach this stream any more.
+  // No update is delivered after Cluster::Abort, but one may be on its way (the Cluster calls
+  // sinks outside its lock): closing waits for a sink running and stops those that follow.
   for (int64_t id : ids) cluster_->Abort(id);
+  {
+    absl::MutexLock sink_lock(&sink_mu_);
+    closed_ = true;
+  }
   absl::MutexLock lock(&mu_);
   for (const Part& p : parts_) {
     if (p.request_id >= 0) p.output->End();

@@ -6,7 +6,8 @@
 // max(kMaxUnsentTokens, kMaxUnsentTokensPerSequence x its sequences) of its tokens are unsent
 // (queued, or taken and not yet Sent), and resumed once fewer than a quarter of those are. A stream
 // destroyed (or aborted) before its end aborts its requests: their blocks are freed within a step.
-// Thread-safe. Lock order: the Cluster's, then the transport's, then the stream's.
+// Thread-safe. Lock order: the Cluster's, then the stream's sink lock, then the transport's, then
+// the stream's.
 #ifndef PAGODA_ROUTER_API_GENERATION_STREAM_H_
 #define PAGODA_ROUTER_API_GENERATION_STREAM_H_
 
@@ -30,8 +31,9 @@ class GenerationStream {
  public:
   // None owned; all outlive the stream. `metrics` may be null. `on_output`, when set, is
   // called after each chunk, end or error is queued, on the worker loop thread that delivered
-  // it and under the Cluster's lock: it must not block and must not call the Cluster, but may
-  // Take (a callback transport such as gRPC's reactor writes from there).
+  // it (outside the Cluster's lock, but under it when a request ends early): it must not block
+  // and must not call the Cluster, but may Take (a callback transport such as gRPC's reactor
+  // writes from there).
   GenerationStream(Cluster* cluster, const Tokenizer* tokenizer, RouterMetrics* metrics,
                    std::function<void()> on_output = nullptr);
   ~GenerationStream();  // aborts what still runs
@@ -90,6 +92,11 @@ class GenerationStream {
   const std::function<void()> on_output_;
   // Shared with the requests' sequences: set while the client is not reading.
   const std::shared_ptr<std::atomic<bool>> paused_ = std::make_shared<std::atomic<bool>>(false);
+
+  // Held through a sink's whole call, on_output_ included: the Cluster calls sinks outside its
+  // lock, so Abort waits here for a sink running and closes the stream to those that follow.
+  absl::Mutex sink_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  bool closed_ ABSL_GUARDED_BY(sink_mu_) = false;
 
   mutable absl::Mutex mu_;
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);

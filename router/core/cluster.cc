@@ -301,15 +301,30 @@ void Cluster::OnRefused(int worker_id, int64_t request_id) {
 
 void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) {
   WorkerLoop* loop;
+  std::vector<RequestTable::Recorded> recorded;
   {
     TimedMutexLock lock(&mu_, &loop_waits_);
     loop = reporting_[worker_id];
     if (loop == nullptr) return;  // its requests moved; their new worker reports from here on
-    // Under mu_: keeps a request's updates in order across a worker change, and a sink's owner
-    // (a GenerationStream) may go as soon as it has its last update; ending a request takes mu_.
+    recorded.reserve(updates.size());
     for (const SequenceUpdate& u : updates) {
-      if (requests_.Deliver(worker_id, u) == RequestTable::Delivered::kAbortSequence) {
-        loop->Abort(u.request_id, u.seq_index);  // taken right after this step
+      RequestTable::Recorded r = requests_.Record(worker_id, u);
+      if (r.sink != nullptr) recorded.push_back(std::move(r));
+    }
+  }
+  // The sinks after mu_ (issue 38: they are the whole output path, and every loop takes mu_
+  // after every step); each request's updates still reach its sink in the order recorded.
+  std::vector<const RequestTable::Recorded*> stopped;
+  for (const RequestTable::Recorded& r : recorded) {
+    if (!r.sink->Deliver(r.ticket, r.update) && !r.update.finished) stopped.push_back(&r);
+  }
+  if (!stopped.empty()) {
+    TimedMutexLock lock(&mu_, &loop_waits_);
+    for (const RequestTable::Recorded* r : stopped) {
+      const int seq = r->update.seq_index;
+      const std::optional<int> worker = requests_.StopSequence(r->request_id, seq);
+      if (worker && *worker >= 0 && reporting_[*worker] != nullptr) {
+        reporting_[*worker]->Abort(r->request_id, seq);  // taken after its step
       }
     }
   }

@@ -13,11 +13,15 @@
 //              parked requests and the TransferPlanner. Submit, Tick, Abort, a worker joining,
 //              draining or leaving, and a worker's transfer reports take it.
 //   mu_        the request registry (RequestTable): each request's delivered tokens and where
-//              its sequences run, and its sink, which runs under it (a sink's owner may go as
-//              soon as it has its last update; ending a request takes mu_). A worker loop's
-//              after-step report (OnUpdates) takes only this one, so it never waits while the
-//              router places a request or plans a transfer for another worker; work under
-//              place_mu_ takes mu_ only to register a request or record where a sequence went.
+//              its sequences run. A worker loop's after-step report (OnUpdates) records its
+//              updates under this one only, so it never waits while the router places a request
+//              or plans a transfer for another worker, and calls the sinks after releasing it
+//              (in each request's order: OrderedSink), so the output path (detokenizing, the
+//              transport's write) of one worker's step never holds up another's report (issue 38).
+//              A sink's owner stops its sink itself when it goes (GenerationStream::Abort); a
+//              request that ends early (Abort, a Tick's expiry) has its sink called under mu_.
+//              Work under place_mu_ takes mu_ only to register a request or record where a
+//              sequence went.
 #ifndef PAGODA_ROUTER_CORE_CLUSTER_H_
 #define PAGODA_ROUTER_CORE_CLUSTER_H_
 

@@ -11,7 +11,7 @@ int64_t RequestTable::Add(const GenerationRequest& request, RequestSink sink,
   const int64_t id = next_request_id_++;
   Request& r = requests_[id];
   r.request = request;
-  r.sink = std::move(sink);
+  r.sink = std::make_shared<OrderedSink>(std::move(sink));
   r.outputs.resize(request.n);
   r.finished.assign(request.n, false);
   r.worker.assign(request.n, -1);
@@ -41,24 +41,46 @@ int RequestTable::NumHeldBy(int worker_id) const {
   return held;
 }
 
-RequestTable::Delivered RequestTable::Deliver(int worker_id, const SequenceUpdate& u) {
+RequestTable::Recorded RequestTable::Record(int worker_id, const SequenceUpdate& u) {
   auto it = requests_.find(u.request_id);
-  if (it == requests_.end()) return Delivered::kDone;               // aborted
-  if (u.token_ids.empty() && !u.finished) return Delivered::kDone;  // a fork was created
+  if (it == requests_.end()) return {};               // aborted
+  if (u.token_ids.empty() && !u.finished) return {};  // a fork was created
   Request& r = it->second;
+  if (r.finished[u.seq_index]) return {};  // its sink wanted no more of it
   r.outputs[u.seq_index].insert(r.outputs[u.seq_index].end(), u.token_ids.begin(),
                                 u.token_ids.end());
-  RequestUpdate out;
-  static_cast<SequenceOutput&>(out) = u;
-  out.worker_id = worker_id;
-  const bool keep_going = r.sink(out);
-  Delivered result = Delivered::kDone;
-  if (!keep_going && !u.finished && !r.finished[u.seq_index]) result = Delivered::kAbortSequence;
-  if ((u.finished || !keep_going) && !r.finished[u.seq_index]) {
+  Recorded recorded{
+      .sink = r.sink, .ticket = r.sink->Ticket(), .request_id = u.request_id, .update = {}};
+  static_cast<SequenceOutput&>(recorded.update) = u;
+  recorded.update.worker_id = worker_id;
+  if (u.finished) {
     r.finished[u.seq_index] = true;
     if (--r.num_unfinished == 0) requests_.erase(it);
   }
-  return result;
+  return recorded;
+}
+
+std::optional<int> RequestTable::StopSequence(int64_t request_id, int seq_index) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return std::nullopt;
+  Request& r = it->second;
+  if (seq_index < 0 || seq_index >= static_cast<int>(r.finished.size()) || r.finished[seq_index]) {
+    return std::nullopt;
+  }
+  const int worker = r.worker[seq_index];
+  r.finished[seq_index] = true;
+  if (--r.num_unfinished == 0) requests_.erase(it);
+  return worker;
+}
+
+RequestTable::Delivered RequestTable::Deliver(int worker_id, const SequenceUpdate& u) {
+  Recorded recorded = Record(worker_id, u);
+  if (recorded.sink == nullptr) return Delivered::kDone;
+  if (recorded.sink->Deliver(recorded.ticket, recorded.update) || u.finished) {
+    return Delivered::kDone;
+  }
+  const std::optional<int> worker = StopSequence(u.request_id, u.seq_index);
+  return worker == worker_id ? Delivered::kAbortSequence : Delivered::kDone;
 }
 
 std::optional<std::vector<int>> RequestTable::End(int64_t request_id, const absl::Status& error) {
@@ -69,7 +91,8 @@ std::optional<std::vector<int>> RequestTable::End(int64_t request_id, const absl
     RequestUpdate out;
     out.error = error;
     out.finished = true;
-    it->second.sink(out);
+    OrderedSink& sink = *it->second.sink;
+    sink.Deliver(sink.Ticket(), out);
   }
   requests_.erase(it);
   return workers;
@@ -81,7 +104,8 @@ void RequestTable::Refuse(int64_t request_id) {
   RequestUpdate out;
   out.finished = true;
   out.finish_reason = FinishReason::kAbort;
-  it->second.sink(out);
+  OrderedSink& sink = *it->second.sink;
+  sink.Deliver(sink.Ticket(), out);
   requests_.erase(it);
 }
 

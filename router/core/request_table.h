@@ -6,14 +6,17 @@
 //   Add ─▶ Assign(worker) ─▶ Deliver … Deliver(finished) ─▶ erased
 //                  └─ its worker dies or drains ─▶ TakeSequencesOn / ResumeIfOn ─▶ Assign again
 //
-// Plain C++, not thread-safe: the Cluster holds it under its mu_, and sinks run inside Deliver,
-// End and Refuse, so they run under that lock too (a sink's owner may go as soon as it has its
-// request's last update: ending a request takes the lock, which waits for a sink running).
+// Not thread-safe: the Cluster holds it under its mu_. Record notes an update under that lock
+// and hands it back with its turn (OrderedSink) for the Cluster to deliver after releasing the
+// lock, so the output path of every request runs outside it; End and Refuse call the sink at
+// once, in turn after the updates recorded before. A sink's owner must therefore stop its sink
+// itself when it goes (GenerationStream::Abort does), not rely on the lock.
 #ifndef PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
 #define PAGODA_ROUTER_CORE_REQUEST_TABLE_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -21,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "router/core/cluster_reports.h"
+#include "router/core/ordered_sink.h"
 #include "router/core/paused_caps.h"
 #include "router/core/sequence_update.h"
 #include "router/core/worker_loop.h"
@@ -47,8 +51,23 @@ class RequestTable {
     kDone,           // nothing more to do
     kAbortSequence,  // the sink wants no more of this sequence: abort it there
   };
-  // Hands an update from `worker_id` to its request's sink and records its tokens; a request
-  // whose every sequence finished is erased. Unknown requests (aborted) are ignored.
+  // An update recorded, for its request's sink: `sink` is null when there is nothing to deliver.
+  struct Recorded {
+    std::shared_ptr<OrderedSink> sink;
+    uint64_t ticket = 0;
+    int64_t request_id = 0;
+    RequestUpdate update;
+  };
+  // Records an update from `worker_id` (its tokens, and its sequence's end: a request whose
+  // every sequence finished is erased) and takes its turn. Unknown requests (aborted) and
+  // empty updates are not delivered.
+  Recorded Record(int worker_id, const SequenceUpdate& update);
+  // The sink wants no more of sequence `seq_index`: it counts as finished (the request is
+  // erased once none runs). Returns the worker it was placed on (-1: nowhere), to abort it
+  // there; nullopt when it had finished or the request is unknown.
+  std::optional<int> StopSequence(int64_t request_id, int seq_index);
+  // Record, the sink at once, and StopSequence when it says so (for callers that hold no lock
+  // a sink would wait for: tests).
   Delivered Deliver(int worker_id, const SequenceUpdate& update);
   // Ends a request: its sink gets `error` as its last update unless `error` is OK; returns the
   // workers its sequences were placed on (to abort there), nullopt when it is unknown.
@@ -74,7 +93,7 @@ class RequestTable {
  private:
   struct Request {
     GenerationRequest request;
-    RequestSink sink;
+    std::shared_ptr<OrderedSink> sink;
     std::vector<std::vector<int>> outputs;  // (n) tokens delivered so far
     std::vector<bool> finished;             // (n)
     std::vector<int> worker;                // (n) where each sequence runs, -1 while parked

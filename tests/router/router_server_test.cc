@@ -209,7 +209,7 @@ TEST(RouterServerTest, OneModelsFlagsWithSeveralModelsAreRefusedNamingTheFlag) {
 
 TEST(RouterServerTest, TheSameModelTwiceOrTwoNamesAlikeStopStart) {
   RouterServerOptions options = Stories260KOptions();
-  options.tokenizer.clear();  // one model's flag: each of several takes its own
+  options.tokenizer.clear();                 // one model's flag: each of several takes its own
   options.cluster.engine.max_model_len = 0;  // each its own context (the GGUF's is 128)
   const std::string hf = testing::SharedPath("models/stories260K-hf");
   options.models = {{.path = hf, .name = "a"}, {.path = hf, .name = "b"}};

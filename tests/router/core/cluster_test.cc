@@ -118,6 +118,37 @@ TEST_F(ClusterTest, ThirtyTwoConcurrentRequestsOverTwoWorkersMatchRunC) {
   EXPECT_EQ(used.size(), 2u) << "both workers should take load";
 }
 
+// Issue 38: a sink (the whole output path: detokenizing, the transport's write) runs outside
+// the Cluster's lock, so one slow to return holds up nothing but its own worker: another
+// request is admitted, placed and served to its end on the other worker meanwhile.
+TEST_F(ClusterTest, ASlowSinkHoldsUpNoOtherWorker) {
+  AddWorker();
+  AddWorker();
+  absl::Notification entered, release, finished;
+  int slow_worker = -1;
+  auto slow = [&](const RequestUpdate& u) {
+    if (!entered.HasBeenNotified()) {
+      slow_worker = u.worker_id;
+      entered.Notify();
+      release.WaitForNotification();
+    }
+    if (u.finished) finished.Notify();
+    return true;
+  };
+  const auto& a = golden_[0];
+  ASSERT_TRUE(cluster_->Submit(Greedy(a.prompt_ids), slow).ok());
+  entered.WaitForNotification();
+  Collector other(1);
+  const auto& b = golden_[1];
+  ASSERT_TRUE(cluster_->Submit(Greedy(b.prompt_ids), other.Sink()).ok());
+  const bool served = other.Wait(absl::Seconds(30));
+  release.Notify();
+  finished.WaitForNotification();  // the sink's captures outlive its last call
+  ASSERT_TRUE(served) << "the other worker's report waited for the slow sink";
+  EXPECT_EQ(other.output(), b.greedy_ids);
+  EXPECT_NE(other.workers()[0], slow_worker);
+}
+
 TEST_F(ClusterTest, ARequestSharingAPrefixGoesWhereThePrefixIs) {
   AddWorker();
   AddWorker();
