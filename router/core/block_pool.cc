@@ -12,8 +12,13 @@ uint64_t HashBlock(uint64_t parent, std::span<const int> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
 }
 
-uint64_t PrefixRoot(uint64_t key, std::string_view salt) {
-  return salt.empty() ? key : XXH3_64bits_withSeed(salt.data(), salt.size(), key);
+uint64_t PrefixRoot(uint64_t key, std::string_view salt, std::string_view adapter) {
+  const uint64_t root = salt.empty() ? key : XXH3_64bits_withSeed(salt.data(), salt.size(), key);
+  // Adapters hash from a seed no salt's root starts from (the golden ratio's bits).
+  constexpr uint64_t kAdapterSeed = 0x9e3779b97f4a7c15;
+  return adapter.empty()
+             ? root
+             : XXH3_64bits_withSeed(adapter.data(), adapter.size(), root ^ kAdapterSeed);
 }
 
 void ExtendBlockHashes(std::span<const int> tokens, int block_size, int num_blocks,

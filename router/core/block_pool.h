@@ -65,8 +65,11 @@ uint64_t HashBlock(uint64_t parent, std::span<const int> tokens);
 
 // The parent of a sequence's first block: the router's secret key (EngineOptions::
 // prefix_cache_key), hashed with the request's cache_salt when it has one, so that requests
-// share cached blocks only under one salt and nobody can aim a collision at a block's hash.
-uint64_t PrefixRoot(uint64_t key, std::string_view salt);
+// share cached blocks only under one salt and nobody can aim a collision at a block's hash;
+// then with its LoRA adapter's name when it runs one (issue 39: the same prompt under two
+// adapters, or under one and the base, never shares K/V), under another seed than salts', so
+// no salt's root is an adapter's.
+uint64_t PrefixRoot(uint64_t key, std::string_view salt, std::string_view adapter = {});
 
 // Extends `hashes`, the chained hashes of the first hashes->size() blocks of `tokens`, to its
 // first `num_blocks` blocks of `block_size` tokens, the first block's parent being `root`.

@@ -169,7 +169,8 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   // The O(1) part of Validate: what sizes the router's own state and keeps the loops finite.
   RETURN_IF_ERROR(ValidateRequestLimits(request, max_model_len(), options_.engine.max_n));
   GenerationRequest salted = request;
-  salted.prefix_root = PrefixRoot(options_.engine.prefix_cache_key, request.cache_salt);
+  salted.prefix_root =
+      PrefixRoot(options_.engine.prefix_cache_key, request.cache_salt, request.adapter);
   absl::MutexLock place(&place_mu_);
   ReapLocked();
   if (const int waiting = NumWaitingLocked(); waiting >= options_.max_waiting) {

@@ -52,6 +52,11 @@ absl::Status ValidateRequestLimits(const GenerationRequest& r, int max_model_len
     return absl::InvalidArgumentError(
         absl::StrCat("cache_salt: ", r.cache_salt.size(), " bytes; at most ", kMaxCacheSaltBytes));
   }
+  if (r.adapter.size() > static_cast<size_t>(kMaxAdapterNameBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("model: the adapter's name is ",
+                                                   r.adapter.size(), " bytes; at most ",
+                                                   kMaxAdapterNameBytes));
+  }
   if (r.n < 1 || r.n > max_n) {
     return absl::InvalidArgumentError(absl::StrCat("n = ", r.n, ": must be in [1, ", max_n, "]"));
   }
@@ -173,8 +178,9 @@ absl::Status Engine::AddSequence(int64_t request_id, const GenerationRequest& r,
   seq->stop_token_ids = r.stop_token_ids;
   seq->paused = r.paused;
   // As the Cluster computed r.prefix_root for placement (it shares this engine's key).
-  seq->prefix_root = PrefixRoot(options_.prefix_cache_key, r.cache_salt);
+  seq->prefix_root = PrefixRoot(options_.prefix_cache_key, r.cache_salt, r.adapter);
   seq->salted = !r.cache_salt.empty();
+  seq->adapter = r.adapter;
   seq->pooling = r.pooling;
   if (!r.ignore_eos) {
     seq->stop_token_ids.insert(seq->stop_token_ids.end(), config_.eos_ids.begin(),

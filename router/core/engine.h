@@ -86,6 +86,9 @@ struct GenerationRequest {
   // transfers (the Engine computes its own); prompt_block_hashes chain from it.
   std::string cache_salt;
   uint64_t prefix_root = 0;
+  // The LoRA adapter it runs under (issue 39), by the name workers' Hello lists it; empty: the
+  // base model. At most kMaxAdapterNameBytes. It keys the prefix cache as a salt does.
+  std::string adapter;
   // Structured output: only text the grammar accepts is sampled, and a sequence whose grammar
   // is complete with nothing left to add stops. Its vocabulary is the model's. Null: none.
   std::shared_ptr<const Constraint> constraint;
@@ -94,6 +97,8 @@ struct GenerationRequest {
 // Extra stop token ids per request at most: each sampled token is compared with all of them.
 inline constexpr int kMaxStopTokenIds = 128;
 inline constexpr int kMaxCacheSaltBytes = 1024;
+// A LoRA adapter's name at most (as worker.proto's Adapter.name).
+inline constexpr int kMaxAdapterNameBytes = 128;
 
 // INVALID_ARGUMENT naming the field when `request` can never run on `config` with sequences of
 // at most `max_model_len` tokens and at most `max_n` samples. The one check of a request's

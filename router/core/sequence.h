@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/sampling_params.h"
@@ -51,6 +52,7 @@ struct Sequence {
   // cache_salt chose it: a salted sequence's blocks are never offered to another router.
   uint64_t prefix_root = 0;
   bool salted = false;
+  std::string adapter;  // its LoRA adapter (GenerationRequest::adapter); empty: the base
   // Structured output (router/core/constraint.h): null without one.
   std::shared_ptr<const Constraint> constraint;
 

@@ -188,6 +188,32 @@ TEST_F(ClusterTest, TwoCacheSaltsNeverShareABlock) {
   EXPECT_THAT(cluster_->Validate(too_long).message(), HasSubstr("cache_salt"));
 }
 
+// Issue 39: K/V computed under a LoRA adapter are its own; the adapter keys the prefix cache as
+// a salt does, and no salt reaches an adapter's blocks. (The fake workers run no adapter: the
+// tokens are the base's; what is checked is which blocks are shared.)
+TEST_F(ClusterTest, TwoAdaptersOrAnAdapterAndTheBaseNeverShareABlock) {
+  AddWorker();
+  const auto& c = golden_[5];  // 19 tokens: one full block
+  auto run = [&](const std::string& adapter, const std::string& salt = "") {
+    GenerationRequest r = Greedy(c.prompt_ids);
+    r.adapter = adapter;
+    r.cache_salt = salt;
+    Collector out(1);
+    EXPECT_TRUE(cluster_->Submit(r, out.Sink()).ok());
+    EXPECT_TRUE(out.Wait());
+    return out.cached();
+  };
+  EXPECT_EQ(run("sql-lora"), 0);
+  EXPECT_EQ(run("chat-lora"), 0) << "another adapter must not hit sql-lora's blocks";
+  EXPECT_EQ(run(""), 0) << "nor may the base model";
+  EXPECT_EQ(run("", "sql-lora"), 0) << "nor a salt spelled as the adapter";
+  EXPECT_GT(run("sql-lora"), 0) << "the same adapter shares them";
+  EXPECT_EQ(run("sql-lora", "tenant"), 0) << "a salt splits an adapter's too";
+  GenerationRequest too_long = Greedy(c.prompt_ids);
+  too_long.adapter.assign(kMaxAdapterNameBytes + 1, 'x');
+  EXPECT_THAT(cluster_->Validate(too_long).message(), HasSubstr("adapter"));
+}
+
 TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   const int a = AddWorker();
   GenerationRequest sampled = Greedy(golden_[0].prompt_ids);
