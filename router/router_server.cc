@@ -113,6 +113,7 @@ RouterServer::~RouterServer() { ShutdownWithin(absl::ZeroDuration()); }
 absl::Status RouterServer::Load() {
   // The router holds no weights: the checkpoint's header gives the shape and fingerprint.
   ASSIGN_OR_RETURN(config_, LoadModelConfig(options_.model));
+  RETURN_IF_ERROR(ApplyRopeScalingFlag(options_.rope_scaling, &config_));
   RETURN_IF_ERROR(CheckMaxModelLen(options_.cluster.engine.max_model_len, config_));
   // The weights' digest makes the fingerprint tell fine-tunes of one base model apart.
   {
@@ -277,6 +278,7 @@ absl::Status RouterServer::Listen() {
 
   LocalWorkersRouter router;
   router.model = options_.model;
+  router.rope_scaling = options_.rope_scaling;
   router.worker_port = worker_port_;
   router.worker_token = link.worker_token;
   router.max_num_batched_tokens = options_.cluster.engine.max_num_batched_tokens;

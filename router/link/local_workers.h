@@ -35,6 +35,7 @@ struct LocalWorkersOptions {
 // What every local worker is told about the router it serves.
 struct LocalWorkersRouter {
   std::string model;
+  std::string rope_scaling;  // --rope-scaling, "" for none
   int worker_port = 0;
   std::string worker_token;  // "": none (an insecure worker port)
   int max_num_batched_tokens = 0;
