@@ -53,6 +53,10 @@ int RunOffline(const RunOptions& options, std::ostream& out, std::ostream& err) 
     err << "error: " << weights.status().message() << "\n";
     return 1;
   }
+  if (absl::Status s = (*weights)->ApplyRopeScaling(options.worker.rope_scaling); !s.ok()) {
+    err << "error: " << s.message() << "\n";
+    return 1;
+  }
   const ModelConfig config = (*weights)->config();
   if (absl::Status length = CheckMaxModelLen(options.engine.max_model_len, config); !length.ok()) {
     err << "error: " << length.message() << "\n";

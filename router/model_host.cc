@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model/model_loader.h"
+#include "common/model/rope_scaling.h"
 #include "common/model/weights_digest.h"
 #include "common/process/progress_meter.h"
 #include "common/status_macros.h"
@@ -69,6 +70,7 @@ ModelHost::~ModelHost() = default;
 
 absl::Status ModelHost::Load(const ClusterOptions& cluster_options) {
   ASSIGN_OR_RETURN(config_, LoadModelConfig(options_.path));
+  RETURN_IF_ERROR(ApplyRopeScalingFlag(options_.rope_scaling, &config_));
   RETURN_IF_ERROR(CheckMaxModelLen(cluster_options.engine.max_model_len, config_));
   // The weights' digest makes the fingerprint tell fine-tunes of one base model apart. Every
   // byte is read once: minutes for a large model on a cold disk, so it shows its progress as a
@@ -105,6 +107,7 @@ absl::Status ModelHost::Load(const ClusterOptions& cluster_options) {
 absl::Status ModelHost::SpawnWorkers(const LocalWorkersOptions& options,
                                      LocalWorkersRouter router) {
   router.model = options_.path;
+  router.rope_scaling = options_.rope_scaling;
   ASSIGN_OR_RETURN(local_workers_, LocalWorkers::Start(options, router));
   return absl::OkStatus();
 }

@@ -37,7 +37,10 @@ struct ModelHostOptions {
   // A GGUF file, a llama2.c checkpoint or a Hugging Face model directory.
   std::string path = {};
   std::string tokenizer = {};  // "": the model's
-  std::string name = {};       // "": the file name without extension, or the directory's name
+  // --rope-scaling: JSON as config.json's rope_scaling, applied to the model's own and passed to
+  // its spawned workers; "": the model's files decide.
+  std::string rope_scaling = {};
+  std::string name = {};  // "": the file name without extension, or the directory's name
   // Unset: the model directory's, else the tokenizer file's (GGUF), else chat is refused.
   std::optional<jinja::ChatTemplate> chat_template = {};
   std::string chat_template_source = {};  // chat_template's text, for detecting the formats below

@@ -87,6 +87,12 @@ ABSL_FLAG(double, kv_transfer_max_wait_s, 60.0,
           "it) for another worker to compute or hold its prefix, then computes it where it was "
           "placed");
 ABSL_FLAG(int, max_model_len, 0, "prompt + output tokens per sequence; 0 = the model's context");
+ABSL_FLAG(std::string, rope_scaling, "",
+          "RoPE scaling to stretch the model's context, as config.json's rope_scaling, e.g. "
+          "'{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":32768}' "
+          "(linear, llama3 or yarn; the context becomes original x factor, what --max-model-len "
+          "may then ask for); passed to spawned workers, remote ones need the same; \"\": the "
+          "model's own");
 ABSL_FLAG(int, max_num_batched_tokens, 512,
           "tokens per step and worker: a longer prompt is prefilled in chunks, and a chunk holds "
           "every decode of its step (docs/BENCHMARKS.md §8)");
@@ -162,8 +168,8 @@ pagoda::ProgramUsage Usage() {
       "workers dial --worker-port.\n",
       {
           {"Model",
-           {"model", "tokenizer", "served_model_name", "max_model_len", "chat_template",
-            "tool_call_parser", "reasoning_parser", "pooling"}},
+           {"model", "tokenizer", "served_model_name", "max_model_len", "rope_scaling",
+            "chat_template", "tool_call_parser", "reasoning_parser", "pooling"}},
           {"Network", {"host", "port", "http_port", "no_web_ui", "worker_port", "metrics_port"}},
           {"Browsers (CORS)",
            {"allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials"}},
@@ -233,6 +239,7 @@ absl::Status SetModels(const std::vector<std::string>& values, pagoda::RouterSer
 absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(int argc, char** argv) {
   pagoda::RouterServerOptions o;
   RETURN_IF_ERROR(SetModels(pagoda::RepeatedFlagValues(argc, argv, "model"), &o));
+  o.rope_scaling = absl::GetFlag(FLAGS_rope_scaling);
   if (const std::string path = absl::GetFlag(FLAGS_chat_template); !path.empty()) {
     ASSIGN_OR_RETURN(o.chat_template, ReadChatTemplate(path, &o.chat_template_source));
   }

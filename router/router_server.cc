@@ -31,6 +31,7 @@ absl::Status RouterServer::CheckOptions(const RouterServerOptions& options) {
     const std::pair<const char*, bool> per_model[] = {
         {"--tokenizer", !options.tokenizer.empty()},
         {"--served-model-name", !options.served_model_name.empty()},
+        {"--rope-scaling", !options.rope_scaling.empty()},
         {"--chat-template", options.chat_template.has_value()}};
     if (options.models.size() > 1) {
       for (const auto& [flag, given] : per_model) {
@@ -85,6 +86,7 @@ absl::Status RouterServer::Load() {
   if (models.empty()) {
     models.push_back({.path = options_.model,
                       .tokenizer = options_.tokenizer,
+                      .rope_scaling = options_.rope_scaling,
                       .name = options_.served_model_name,
                       .chat_template = options_.chat_template,
                       .chat_template_source = options_.chat_template_source,

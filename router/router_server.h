@@ -68,6 +68,9 @@ struct RouterServerOptions {
   std::string model;
   std::string tokenizer;          // "": the model's
   std::string served_model_name;  // "": the model's file name without extension, or its dir's
+  // --rope-scaling: JSON as config.json's rope_scaling, applied to the model's own and passed
+  // to spawned workers (remote ones must be given the same); "": the model's files decide.
+  std::string rope_scaling;
   // For /v1/chat/completions; unset: the model directory's, else the tokenizer file's (GGUF),
   // else chat is refused.
   std::optional<jinja::ChatTemplate> chat_template;

@@ -126,18 +126,19 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   model->classifier_ = pack.Single(c.tied_embeddings ? T::kEmbedding : T::kClassifier, -1, false);
   if (!c.tied_embeddings) model->token_embedding_ = pack.Single(T::kEmbedding, -1, false);
 
-  // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (Llama 3 scaling aside),
-  // computed in float as llama2.c does.
+  // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (scaling aside),
+  // computed in float as llama2.c does; YaRN's attention factor multiplies cos and sin.
   const int half = c.head_dim / 2;
   model->rope_cos_.resize(static_cast<size_t>(c.max_seq_len) * half);
   model->rope_sin_.resize(model->rope_cos_.size());
   std::vector<float> freqs(half);
   for (int i = 0; i < half; ++i) freqs[i] = c.RopeFrequency(i);
+  const float m = c.RopeAttentionFactor();
   for (int pos = 0; pos < c.max_seq_len; ++pos) {
     for (int i = 0; i < half; ++i) {
       const float angle = pos * freqs[i];
-      model->rope_cos_[pos * half + i] = std::cos(angle);
-      model->rope_sin_[pos * half + i] = std::sin(angle);
+      model->rope_cos_[static_cast<size_t>(pos) * half + i] = m * std::cos(angle);
+      model->rope_sin_[static_cast<size_t>(pos) * half + i] = m * std::sin(angle);
     }
   }
 

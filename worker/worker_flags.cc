@@ -23,6 +23,11 @@ ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");
 ABSL_FLAG(int, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int, max_num_seqs, 256, "the most sequences in one step");
 ABSL_FLAG(int, threads, 0, "compute threads; 0 = all cores");
+ABSL_FLAG(std::string, rope_scaling, "",
+          "RoPE scaling to stretch the model's context, as config.json's rope_scaling, e.g. "
+          "'{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":32768}' "
+          "(linear, llama3 or yarn; the context becomes original x factor); \"\": the model's "
+          "own. The router and its workers must say the same");
 
 namespace pagoda {
 
@@ -35,7 +40,8 @@ std::vector<std::string> WorkerEngineFlagNames() {
           "num_kv_blocks",
           "block_size",
           "max_num_seqs",
-          "threads"};
+          "threads",
+          "rope_scaling"};
 }
 
 absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
@@ -63,6 +69,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   options.block_size = absl::GetFlag(FLAGS_block_size);
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.rope_scaling = absl::GetFlag(FLAGS_rope_scaling);
   return options;
 }
 

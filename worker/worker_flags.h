@@ -21,6 +21,7 @@ ABSL_DECLARE_FLAG(int, num_kv_blocks);
 ABSL_DECLARE_FLAG(int, block_size);
 ABSL_DECLARE_FLAG(int, max_num_seqs);
 ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(std::string, rope_scaling);
 
 namespace pagoda {
 

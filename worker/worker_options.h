@@ -33,6 +33,9 @@ struct WorkerOptions {
   // What bf16 matrices are multiplied in: auto = bf16 where the CPU has AVX512_BF16 (a bf16
   // checkpoint's own arithmetic), f32 = exact products of the bf16 weights (Linear).
   ComputeDtype compute_dtype = ComputeDtype::kAuto;
+  // --rope-scaling: a JSON object as config.json's rope_scaling, applied to the model's own
+  // (ApplyRopeScalingFlag) by whoever opens the weights; "": the model's files decide.
+  std::string rope_scaling;
   // Called while the weights load, with the bytes read so far and in all (LoadReportClient).
   std::function<void(int64_t done, int64_t total)> on_load_progress;
 };

@@ -113,6 +113,9 @@ absl::Status WorkerServer::Start() {
 
   absl::StatusOr<std::unique_ptr<WeightSource>> weights = OpenWeightSource(options_.model);
   if (!weights.ok()) return weights.status();
+  if (absl::Status s = (*weights)->ApplyRopeScaling(options_.engine.rope_scaling); !s.ok()) {
+    return s;
+  }
   // The router's log shows how far the load is (hashing, then packing the weights), every
   // few seconds of it.
   std::optional<LoadReportClient> reporter;

@@ -9,6 +9,54 @@
 #include "common/status_macros.h"
 
 namespace pagoda {
+namespace {
+
+// RoPE scaling as llama.cpp writes and reads it (llama_model::load_hparams): `{arch}.rope.
+// scaling.type` "none", "linear" or "yarn", `.factor` (or the older rope.scale_linear; 0 or 1
+// is none), `.original_context_length` (default the context_length), and for YaRN `.attn_factor`
+// (a multiplier of 0.1 ln(factor) + 1) and `.yarn_beta_fast` / `.yarn_beta_slow`.
+absl::StatusOr<RopeScaling> GgufRopeScaling(const GgufFile& f, const std::string& k,
+                                            int64_t context_length) {
+  const std::string what = absl::StrCat(f.path(), ": ", k, "rope.scaling");
+  ASSIGN_OR_RETURN(std::string type, f.StringOr(k + "rope.scaling.type", "linear"));
+  ASSIGN_OR_RETURN(double factor, f.FloatOr(k + "rope.scaling.factor", 0));
+  if (factor == 0) {
+    ASSIGN_OR_RETURN(factor, f.FloatOr(k + "rope.scale_linear", 0));
+  }
+  RopeScaling s;
+  if (type == "none" || (type == "linear" && (factor == 0 || factor == 1))) return s;
+  if (type == "linear") {
+    s.type = RopeScalingType::kLinear;
+  } else if (type == "yarn") {
+    s.type = RopeScalingType::kYarn;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".type \"", type, "\" is not supported (none, linear, yarn)"));
+  }
+  s.factor = factor;
+  ASSIGN_OR_RETURN(int64_t original,
+                   f.IntOr(k + "rope.scaling.original_context_length", context_length));
+  s.original_max_position = static_cast<int>(std::clamp<int64_t>(original, 0, 1 << 30));
+  if (s.type == RopeScalingType::kYarn) {
+    ASSIGN_OR_RETURN(double attn_factor, f.FloatOr(k + "rope.scaling.attn_factor", 1));
+    ASSIGN_OR_RETURN(s.beta_fast, f.FloatOr(k + "rope.scaling.yarn_beta_fast", 32));
+    ASSIGN_OR_RETURN(s.beta_slow, f.FloatOr(k + "rope.scaling.yarn_beta_slow", 1));
+    ASSIGN_OR_RETURN(double log_mul, f.FloatOr(k + "rope.scaling.yarn_log_multiplier", 0));
+    if (log_mul != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ".yarn_log_multiplier (DeepSeek's mscale) is not supported"));
+    }
+    if (!(attn_factor > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ".attn_factor = ", attn_factor, " must be positive"));
+    }
+    s.attention_factor = attn_factor * (0.1 * std::log(s.factor) + 1);
+  }
+  RETURN_IF_ERROR(s.Validate(what));
+  return s;
+}
+
+}  // namespace
 
 absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   const std::string& path = f.path();
@@ -33,7 +81,6 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   const int64_t head_dim = shape.head_dim;
   ASSIGN_OR_RETURN(int64_t value_dim, f.IntOr(k + "attention.value_length", head_dim));
   ASSIGN_OR_RETURN(int64_t rope_dims, f.IntOr(k + "rope.dimension_count", head_dim));
-  ASSIGN_OR_RETURN(std::string scaling, f.StringOr(k + "rope.scaling.type", "none"));
   auto embd = f.tensors().find("token_embd.weight");
   if (embd == f.tensors().end() || embd->second.dims.size() != 2) {
     return bad("no 2-dimensional token_embd.weight tensor");
@@ -60,7 +107,10 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
     return bad("attention.value_length (", value_dim, ") and rope.dimension_count (", rope_dims,
                ") must equal the head size (", head_dim, ")");
   }
-  if (scaling != "none") return bad(k, "rope.scaling.type \"", scaling, "\" is not supported");
+  ASSIGN_OR_RETURN(c.rope_scaling, GgufRopeScaling(f, k, shape.max_seq_len));
+  if (c.rope_scaling.enabled()) {  // vLLM's derived context: original x factor
+    c.max_seq_len = static_cast<int>(c.rope_scaling.ScaledContext());
+  }
   c.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
   c.tied_embeddings = !f.HasTensor("output.weight");
   c.qkv_bias = f.HasTensor("blk.0.attn_q.bias");

@@ -98,13 +98,6 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
         absl::StrCat(path, ": hidden_act \"", act, "\" is not supported (silu)"));
   }
   c.SetShape(shape);
-  // Attention here is over the whole context: a sliding window caps the length instead, so
-  // what is served is exact.
-  ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
-  if (const Json* w = JsonMember(j, "sliding_window"); w != nullptr && use_window) {
-    ASSIGN_OR_RETURN(int64_t window, JsonAsInt(*w, absl::StrCat(path, ": sliding_window")));
-    if (window > 0 && window < c.max_seq_len) c.max_seq_len = static_cast<int>(window);
-  }
   c.rms_norm_eps = static_cast<float>(eps);
   c.rope_theta = static_cast<float>(theta);
   c.rope_style = RopeStyle::kHalf;
@@ -112,30 +105,21 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   c.qkv_bias = qwen2;
   c.qk_norm = qwen3;
   if (const Json* rs = JsonMember(j, "rope_scaling"); rs != nullptr) {
-    const std::string what = path + ": rope_scaling";
-    ASSIGN_OR_RETURN(std::string type, JsonStringOr(*rs, "rope_type", "", what));
-    if (type.empty()) {
-      ASSIGN_OR_RETURN(type, JsonStringOr(*rs, "type", "", what));
+    ASSIGN_OR_RETURN(c.rope_scaling,
+                     ParseRopeScaling(*rs, shape.max_seq_len, path + ": rope_scaling"));
+    // vLLM's derived length: Llama 3's max_position_embeddings already is the scaled context;
+    // linear's and YaRN's is original x factor.
+    if (c.rope_scaling.type == RopeScalingType::kLinear ||
+        c.rope_scaling.type == RopeScalingType::kYarn) {
+      c.max_seq_len = static_cast<int>(c.rope_scaling.ScaledContext());
     }
-    if (type != "llama3") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": rope_scaling type \"", type, "\" is not supported (llama3)"));
-    }
-    ASSIGN_OR_RETURN(double factor, JsonNumberOr(*rs, "factor", 0, what));
-    ASSIGN_OR_RETURN(double low, JsonNumberOr(*rs, "low_freq_factor", 1, what));
-    ASSIGN_OR_RETURN(double high, JsonNumberOr(*rs, "high_freq_factor", 4, what));
-    ASSIGN_OR_RETURN(int64_t original,
-                     JsonIntOr(*rs, "original_max_position_embeddings", 8192, what));
-    if (!(factor >= 1) || !(high > low) || !(low > 0) || original < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what,
-                       ": needs factor >= 1, 0 < low_freq_factor < high_freq_factor, "
-                       "original_max_position_embeddings >= 1"));
-    }
-    c.rope_scaling_factor = static_cast<float>(factor);
-    c.rope_low_freq_factor = static_cast<float>(low);
-    c.rope_high_freq_factor = static_cast<float>(high);
-    c.rope_original_max_position = static_cast<int>(original);
+  }
+  // Attention here is over the whole context: a sliding window caps the length instead, so
+  // what is served is exact.
+  ASSIGN_OR_RETURN(bool use_window, JsonBoolOr(j, "use_sliding_window", !qwen2 && !qwen3, path));
+  if (const Json* w = JsonMember(j, "sliding_window"); w != nullptr && use_window) {
+    ASSIGN_OR_RETURN(int64_t window, JsonAsInt(*w, absl::StrCat(path, ": sliding_window")));
+    if (window > 0 && window < c.max_seq_len) c.max_seq_len = static_cast<int>(window);
   }
   ASSIGN_OR_RETURN(int64_t bos, JsonIntOr(j, "bos_token_id", 1, path));
   c.bos_id = static_cast<int>(bos);
@@ -239,20 +223,39 @@ absl::Status WriteHfModel(const ModelWeights& weights, const std::string& dir, T
     add(p + "mlp.down_proj.weight", {c.dim, c.hidden_dim}, L.w_down);
   }
   RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", tensors, dtype));
+  const RopeScaling& rs = c.rope_scaling;
   std::string rope_scaling = "null";
-  if (c.rope_scaling_factor > 0) {
-    rope_scaling =
-        absl::StrCat("{\"rope_type\": \"llama3\", \"factor\": ", c.rope_scaling_factor,
-                     ", \"low_freq_factor\": ", c.rope_low_freq_factor,
-                     ", \"high_freq_factor\": ", c.rope_high_freq_factor,
-                     ", \"original_max_position_embeddings\": ", c.rope_original_max_position, "}");
+  // Linear's context is max_position_embeddings x factor: the file states the unscaled one.
+  int max_position = c.max_seq_len;
+  switch (rs.type) {
+    case RopeScalingType::kNone:
+      break;
+    case RopeScalingType::kLinear:
+      rope_scaling = absl::StrCat("{\"rope_type\": \"linear\", \"factor\": ", rs.factor, "}");
+      max_position = rs.original_max_position;
+      break;
+    case RopeScalingType::kLlama3:
+      rope_scaling =
+          absl::StrCat("{\"rope_type\": \"llama3\", \"factor\": ", rs.factor,
+                       ", \"low_freq_factor\": ", rs.low_freq_factor,
+                       ", \"high_freq_factor\": ", rs.high_freq_factor,
+                       ", \"original_max_position_embeddings\": ", rs.original_max_position, "}");
+      break;
+    case RopeScalingType::kYarn:
+      rope_scaling = absl::StrCat(
+          "{\"rope_type\": \"yarn\", \"factor\": ", rs.factor, ", \"beta_fast\": ", rs.beta_fast,
+          ", \"beta_slow\": ", rs.beta_slow,
+          rs.attention_factor > 0 ? absl::StrCat(", \"attention_factor\": ", rs.attention_factor)
+                                  : "",
+          ", \"original_max_position_embeddings\": ", rs.original_max_position, "}");
+      break;
   }
   const std::string config = absl::StrCat(
       "{\n  \"architectures\": [\"", architecture, "\"],\n  \"model_type\": \"", model_type,
       "\",\n  \"hidden_size\": ", c.dim, ",\n  \"intermediate_size\": ", c.hidden_dim,
       ",\n  \"num_hidden_layers\": ", c.num_layers, ",\n  \"num_attention_heads\": ", c.num_heads,
       ",\n  \"num_key_value_heads\": ", c.num_kv_heads, ",\n  \"head_dim\": ", c.head_dim,
-      ",\n  \"vocab_size\": ", c.vocab_size, ",\n  \"max_position_embeddings\": ", c.max_seq_len,
+      ",\n  \"vocab_size\": ", c.vocab_size, ",\n  \"max_position_embeddings\": ", max_position,
       ",\n  \"rms_norm_eps\": ", c.rms_norm_eps, ",\n  \"rope_theta\": ", c.rope_theta,
       ",\n  \"rope_scaling\": ", rope_scaling,
       ",\n  \"tie_word_embeddings\": ", c.tied_embeddings ? "true" : "false",

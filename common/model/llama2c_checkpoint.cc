@@ -170,7 +170,7 @@ absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
 
 absl::Status WriteLlama2cCheckpoint(const ModelWeights& w, const std::string& path) {
   const ModelConfig& c = w.config;
-  if (c.qkv_bias || c.qk_norm || c.rope_scaling_factor > 0 ||
+  if (c.qkv_bias || c.qk_norm || c.rope_scaling.enabled() ||
       c.rope_style != RopeStyle::kInterleaved || c.q_dim() != c.dim) {
     return absl::InvalidArgumentError(absl::StrCat(
         path,

@@ -28,10 +28,7 @@ std::string ModelConfig::Fingerprint() const {
       ",seq=", max_seq_len, ",eps=", rms_norm_eps, ",theta=", rope_theta,
       ",rope=", rope_style == RopeStyle::kInterleaved ? "interleaved" : "half",
       ",tied=", tied_embeddings, ",bos=", bos_id, ",eos=", absl::StrJoin(eos_ids, "|"),
-      rope_scaling_factor > 0
-          ? absl::StrCat(",rope_scaling=llama3:", rope_scaling_factor, ":", rope_low_freq_factor,
-                         ":", rope_high_freq_factor, ":", rope_original_max_position)
-          : "",
+      rope_scaling.enabled() ? absl::StrCat(",rope_scaling=", rope_scaling.Describe()) : "",
       rope_freq_factors.empty()
           ? ""
           : absl::StrCat(",rope_freqs=", absl::StrJoin(rope_freq_factors, ":")),
@@ -42,16 +39,12 @@ std::string ModelConfig::Fingerprint() const {
 float ModelConfig::RopeFrequency(int i) const {
   float freq = 1.0f / std::pow(rope_theta, (2 * i) / static_cast<float>(head_dim));
   if (!rope_freq_factors.empty()) freq /= rope_freq_factors[i];
-  if (rope_scaling_factor <= 0) return freq;
-  // Llama 3: long wavelengths slow down by `factor`, short ones stay, the band between blends.
-  const double wavelen = 2 * M_PI / freq;
-  const double low_freq_wavelen = rope_original_max_position / rope_low_freq_factor;
-  const double high_freq_wavelen = rope_original_max_position / rope_high_freq_factor;
-  if (wavelen < high_freq_wavelen) return freq;
-  if (wavelen > low_freq_wavelen) return static_cast<float>(freq / rope_scaling_factor);
-  const double smooth = (rope_original_max_position / wavelen - rope_low_freq_factor) /
-                        (rope_high_freq_factor - rope_low_freq_factor);
-  return static_cast<float>((1 - smooth) * freq / rope_scaling_factor + smooth * freq);
+  if (!rope_scaling.enabled()) return freq;
+  return static_cast<float>(rope_scaling.Frequency(freq, i, head_dim, rope_theta));
+}
+
+float ModelConfig::RopeAttentionFactor() const {
+  return static_cast<float>(rope_scaling.AttentionFactor());
 }
 
 absl::Status ModelConfig::Validate(absl::string_view source, const ModelConfigKeys& keys) const {
@@ -88,7 +81,7 @@ absl::Status ModelConfig::Validate(absl::string_view source, const ModelConfigKe
   for (int id : eos_ids) {
     if (id < 0 || id >= vocab_size) return bad(keys.eos_ids, " ", id, " is outside the vocabulary");
   }
-  return absl::OkStatus();
+  return rope_scaling.Validate(absl::StrCat(source, ": rope_scaling"));
 }
 
 void ModelConfig::SetShape(const ModelShape& shape) {

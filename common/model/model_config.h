@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/model/rope_scaling.h"
 
 namespace pagoda {
 
@@ -63,12 +64,10 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
-  // Llama 3's RoPE frequency scaling ("rope_scaling": {"rope_type": "llama3", ...}); off when
-  // rope_scaling_factor is 0.
-  float rope_scaling_factor = 0;
-  float rope_low_freq_factor = 1;
-  float rope_high_freq_factor = 4;
-  int rope_original_max_position = 8192;
+  // linear, Llama 3's or YaRN's RoPE scaling (Hugging Face's "rope_scaling", GGUF's
+  // rope.scaling.*, or --rope-scaling); none by default. With linear and YaRN, max_seq_len is
+  // the scaled context (original x factor).
+  RopeScaling rope_scaling;
   // GGUF's rope_freqs.weight (head_dim / 2): frequency i is divided by factor i, which is how
   // llama.cpp stores Llama 3.1's scaling. Empty: none.
   std::vector<float> rope_freq_factors;
@@ -90,11 +89,14 @@ struct ModelConfig {
   std::string Fingerprint() const;
   // RoPE's rotation frequency of dimension pair i (of head_dim / 2), scaling included.
   float RopeFrequency(int i) const;  // in float, as llama2.c computes it
+  // What RoPE's cos and sin are multiplied by: YaRN's attention factor, else 1.
+  float RopeAttentionFactor() const;
 
   // OK when the shape is one Pagoda can run, whatever file it came from: every size in range
   // (generous bounds that keep every size computation far from overflow), num_heads a multiple
   // of num_kv_heads, head_dim even, rms_norm_eps in (0, 1), rope_theta positive, eos ids in the
-  // vocabulary. Else INVALID_ARGUMENT "<source>: <key> ...", with `keys` naming the fields.
+  // vocabulary, a sensible rope_scaling. Else INVALID_ARGUMENT "<source>: <key> ...", with `keys`
+  // naming the fields.
   absl::Status Validate(absl::string_view source, const ModelConfigKeys& keys = {}) const;
   // Takes the sizes from `shape`; a value beyond int saturates, so that Validate() refuses it
   // instead of seeing it wrapped into range.

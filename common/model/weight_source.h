@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "common/model/llama_weights_reader.h"
 #include "common/model/model_weights.h"
+#include "common/model/rope_scaling.h"
 #include "common/model/tensor_view.h"
 
 namespace pagoda {
@@ -44,6 +45,10 @@ class WeightSource {
   const ModelConfig& config() const { return config_; }
   // The fingerprint's digest of the files (common/model/weights_digest.h), set by the worker.
   void set_weights_digest(std::string digest) { config_.weights_digest = std::move(digest); }
+  // --rope-scaling's JSON applied to the config (ApplyRopeScalingFlag); "" changes nothing.
+  absl::Status ApplyRopeScaling(absl::string_view json) {
+    return ApplyRopeScalingFlag(json, &config_);
+  }
   // Whether the config calls for the tensor (biases, q/k norms, an untied classifier).
   bool Has(LlamaTensor tensor, int layer = -1) const { return views_.contains({tensor, layer}); }
   // REQUIRES: Has(tensor, layer). `layer` is -1 for the embedding, final norm and classifier.

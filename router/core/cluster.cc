@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "router/core/block_pool.h"
+#include "router/core/model_length.h"
 
 namespace pagoda {
 
@@ -101,8 +102,14 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   }
   workers_.push_back(std::move(w));
   LOG(INFO) << "worker " << id << " joined: " << info.num_blocks << " blocks of " << info.block_size
-            << " tokens, " << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV, "
-            << cached.size() << " of them cached from before";
+            << " tokens = " << int64_t{info.num_blocks} * info.block_size << " tokens of "
+            << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV, " << cached.size()
+            << " blocks of them cached from before";
+  if (const std::string short_by =
+          KvPoolShortfall(max_model_len(), info.num_blocks, info.block_size, info.kv_cache_dtype);
+      !short_by.empty()) {
+    LOG(WARNING) << "worker " << id << ": " << short_by;
+  }
   // Requests that waited for a worker go to the newcomer.
   std::deque<QueuedRequest> parked;
   parked.swap(parked_);
@@ -422,6 +429,7 @@ std::vector<WorkerStats> Cluster::worker_stats() const {
                    .draining = w->draining,
                    .num_blocks = w->loop->info().num_blocks,
                    .block_size = w->loop->info().block_size,
+                   .kv_cache_dtype = w->loop->info().kv_cache_dtype,
                    .load = w->loop->load()});
   }
   return out;

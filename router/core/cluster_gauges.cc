@@ -86,6 +86,18 @@ void AddClusterGauges(MetricsRegistry* registry, const Cluster* cluster) {
                [](const WorkerStats& w) { return w.load.num_used_blocks; });
   worker_gauge("pagoda_worker_kv_blocks", "A worker's KV blocks in all.",
                [](const WorkerStats& w) { return w.num_blocks; });
+  registry->AddGaugeFamily(
+      "pagoda_worker_kv_tokens",
+      "Tokens a worker's KV pool holds (blocks x block size), labelled with its K/V type.",
+      [cluster] {
+        Values out;
+        for (const WorkerStats& w : cluster->worker_stats()) {
+          out.push_back({{{"worker", std::to_string(w.id)},
+                          {"kv_dtype", w.kv_cache_dtype.empty() ? "unknown" : w.kv_cache_dtype}},
+                         static_cast<double>(w.num_blocks * w.block_size)});
+        }
+        return out;
+      });
   worker_gauge("pagoda_worker_prefix_cache_queries_total",
                "Prompt tokens a worker's prefix cache was asked for (since it joined).",
                [](const WorkerStats& w) { return w.load.num_prefix_query_tokens; });

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,7 @@ struct WorkerStats {
   bool draining = false;
   int64_t num_blocks = 0;
   int block_size = 0;
+  std::string kv_cache_dtype;  // "f32", "bf16", ...; "" when the worker did not say
   LoopLoad load;
 };
 

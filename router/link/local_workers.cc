@@ -79,6 +79,7 @@ std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
       absl::StrCat("--name=local-", model_part, index)};
   // Workers of one machine move K/V over loopback (issue 28), behind the worker token.
   if (num_workers > 1) args.push_back("--kv_transfer_port=-1");
+  if (!router.rope_scaling.empty()) args.push_back("--rope_scaling=" + router.rope_scaling);
   if (!options.kv_cache_dir.empty()) {
     const std::string model_dir =
         router.num_models > 1 ? absl::StrCat("/", router.model_name) : std::string();

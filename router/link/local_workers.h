@@ -35,7 +35,8 @@ struct LocalWorkersOptions {
 
 // What every local worker is told about the router it serves.
 struct LocalWorkersRouter {
-  std::string model;  // its path
+  std::string model;         // its path
+  std::string rope_scaling;  // --rope-scaling, "" for none
   // With several models served, each one's workers are named local-<model_name>-i and keep
   // their blocks under kv_cache_dir/<model_name>/, and all share the machine.
   std::string model_name;

@@ -148,6 +148,29 @@ TEST(PagodaRunTest, AMaxModelLenAboveTheModelsContextIsRefused) {
   EXPECT_THAT(r.err, HasSubstr("--max-model-len=4096 is above the model's context of 512 tokens"));
 }
 
+TEST(PagodaRunTest, RopeScalingStretchesTheContextThatMaxModelLenMayAskFor) {
+  // YaRN x4 on stories260K's 512 positions: 2,048, and a prompt past 512 tokens runs.
+  std::string prompt;
+  for (int i = 0; i < 120; ++i) prompt += "Once upon a time, ";
+  const CommandResult r =
+      RunCommand(RunArgs({"--prompt=" + prompt, "--max-model-len=2048", "--max-tokens=4",
+                          R"(--rope-scaling={"rope_type":"yarn","factor":4})"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Line> lines = ParseLines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_GT(lines[0].prompt_ids.size(), 512u);
+  EXPECT_EQ(lines[0].output_ids.size(), 4u);
+  // Above the scaled context, and a malformed or unknown scaling, are refused by name.
+  const CommandResult above = RunCommand(RunArgs(
+      {"--prompt=x", "--max-model-len=2049", R"(--rope-scaling={"rope_type":"yarn","factor":4})"}));
+  EXPECT_EQ(above.exit_code, 1);
+  EXPECT_THAT(above.err, HasSubstr("above the model's context of 2048 tokens, RoPE scaling (yarn"));
+  const CommandResult dynamic =
+      RunCommand(RunArgs({"--prompt=x", R"(--rope-scaling={"rope_type":"dynamic","factor":2})"}));
+  EXPECT_EQ(dynamic.exit_code, 1);
+  EXPECT_THAT(dynamic.err, HasSubstr("--rope-scaling: type \"dynamic\" is not supported"));
+}
+
 TEST(PagodaRunTest, MalformedFilesFailWithAMessage) {
   const std::string dir = testing::TempDir();
   const std::string model = testing::ReadFile(testing::Stories260KModel());

@@ -94,7 +94,7 @@ TEST(RouterServerTest, ServesThroughASpawnedWorkerAndShutsDownCleanly) {
        {"pagoda_worker_num_requests_running", "pagoda_worker_num_requests_waiting",
         "pagoda_worker_kv_blocks_used", "pagoda_worker_kv_blocks",
         "pagoda_worker_prefix_cache_queries_total", "pagoda_worker_prefix_cache_hits_total",
-        "pagoda_worker_kv_transfer_blocks_in_total"}) {
+        "pagoda_worker_kv_transfer_blocks_in_total", "pagoda_worker_kv_tokens"}) {
     EXPECT_THAT(metrics.body,
                 HasSubstr(absl::StrCat(name, "{model_name=\"stories260K\",worker=\"")))
         << name;

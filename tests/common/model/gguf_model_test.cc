@@ -90,7 +90,8 @@ struct GgufVariant {
   std::string name, arch;
   GgmlType type;
   bool tied;
-  float rope_scaling = 0;  // Llama 3.1 scaling, written as rope_freqs.weight
+  float rope_scaling = 0;  // the factor; Llama 3.1's is written as rope_freqs.weight
+  RopeScalingType scaling = RopeScalingType::kLlama3;  // when rope_scaling > 0
 };
 
 void PrintTo(const GgufVariant& v, std::ostream* os) { *os << v.name; }
@@ -107,8 +108,12 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   c.tied_embeddings = v.tied;
   c.eos_ids = {2};
   c.rope_style = v.arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
-  c.rope_scaling_factor = v.rope_scaling;
-  c.rope_original_max_position = 64;  // so the scaling bends frequencies in this short context
+  if (v.rope_scaling > 0) {
+    c.rope_scaling.type = v.scaling;
+    c.rope_scaling.factor = v.rope_scaling;
+    c.rope_scaling.original_max_position = 64;  // so it bends frequencies in this short context
+    if (v.scaling != RopeScalingType::kLlama3) c.max_seq_len = c.rope_scaling.ScaledContext();
+  }
   if (v.arch == "qwen3") {
     c.qk_norm = true;
     c.head_dim = 16;
@@ -162,8 +167,13 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   }
   const std::vector<int> tokens = {1, 7, 99, 250, 31, 4, 400, 12, 77, 5, 300, 61, 2, 90, 18};
   const std::vector<double> want = testing::ReferenceLogits(*loaded, tokens);
-  EXPECT_EQ(loaded->config.rope_freq_factors.empty(), v.rope_scaling == 0);
-  if (v.rope_scaling > 0 && v.type == GgmlType::kF32) {
+  const bool llama3 = v.rope_scaling > 0 && v.scaling == RopeScalingType::kLlama3;
+  EXPECT_EQ(loaded->config.rope_freq_factors.empty(), !llama3);
+  if (!llama3) {  // linear and YaRN as llama.cpp writes them: rope.scaling.* keys
+    EXPECT_EQ(loaded->config.rope_scaling.Describe(), c.rope_scaling.Describe());
+    EXPECT_EQ(loaded->config.max_seq_len, c.max_seq_len);
+  }
+  if (llama3 && v.type == GgmlType::kF32) {
     // The factors compute what the scaling does (the reference of the original config).
     const std::vector<double> scaled = testing::ReferenceLogits(w, tokens);
     double worst = 0;
@@ -180,13 +190,16 @@ TEST_P(GgufRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, GgufRoundTripTest,
-    ::testing::Values(GgufVariant{"llama_f32", "llama", GgmlType::kF32, false, 0},
-                      GgufVariant{"llama31_rope_freqs_f32", "llama", GgmlType::kF32, true, 8},
-                      GgufVariant{"llama_q8_0", "llama", GgmlType::kQ8_0, true, 0},
-                      GgufVariant{"qwen2_f16", "qwen2", GgmlType::kF16, false, 0},
-                      GgufVariant{"qwen2_q8_0", "qwen2", GgmlType::kQ8_0, true, 0},
-                      GgufVariant{"qwen3_bf16", "qwen3", GgmlType::kBF16, true, 0},
-                      GgufVariant{"qwen3_q8_0", "qwen3", GgmlType::kQ8_0, false, 0}),
+    ::testing::Values(
+        GgufVariant{"llama_f32", "llama", GgmlType::kF32, false, 0},
+        GgufVariant{"llama31_rope_freqs_f32", "llama", GgmlType::kF32, true, 8},
+        GgufVariant{"llama_q8_0", "llama", GgmlType::kQ8_0, true, 0},
+        GgufVariant{"llama_linear_f32", "llama", GgmlType::kF32, true, 4, RopeScalingType::kLinear},
+        GgufVariant{"qwen2_yarn_f32", "qwen2", GgmlType::kF32, false, 8, RopeScalingType::kYarn},
+        GgufVariant{"qwen2_f16", "qwen2", GgmlType::kF16, false, 0},
+        GgufVariant{"qwen2_q8_0", "qwen2", GgmlType::kQ8_0, true, 0},
+        GgufVariant{"qwen3_bf16", "qwen3", GgmlType::kBF16, true, 0},
+        GgufVariant{"qwen3_q8_0", "qwen3", GgmlType::kQ8_0, false, 0}),
     [](const auto& info) { return info.param.name; });
 
 // --- Malformed models ------------------------------------------------------------------------

@@ -160,7 +160,16 @@ void WriteGgufModel(const ModelWeights& w, const std::string& arch, GgmlType typ
   GgufWriter g;
   g.AddString("general.architecture", arch);
   g.AddString("general.name", "random-" + arch);
-  g.AddU32(arch + ".context_length", c.max_seq_len);
+  const RopeScaling& rs = c.rope_scaling;
+  const bool stretched = rs.type == RopeScalingType::kLinear || rs.type == RopeScalingType::kYarn;
+  // As llama.cpp's converter writes YaRN and linear scaling: the unscaled context, the type,
+  // the factor and the original context (the attention factor left to its default).
+  g.AddU32(arch + ".context_length", stretched ? rs.original_max_position : c.max_seq_len);
+  if (stretched) {
+    g.AddString(arch + ".rope.scaling.type", rs.type == RopeScalingType::kYarn ? "yarn" : "linear");
+    g.AddF32(arch + ".rope.scaling.factor", static_cast<float>(rs.factor));
+    g.AddU32(arch + ".rope.scaling.original_context_length", rs.original_max_position);
+  }
   g.AddU32(arch + ".embedding_length", c.dim);
   g.AddU32(arch + ".feed_forward_length", c.hidden_dim);
   g.AddU32(arch + ".block_count", c.num_layers);
@@ -179,10 +188,10 @@ void WriteGgufModel(const ModelWeights& w, const std::string& arch, GgmlType typ
   auto vec = [&](const std::string& name, const std::vector<float>& v) {
     g.AddF32Tensor(name, {static_cast<int64_t>(v.size())}, v);
   };
-  if (c.rope_scaling_factor > 0) {
+  if (rs.type == RopeScalingType::kLlama3) {
     // Llama 3.1's scaling as llama.cpp's converter stores it: a factor per frequency.
     ModelConfig plain = c;
-    plain.rope_scaling_factor = 0;
+    plain.rope_scaling = {};
     std::vector<float> factors;
     for (int i = 0; i < c.head_dim / 2; ++i) {
       factors.push_back(plain.RopeFrequency(i) / c.RopeFrequency(i));

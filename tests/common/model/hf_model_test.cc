@@ -76,6 +76,7 @@ struct Variant {
   TensorDtype dtype;
   bool qk_norm = false;      // Qwen3 (with head_dim 16: heads x head_dim != hidden size)
   std::string architecture;  // replaces the written one in config.json when set
+  RopeScalingType scaling = RopeScalingType::kLlama3;  // when rope_scaling > 0
 };
 
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
@@ -96,8 +97,12 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   ASSERT_TRUE(NamedModelConfig("stories260K", &c));
   c.num_kv_heads = v.num_kv_heads;
   c.tied_embeddings = v.tied;
-  c.rope_scaling_factor = v.rope_scaling;
-  c.rope_original_max_position = 64;  // so the scaling bends frequencies in this short context
+  if (v.rope_scaling > 0) {
+    c.rope_scaling.type = v.scaling;
+    c.rope_scaling.factor = v.rope_scaling;
+    c.rope_scaling.original_max_position = 64;  // so it bends frequencies in this short context
+    if (v.scaling != RopeScalingType::kLlama3) c.max_seq_len = c.rope_scaling.ScaledContext();
+  }
   c.eos_ids = {2};
   if (v.qk_norm) {
     c.qk_norm = true;
@@ -128,7 +133,8 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
   EXPECT_EQ(loaded->config.qkv_bias, v.bias);
   EXPECT_EQ(loaded->config.qk_norm, v.qk_norm);
   EXPECT_EQ(loaded->config.head_dim, c.head_dim);
-  EXPECT_EQ(loaded->config.rope_scaling_factor, v.rope_scaling);
+  EXPECT_EQ(loaded->config.rope_scaling.Describe(), c.rope_scaling.Describe());
+  EXPECT_EQ(loaded->config.max_seq_len, c.max_seq_len);
 
   // The in-memory weights (interleaved RoPE) at the file's precision.
   ModelWeights reference = w;
@@ -174,10 +180,10 @@ TEST_P(HfRoundTripTest, LoadsAndComputesWhatTheFloat64ReferenceComputes) {
 TEST(HfRoundTripTest, Llama3RopeScalingChangesTheModel) {
   ModelConfig c;
   ASSERT_TRUE(NamedModelConfig("stories260K", &c));
-  c.rope_original_max_position = 64;
   ModelWeights plain = RandomModelWeights(c, 3);
   ModelWeights scaled = plain;
-  scaled.config.rope_scaling_factor = 8;
+  scaled.config.rope_scaling = {
+      .type = RopeScalingType::kLlama3, .factor = 8, .original_max_position = 64};
   const std::vector<int> tokens(40, 5);
   const auto a = testing::PromptLogits(std::move(plain), tokens);
   const auto b = testing::PromptLogits(std::move(scaled), tokens);
@@ -197,7 +203,11 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"mistral_f16", 4, false, false, 0, TensorDtype::kF16, false, "MistralForCausalLM"},
         Variant{"qwen3_tied_f32", 4, true, false, 0, TensorDtype::kF32, true, ""},
         Variant{"qwen3_untied_bf16", 2, false, false, 0, TensorDtype::kBF16, true, ""},
-        Variant{"qwen3_mha_f16", 8, true, false, 0, TensorDtype::kF16, true, ""}),
+        Variant{"qwen3_mha_f16", 8, true, false, 0, TensorDtype::kF16, true, ""},
+        Variant{"qwen2_yarn_f32", 4, false, true, 8, TensorDtype::kF32, false, "",
+                RopeScalingType::kYarn},
+        Variant{"linear_scaling_f32", 4, true, false, 4, TensorDtype::kF32, false, "",
+                RopeScalingType::kLinear}),
     [](const auto& info) { return info.param.name; });
 
 // --- Malformed files --------------------------------------------------------------------
@@ -227,8 +237,12 @@ TEST(HfModelTest, MalformedConfigsAreRefusedNamingTheProblem) {
       {"\"hidden_size\": 64,", "", "missing hidden_size"},
       {"\"hidden_size\": 64", "\"hidden_size\": \"64\"", "hidden_size"},
       {"\"num_key_value_heads\": 4", "\"num_key_value_heads\": 3", "multiple of"},
-      {"\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}",
-       "rope_scaling type \"yarn\""},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 4}",
+       "rope_scaling: type \"dynamic\" is not supported (linear, llama3, yarn)"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4}",
+       "rope_scaling: type \"longrope\" is not supported"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 0.5}",
+       "rope_scaling: factor = 0.5 must be >= 1"},
       {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "hidden_act"},
       {"\"eos_token_id\": 2", "\"eos_token_id\": 9999", "eos_token_id 9999"},
       {"{", "{{", "config.json: not valid JSON: parse error at line 1"},

@@ -96,4 +96,23 @@ std::vector<std::vector<int>> GreedyGoldenRuns(ModelWeights w, bool batched) {
   return tokens;
 }
 
+std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt) {
+  const ModelConfig c = w.config;
+  WorkerOptions wo;
+  wo.num_blocks = (c.max_seq_len + 15) / 16 + 1;
+  auto worker = WorkerEngine::Create(std::move(w), wo);
+  CHECK(worker.ok()) << worker.status();
+  InProcessExecutor executor(*std::move(worker));
+  Engine engine(c, &executor, EngineOptions{});
+  GenerationRequest r;
+  r.prompt_ids = prompt;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  const absl::Status added = engine.AddRequest(0, r);
+  CHECK(added.ok()) << added;
+  std::map<int64_t, std::vector<int>> out;
+  while (engine.has_unfinished()) Step(engine, &out);
+  return out[0];
+}
+
 }  // namespace pagoda::testing

@@ -20,6 +20,10 @@ std::vector<float> PromptLogits(ModelWeights w, const std::vector<int>& tokens);
 // does, one request at a time or all batched, up to 256 positions (run.c -n 256).
 std::vector<std::vector<int>> GreedyGoldenRuns(ModelWeights w, bool batched);
 
+// The greedy continuation of `prompt` through an Engine, one request, until the model's context
+// (max_seq_len) is full: every token the model samples, EOS included.
+std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt);
+
 }  // namespace pagoda::testing
 
 #endif  // PAGODA_TESTS_COMMON_MODEL_MODEL_RUNS_H_

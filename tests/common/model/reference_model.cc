@@ -1,5 +1,6 @@
 #include "tests/common/model/reference_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pagoda::testing {
@@ -28,31 +29,73 @@ Vec RmsNorm(const double* x, const std::vector<float>& w, int n, double eps) {
   return out;
 }
 
-// transformers' _compute_llama3_parameters, in double.
-double InvFreq(const ModelConfig& c, int i) {
+}  // namespace
+
+// transformers' _compute_default_rope_parameters, _compute_linear_scaling_rope_parameters,
+// _compute_llama3_parameters and _compute_yarn_parameters, in double.
+double ReferenceRopeFrequency(const ModelConfig& c, int i) {
   double freq = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.head_dim);
   if (!c.rope_freq_factors.empty()) freq /= c.rope_freq_factors[i];
-  if (c.rope_scaling_factor <= 0) return freq;
-  const double wavelen = 2 * M_PI / freq;
-  const double low = c.rope_original_max_position / c.rope_low_freq_factor;
-  const double high = c.rope_original_max_position / c.rope_high_freq_factor;
-  if (wavelen > low) return freq / c.rope_scaling_factor;
-  if (wavelen < high) return freq;
-  const double smooth = (c.rope_original_max_position / wavelen - c.rope_low_freq_factor) /
-                        (c.rope_high_freq_factor - c.rope_low_freq_factor);
-  return (1 - smooth) * freq / c.rope_scaling_factor + smooth * freq;
+  const RopeScaling& s = c.rope_scaling;
+  const double factor = s.factor;
+  const double original = s.original_max_position;
+  switch (s.type) {
+    case RopeScalingType::kNone:
+      return freq;
+    case RopeScalingType::kLinear:
+      return freq / factor;
+    case RopeScalingType::kLlama3: {
+      const double wavelen = 2 * M_PI / freq;
+      const double low = original / s.low_freq_factor;
+      const double high = original / s.high_freq_factor;
+      if (wavelen > low) return freq / factor;
+      if (wavelen < high) return freq;
+      const double smooth =
+          (original / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      return (1 - smooth) * freq / factor + smooth * freq;
+    }
+    case RopeScalingType::kYarn: {
+      const int dim = c.head_dim;
+      auto find_correction_dim = [&](double num_rotations) {
+        return dim * std::log(original / (num_rotations * 2 * M_PI)) /
+               (2 * std::log(static_cast<double>(c.rope_theta)));
+      };
+      double low = std::floor(find_correction_dim(s.beta_fast));
+      double high = std::ceil(find_correction_dim(s.beta_slow));
+      low = std::max(low, 0.0);
+      high = std::min(high, dim - 1.0);
+      if (low == high) high += 0.001;
+      const double linear = (i - low) / (high - low);
+      const double ramp = linear < 0 ? 0 : linear > 1 ? 1 : linear;
+      const double extrapolation_factor = 1 - ramp;
+      const double inv_freq_extrapolation = freq;
+      const double inv_freq_interpolation = freq / factor;
+      return inv_freq_interpolation * (1 - extrapolation_factor) +
+             inv_freq_extrapolation * extrapolation_factor;
+    }
+  }
+  return freq;
 }
+
+double ReferenceRopeAttentionFactor(const ModelConfig& c) {
+  if (c.rope_scaling.type != RopeScalingType::kYarn) return 1;
+  if (c.rope_scaling.attention_factor > 0) return c.rope_scaling.attention_factor;
+  return 0.1 * std::log(c.rope_scaling.factor) + 1.0;
+}
+
+namespace {
 
 void Rope(const ModelConfig& c, int pos, double* head) {
   const int half = c.head_dim / 2;
   for (int i = 0; i < half; ++i) {
-    const double angle = pos * InvFreq(c, i);
+    const double angle = pos * ReferenceRopeFrequency(c, i);
+    const double m = ReferenceRopeAttentionFactor(c);
     const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
     double& a = interleaved ? head[2 * i] : head[i];
     double& b = interleaved ? head[2 * i + 1] : head[i + half];
     const double x0 = a, x1 = b;
-    a = x0 * std::cos(angle) - x1 * std::sin(angle);
-    b = x0 * std::sin(angle) + x1 * std::cos(angle);
+    a = m * (x0 * std::cos(angle) - x1 * std::sin(angle));
+    b = m * (x0 * std::sin(angle) + x1 * std::cos(angle));
   }
 }
 

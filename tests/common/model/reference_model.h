@@ -11,7 +11,12 @@
 namespace pagoda::testing {
 
 // Logits (tokens.size(), vocab_size) of every position of one sequence. Honours the config's
-// RoPE style and Llama 3 scaling, GQA, q/k/v biases, q/k norms and tied embeddings.
+// RoPE style and scaling (linear, Llama 3, YaRN), GQA, q/k/v biases, q/k norms and tied embeddings.
+// RoPE's frequency of pair i and its cos/sin multiplier, transcribed from transformers'
+// modeling_rope_utils.py (its _compute_*_parameters) without reading ModelConfig's own.
+double ReferenceRopeFrequency(const ModelConfig& c, int i);
+double ReferenceRopeAttentionFactor(const ModelConfig& c);
+
 std::vector<double> ReferenceLogits(const ModelWeights& w, const std::vector<int>& tokens);
 
 }  // namespace pagoda::testing

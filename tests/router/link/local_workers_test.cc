@@ -67,6 +67,18 @@ TEST(LocalWorkersTest, EachWorkerKeepsItsKvInADirectoryOfItsOwn) {
               Contains("--kv_cache_dir=/var/cache/pagoda/worker-1"));
 }
 
+TEST(LocalWorkersTest, TheRoutersRopeScalingIsTheWorkersSoTheirFingerprintsAgree) {
+  LocalWorkersOptions options;
+  options.num_workers = 1;
+  for (const std::string& arg : LocalWorkerArgs(options, Router(), 0)) {
+    EXPECT_THAT(arg, Not(HasSubstr("rope_scaling"))) << "the model's own unless asked";
+  }
+  LocalWorkersRouter router = Router();
+  router.rope_scaling = R"({"rope_type":"yarn","factor":4})";
+  EXPECT_THAT(LocalWorkerArgs(options, router, 0),
+              Contains(R"(--rope_scaling={"rope_type":"yarn","factor":4})"));
+}
+
 TEST(LocalWorkersTest, ADtypeAWorkerWouldRefuseStopsTheRouterNamingItsFlag) {
   LocalWorkersOptions options;
   options.weight_dtype = "fp8";
