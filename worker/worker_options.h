@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/dtype_names.h"
@@ -33,6 +34,17 @@ struct WorkerOptions {
   // What bf16 matrices are multiplied in: auto = bf16 where the CPU has AVX512_BF16 (a bf16
   // checkpoint's own arithmetic), f32 = exact products of the bf16 weights (Linear).
   ComputeDtype compute_dtype = ComputeDtype::kAuto;
+  // LoRA adapters (issue 39): NAME=PATH pairs loaded at start, the most held in memory (least
+  // recently used evicted, never one a sequence uses; evicted ones are read again when asked
+  // for), the most distinct adapters in one step, and the directories adapter paths must lie
+  // in (empty: the directories of lora_modules' paths).
+  struct LoraModule {
+    std::string name, path;
+  };
+  std::vector<LoraModule> lora_modules;
+  int max_cpu_loras = 8;
+  int max_loras = 4;
+  std::vector<std::string> lora_dirs;
   // Called while the weights load, with the bytes read so far and in all (LoadReportClient).
   std::function<void(int64_t done, int64_t total)> on_load_progress;
 };

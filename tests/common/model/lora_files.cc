@@ -56,7 +56,8 @@ std::vector<float>* Weight(LayerWeights& l, LoraTarget t) {
 
 }  // namespace
 
-LoraAdapter RandomLoraAdapter(const ModelConfig& config, int rank, double alpha, uint64_t seed) {
+LoraAdapter RandomLoraAdapter(const ModelConfig& config, int rank, double alpha, uint64_t seed,
+                              double strength) {
   std::mt19937_64 rng(seed);
   LoraAdapter adapter;
   adapter.rank = rank;
@@ -68,10 +69,10 @@ LoraAdapter RandomLoraAdapter(const ModelConfig& config, int rank, double alpha,
       const int in = LoraTargetIn(config, t), out = LoraTargetOut(config, t);
       LoraPair& pair = layer[static_cast<int>(t)];
       // x·Aᵀ has entries of about |x|/sqrt(3); B then sums rank of them: b makes scale·B·A·x
-      // about 0.2/sqrt(in) per unit of x, a fifth of a random base matrix's.
+      // about strength/sqrt(in) per unit of x, that share of a random base matrix's.
       const float a_amp = 1.0f / std::sqrt(static_cast<float>(in));
-      const float b_amp =
-          0.6f / (adapter.scale * std::sqrt(static_cast<float>(rank)) * std::sqrt(3.0f));
+      const float b_amp = static_cast<float>(3 * strength) /
+                          (adapter.scale * std::sqrt(static_cast<float>(rank)) * std::sqrt(3.0f));
       std::uniform_real_distribution<float> ua(-a_amp, a_amp), ub(-b_amp, b_amp);
       pair.a.resize(static_cast<size_t>(rank) * in);
       pair.b.resize(static_cast<size_t>(out) * rank);

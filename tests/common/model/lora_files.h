@@ -14,9 +14,11 @@
 namespace pagoda::testing {
 
 // Every target of every layer of `config`, rank `rank`, A ~ U(±1/sqrt(in)) and B ~ U(±b) with
-// b chosen so that scale · B · A moves a layer's output by about a fifth of the base's; B's rows
-// in the base's order (as ReadLoraAdapter returns them). `scale` is alpha / rank.
-LoraAdapter RandomLoraAdapter(const ModelConfig& config, int rank, double alpha, uint64_t seed);
+// b chosen so that scale · B · A moves a matrix's output by about `strength` times a random
+// base matrix's; B's rows in the base's order (as ReadLoraAdapter returns them). `scale` is
+// alpha / rank.
+LoraAdapter RandomLoraAdapter(const ModelConfig& config, int rank, double alpha, uint64_t seed,
+                              double strength = 0.2);
 
 // A PEFT directory (adapter_config.json + adapter_model.safetensors in `dtype`) of `adapter`,
 // q/k B rows in Hugging Face's order, with lora_alpha `alpha`. `extra_config` (JSON members,
