@@ -58,6 +58,10 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& f
 // they are).
 WeightDtype AutoWeightDtype(GgmlType stored);
 
+// One --lora-modules value, NAME=PATH (both non-empty); INVALID_ARGUMENT naming the flag
+// otherwise. The name's characters are LoraRegistry's to check.
+absl::StatusOr<WorkerOptions::LoraModule> ParseLoraModule(const std::string& flag);
+
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes;
 // INVALID_ARGUMENT naming the flag otherwise.
 absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag);
