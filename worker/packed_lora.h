@@ -20,6 +20,8 @@ namespace pagoda {
 
 // The largest rank a packed adapter may have: LlamaModel's scratch holds this many columns.
 inline constexpr int kMaxLoraRank = 256;
+// Adapters LlamaModel runs side by side in one step (more run one after another).
+inline constexpr int kMaxLorasPerStep = 64;
 
 // Buffers LlamaModel lends Apply, each at least (rows, width) floats as noted.
 struct LoraScratch {
