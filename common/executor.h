@@ -29,7 +29,8 @@ struct WorkerInfo {
   std::string kv_transfer_address = {};
   // The adapters it holds, by name; a step's sequences may name any of them.
   std::vector<AdapterInfo> adapters = {};
-  int max_loras = 0;  // the most distinct adapters in one step (0: it holds none)
+  int max_loras = 0;      // the most distinct adapters in one step
+  int max_cpu_loras = 0;  // the most distinct adapters its running sequences may name
 };
 
 // A full block of a worker's KV pool that it can vouch for (worker/kv_ledger.h), offered when it

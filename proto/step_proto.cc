@@ -239,6 +239,7 @@ void ToProto(const WorkerInfo& in, v1::Hello* out) {
   out->set_kv_transfer_address(in.kv_transfer_address);
   for (const AdapterInfo& a : in.adapters) ToProto(a, out->add_adapters());
   out->set_max_loras(in.max_loras);
+  out->set_max_cpu_loras(in.max_cpu_loras);
 }
 
 void ToProto(const AdapterInfo& in, v1::Adapter* out) {
@@ -260,6 +261,7 @@ WorkerInfo FromProto(const v1::Hello& in) {
   out.kv_transfer_address = in.kv_transfer_address();
   for (const v1::Adapter& a : in.adapters()) out.adapters.push_back(FromProto(a));
   out.max_loras = in.max_loras();
+  out.max_cpu_loras = in.max_cpu_loras();
   return out;
 }
 

@@ -46,6 +46,7 @@ class LoraRegistry {
   // Every adapter held, by name.
   std::vector<AdapterInfo> List() const;
   int max_loras() const { return max_loras_; }
+  int max_cpu_loras() const { return max_cpu_loras_; }
   int num_in_memory() const;
 
  private:

@@ -129,6 +129,7 @@ WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOption
   info_.kv_cache_dtype = KvDtypeName(options.kv_cache_dtype);
   info_.adapters = loras_->List();
   info_.max_loras = loras_->max_loras();
+  info_.max_cpu_loras = loras_->max_cpu_loras();
 }
 
 absl::Status WorkerEngine::LoadAdapter(const std::string& name, const std::string& path) {

@@ -167,6 +167,7 @@ TEST(StepProtoTest, AdaptersSurviveTheWire) {
   WorkerInfo info;
   info.adapters = {{"sql-lora", 16, "00ff"}, {"chat", 8, "abcd"}};
   info.max_loras = 4;
+  info.max_cpu_loras = 8;
   v1::Hello hello;
   ToProto(info, &hello);
   const WorkerInfo info_back = FromProto(hello);
@@ -175,6 +176,7 @@ TEST(StepProtoTest, AdaptersSurviveTheWire) {
   EXPECT_EQ(info_back.adapters[1].rank, 8);
   EXPECT_EQ(info_back.adapters[0].digest, "00ff");
   EXPECT_EQ(info_back.max_loras, 4);
+  EXPECT_EQ(info_back.max_cpu_loras, 8);
 }
 
 }  // namespace
