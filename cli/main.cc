@@ -202,7 +202,7 @@ bool ReadPrompts(std::vector<std::string>* prompts) {
   return true;
 }
 
-int Run() {
+int Run(const std::vector<std::string>& lora_modules) {
   pagoda::RunOptions o;
   o.model = absl::GetFlag(FLAGS_model);
   o.tokenizer = absl::GetFlag(FLAGS_tokenizer);
@@ -219,7 +219,7 @@ int Run() {
   o.json = absl::GetFlag(FLAGS_json);
   o.sampling = SamplingFromFlags();
   o.overrides = OverridesFromFlags();
-  absl::StatusOr<pagoda::WorkerOptions> worker = pagoda::WorkerOptionsFromFlags();
+  absl::StatusOr<pagoda::WorkerOptions> worker = pagoda::WorkerOptionsFromFlags(lora_modules);
   if (!worker.ok()) {
     std::cerr << "error: " << worker.status().message() << "\n";
     return 2;
@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 1;  // quiet CLI by default
   google::InitGoogleLogging(argv[0]);
   const std::string command = args.size() > 1 ? args[1] : "";
-  if (command == "run") return Run();
+  if (command == "run") return Run(pagoda::RepeatedFlagValues(argc, argv, "lora_modules"));
   if (command == "generate") return Generate(pagoda::RepeatedFlagValues(argc, argv, "stop"));
   if (command == "bench") return Bench();
   if (command == "tokenize") return Tokenize();

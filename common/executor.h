@@ -11,6 +11,13 @@
 namespace pagoda {
 
 // What a worker offers, sent once when it starts (and in the gRPC Hello).
+// A LoRA adapter a worker holds (--lora-modules, or loaded at run time).
+struct AdapterInfo {
+  std::string name;  // what NewSequence::adapter names it by
+  int rank = 0;
+  std::string digest;  // of its files (LoraAdapter::digest): the same name, the same weights?
+};
+
 struct WorkerInfo {
   std::string model_fingerprint;
   int num_blocks = 0;
@@ -20,6 +27,10 @@ struct WorkerInfo {
   std::string kv_cache_dtype;      // "f32", "bf16", "f16", "int8"; informational ("" when unknown)
   // host:port where peers pull its KV blocks; "" = it neither serves nor pulls (issue 28).
   std::string kv_transfer_address = {};
+  // The adapters it holds, by name; a step's sequences may name any of them.
+  std::vector<AdapterInfo> adapters = {};
+  int max_loras = 0;      // the most distinct adapters in one step
+  int max_cpu_loras = 0;  // the most distinct adapters its running sequences may name
 };
 
 // A full block of a worker's KV pool that it can vouch for (worker/kv_ledger.h), offered when it

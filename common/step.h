@@ -33,6 +33,10 @@ struct NewSequence {
   // Its prompt carries a cache_salt (a tenant's): the worker never offers its blocks to another
   // router (Hello.cached_blocks), which could not tell them from unsalted ones.
   bool salted = false;
+  // The LoRA adapter it runs under, by the name the worker's Hello lists it (WorkerInfo::
+  // adapters); empty: the base model. Its K/V depend on the adapter: the worker never offers
+  // its blocks (Hello.cached_blocks), and a router must key its prefix cache by the adapter.
+  std::string adapter = {};
 };
 
 // What a worker accepts in NewSequence.stop_ids: the router's bound on a request's

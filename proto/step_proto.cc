@@ -100,6 +100,7 @@ void ToProto(const StepCommand& in, v1::StepCommand* out) {
     p->mutable_stop_ids()->Add(n.stop_ids.begin(), n.stop_ids.end());
     p->set_pooling(static_cast<int>(n.pooling));
     p->set_salted(n.salted);
+    p->set_adapter(n.adapter);
   }
   for (const BlockCopy& c : in.block_copies) {
     v1::BlockCopy* p = out->add_block_copies();
@@ -143,6 +144,7 @@ StepCommand FromProto(const v1::StepCommand& in) {
     n.pooling = p.pooling() >= 0 && p.pooling() <= 2 ? static_cast<Pooling>(p.pooling())
                                                      : static_cast<Pooling>(-1);
     n.salted = p.salted();
+    n.adapter = p.adapter();
   }
   for (const v1::BlockCopy& p : in.block_copies()) out.block_copies.push_back({p.src(), p.dst()});
   for (const v1::ScheduledSequence& p : in.scheduled()) {
@@ -235,7 +237,18 @@ void ToProto(const WorkerInfo& in, v1::Hello* out) {
   out->set_max_num_seqs(in.max_num_seqs);
   out->set_kv_cache_dtype(in.kv_cache_dtype);
   out->set_kv_transfer_address(in.kv_transfer_address);
+  for (const AdapterInfo& a : in.adapters) ToProto(a, out->add_adapters());
+  out->set_max_loras(in.max_loras);
+  out->set_max_cpu_loras(in.max_cpu_loras);
 }
+
+void ToProto(const AdapterInfo& in, v1::Adapter* out) {
+  out->set_name(in.name);
+  out->set_rank(in.rank);
+  out->set_digest(in.digest);
+}
+
+AdapterInfo FromProto(const v1::Adapter& in) { return {in.name(), in.rank(), in.digest()}; }
 
 WorkerInfo FromProto(const v1::Hello& in) {
   WorkerInfo out;
@@ -246,6 +259,9 @@ WorkerInfo FromProto(const v1::Hello& in) {
   out.max_num_seqs = in.max_num_seqs();
   out.kv_cache_dtype = in.kv_cache_dtype();
   out.kv_transfer_address = in.kv_transfer_address();
+  for (const v1::Adapter& a : in.adapters()) out.adapters.push_back(FromProto(a));
+  out.max_loras = in.max_loras();
+  out.max_cpu_loras = in.max_cpu_loras();
   return out;
 }
 

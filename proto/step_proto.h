@@ -19,8 +19,11 @@ StepCommand FromProto(const v1::StepCommand& in);
 void ToProto(const StepResult& in, v1::StepResult* out);
 StepResult FromProto(const v1::StepResult& in);
 
+// Hello's adapters come as sent: the router checks their names, ranks and count.
 void ToProto(const WorkerInfo& in, v1::Hello* out);
 WorkerInfo FromProto(const v1::Hello& in);
+void ToProto(const AdapterInfo& in, v1::Adapter* out);
+AdapterInfo FromProto(const v1::Adapter& in);
 // Hello's cached blocks (a previous router's prefix cache), as sent; the router validates them.
 void ToProto(std::span<const CachedBlock> in, v1::Hello* out);
 std::vector<CachedBlock> CachedBlocksFromProto(const v1::Hello& in);

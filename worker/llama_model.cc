@@ -153,6 +153,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
       std::make_unique_for_overwrite<float[]>(static_cast<size_t>(max_logit_rows) * dim);
   model->logits_ =
       std::make_unique_for_overwrite<float[]>(static_cast<size_t>(max_logit_rows) * c.vocab_size);
+  const size_t widest = std::max({dim, q_dim, hidden});
+  model->lora_x_ = std::make_unique_for_overwrite<float[]>(t * widest);
+  model->lora_t_ = std::make_unique_for_overwrite<float[]>(t * kMaxLoraRank);
+  model->lora_y_ = std::make_unique_for_overwrite<float[]>(t * widest);
   return model;
 }
 
@@ -227,6 +231,34 @@ void LlamaModel::ApplyRope(float* qkv, std::span<const int> positions, int rows)
   }
 }
 
+void LlamaModel::ApplyLoras(std::span<const LoraRows> loras, int layer, LoraTarget target,
+                            const float* x, float* y, int ldy) const {
+  const size_t widest = std::max({config_.dim, config_.q_dim(), config_.hidden_dim});
+  if (loras.size() == 1) {  // its matmuls split between the threads
+    const LoraScratch scratch{lora_x_.get(), lora_t_.get(), lora_y_.get()};
+    loras[0].lora->Apply(layer, target, x, loras[0].rows, y, ldy, scratch);
+    return;
+  }
+  // Several adapters: each thread takes whole adapters (their matmuls run on it alone: nested
+  // regions get one thread), one region for all instead of two per adapter. Their rows are
+  // disjoint, and so are the slices of scratch each gets: its rows' offset among all.
+  int offsets[kMaxLorasPerStep + 1] = {0};
+  const int n = static_cast<int>(std::min<size_t>(loras.size(), kMaxLorasPerStep));
+  for (int g = 0; g < n; ++g) offsets[g + 1] = offsets[g] + static_cast<int>(loras[g].rows.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int g = 0; g < n; ++g) {
+    const size_t at = offsets[g];
+    const LoraScratch scratch{lora_x_.get() + at * widest, lora_t_.get() + at * kMaxLoraRank,
+                              lora_y_.get() + at * widest};
+    loras[g].lora->Apply(layer, target, x, loras[g].rows, y, ldy, scratch);
+  }
+  // More adapters than that (past any --max-loras a worker takes) run one after another.
+  const LoraScratch scratch{lora_x_.get(), lora_t_.get(), lora_y_.get()};
+  for (size_t g = n; g < loras.size(); ++g) {
+    loras[g].lora->Apply(layer, target, x, loras[g].rows, y, ldy, scratch);
+  }
+}
+
 float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
   const ModelConfig& c = config_;
   const int rows = static_cast<int>(batch.token_ids.size());
@@ -247,6 +279,11 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
                         c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
     layer.qkv->Run(xb_.get(), rows, qkv_.get());
+    if (!batch.loras.empty()) {
+      ApplyLoras(batch.loras, l, LoraTarget::kQ, xb_.get(), qkv_.get(), qkv_dim);
+      ApplyLoras(batch.loras, l, LoraTarget::kK, xb_.get(), qkv_.get() + q_dim, qkv_dim);
+      ApplyLoras(batch.loras, l, LoraTarget::kV, xb_.get(), qkv_.get() + q_dim + kv_dim, qkv_dim);
+    }
     if (c.qk_norm) NormQk(layer, qkv_.get(), rows);
     ApplyRope(qkv_.get(), batch.positions, rows);
     for (int r = 0; r < rows; ++r) {
@@ -255,12 +292,17 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
     }
     PagedAttention(kernels_, shape, batch.seqs, qkv_.get(), qkv_dim, kv.layer(l), att_.get());
     layer.o->Run(att_.get(), rows, x_.get());
+    if (!batch.loras.empty()) ApplyLoras(batch.loras, l, LoraTarget::kO, att_.get(), x_.get(), dim);
 #pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.ffn_norm.data(), dim,
                         c.rms_norm_eps, &xb_[static_cast<size_t>(r) * dim]);
     }
     layer.gate_up->Run(xb_.get(), rows, gate_up_.get());
+    if (!batch.loras.empty()) {
+      ApplyLoras(batch.loras, l, LoraTarget::kGate, xb_.get(), gate_up_.get(), 2 * hidden);
+      ApplyLoras(batch.loras, l, LoraTarget::kUp, xb_.get(), gate_up_.get() + hidden, 2 * hidden);
+    }
 #pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       const float* gate = &gate_up_[static_cast<size_t>(r) * 2 * hidden];
@@ -269,6 +311,9 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
       kernels_.swiglu(gate, up, hidden, h);
     }
     layer.down->Run(hidden_.get(), rows, x_.get());
+    if (!batch.loras.empty()) {
+      ApplyLoras(batch.loras, l, LoraTarget::kDown, hidden_.get(), x_.get(), dim);
+    }
   }
   const int num_logits = static_cast<int>(batch.logit_rows.size());
   const int num_final = num_logits + static_cast<int>(batch.hidden_rows.size());

@@ -23,10 +23,17 @@
 #include "worker/kernels/kernels.h"
 #include "worker/kv_pool.h"
 #include "worker/linear.h"
+#include "worker/packed_lora.h"
 #include "worker/paged_attention.h"
 #include "worker/stacked_linear.h"
 
 namespace pagoda {
+
+// The rows of a step one LoRA adapter applies to (ascending, distinct).
+struct LoraRows {
+  const PackedLora* lora;  // Not owned.
+  std::span<const int> rows;
+};
 
 // One step's tokens, flattened. All spans are borrowed for the duration of Forward.
 struct ForwardBatch {
@@ -38,6 +45,9 @@ struct ForwardBatch {
   // (H) rows whose final norm's output (the hidden state before the LM head) is wanted
   // without logits: embeddings. S + H <= max_logit_rows.
   std::span<const int> hidden_rows = {};
+  // Rows that run through an adapter, each adapter once: every target matmul adds its low-rank
+  // update over them after the base's over all rows. Empty: the base model alone.
+  std::span<const LoraRows> loras = {};
 };
 
 class LlamaModel {
@@ -94,6 +104,9 @@ class LlamaModel {
   // Qwen3: RMSNorm over each q and k head of `rows` rows of qkv, in place.
   void NormQk(const Layer& layer, float* qkv, int rows) const;
   void ApplyRope(float* qkv, std::span<const int> positions, int rows) const;
+  // Each adapter's update of `target` in `layer` over its rows: y[r] += ΔW · x[r].
+  void ApplyLoras(std::span<const LoraRows> loras, int layer, LoraTarget target, const float* x,
+                  float* y, int ldy) const;
 
   // Constant after construction.
   ModelConfig config_;
@@ -118,6 +131,10 @@ class LlamaModel {
   Buffer hidden_;   // (max_tokens, hidden_dim)
   Buffer final_x_;  // (max_logit_rows, dim): logit rows, then hidden rows
   Buffer logits_;   // (max_logit_rows, vocab)
+  // LoRA's gathers (PackedLora::Apply), touched only by steps with adapters.
+  Buffer lora_x_;  // (max_tokens, max(dim, q_dim, hidden_dim))
+  Buffer lora_t_;  // (max_tokens, kMaxLoraRank)
+  Buffer lora_y_;  // (max_tokens, max(q_dim, dim, hidden_dim))
 };
 
 }  // namespace pagoda

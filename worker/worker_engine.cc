@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -27,6 +28,11 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
   if (options.block_size <= 0 || options.max_num_batched_tokens <= 0 || options.max_num_seqs <= 0) {
     return absl::InvalidArgumentError(
         "block_size, max_num_batched_tokens and max_num_seqs must be > 0");
+  }
+  if (options.max_loras < 1 || options.max_cpu_loras < options.max_loras) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-loras=", options.max_loras,
+                     " must be in [1, --max-cpu-loras=", options.max_cpu_loras, "]"));
   }
   if (options.threads > 0) omp_set_num_threads(options.threads);
   const ModelConfig& config = source.config();
@@ -87,21 +93,55 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
             << tokens / config.max_seq_len << " sequences of " << config.max_seq_len << " ("
             << block_bytes * num_blocks / (1 << 20) << " MiB; "
             << (options.num_blocks > 0 ? "--num-kv-blocks" : how) << ")";
-  return std::unique_ptr<WorkerEngine>(new WorkerEngine(std::move(model), options, num_blocks));
+  // Adapter paths must lie in --lora-dir, or by default where the --lora-modules ones are.
+  LoraReadOptions read;
+  read.allowed_roots = options.lora_dirs;
+  if (read.allowed_roots.empty()) {
+    for (const WorkerOptions::LoraModule& m : options.lora_modules) {
+      const std::filesystem::path dir = std::filesystem::path(m.path).parent_path();
+      read.allowed_roots.push_back(dir.empty() ? std::string(".") : dir.string());
+    }
+  }
+  auto loras = std::make_unique<LoraRegistry>(config, options.max_cpu_loras, options.max_loras,
+                                              std::move(read));
+  for (const WorkerOptions::LoraModule& m : options.lora_modules) {
+    if (absl::Status s = loras->Load(m.name, m.path); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("--lora-modules=", m.name, "=", m.path, ": ", s.message()));
+    }
+  }
+  return std::unique_ptr<WorkerEngine>(
+      new WorkerEngine(std::move(model), options, num_blocks, std::move(loras)));
 }
 
 WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options,
-                           int num_blocks)
+                           int num_blocks, std::unique_ptr<LoraRegistry> loras)
     : model_(std::move(model)),
       kv_(model_->config(), num_blocks, options.block_size, options.kv_cache_dtype),
       ledger_(num_blocks, options.block_size),
-      sampler_(model_->config().vocab_size) {
+      sampler_(model_->config().vocab_size),
+      loras_(std::move(loras)) {
   info_.model_fingerprint = model_->config().Fingerprint();
   info_.num_blocks = num_blocks;
   info_.block_size = options.block_size;
   info_.max_num_batched_tokens = options.max_num_batched_tokens;
   info_.max_num_seqs = options.max_num_seqs;
   info_.kv_cache_dtype = KvDtypeName(options.kv_cache_dtype);
+  info_.adapters = loras_->List();
+  info_.max_loras = loras_->max_loras();
+  info_.max_cpu_loras = loras_->max_cpu_loras();
+}
+
+absl::Status WorkerEngine::LoadAdapter(const std::string& name, const std::string& path) {
+  RETURN_IF_ERROR(loras_->Load(name, path));
+  info_.adapters = loras_->List();
+  return absl::OkStatus();
+}
+
+absl::Status WorkerEngine::UnloadAdapter(const std::string& name) {
+  RETURN_IF_ERROR(loras_->Unload(name));
+  info_.adapters = loras_->List();
+  return absl::OkStatus();
 }
 
 namespace {
@@ -156,17 +196,22 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
     int prompt_logprobs = -1;
     Pooling pooling = Pooling::kNone;
     int num_pooled_rows = 0;
+    std::string adapter;
   };
   absl::flat_hash_map<int64_t, Known> known;
   for (const auto& [id, s] : seqs_) {
-    known[id] = {static_cast<int>(s.block_table.size()), s.num_prompt_tokens,
-                 s.sampling.prompt_logprobs, s.pooling, s.num_pooled_rows};
+    known[id] = {static_cast<int>(s.block_table.size()),
+                 s.num_prompt_tokens,
+                 s.sampling.prompt_logprobs,
+                 s.pooling,
+                 s.num_pooled_rows,
+                 s.adapter};
   }
   for (int64_t id : cmd.finished_ids) known.erase(id);
   for (const NewSequence& n : cmd.new_sequences) {
     if (!known
              .emplace(n.seq_id, Known{0, static_cast<int>(n.prompt_ids.size()),
-                                      n.sampling.prompt_logprobs, n.pooling, 0})
+                                      n.sampling.prompt_logprobs, n.pooling, 0, n.adapter})
              .second) {
       return bad("sequence ", n.seq_id, " already exists");
     }
@@ -175,6 +220,10 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
         if (t < 0 || t >= c.vocab_size)
           return bad("sequence ", n.seq_id, ": token id ", t, " out of range");
       }
+    }
+    if (!n.adapter.empty() && !loras_->Has(n.adapter)) {
+      return bad("sequence ", n.seq_id, ": no LoRA adapter ", n.adapter.substr(0, 128),
+                 " on this worker");
     }
     RETURN_IF_ERROR(n.sampling.Validate());
     RETURN_IF_ERROR(n.sampling.ValidateTokenIds(c.vocab_size));
@@ -196,10 +245,12 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
   int64_t total = 0;
   int64_t num_logit_rows = 0;  // samples, prompt log probabilities and embedding rows
   absl::flat_hash_set<int64_t> scheduled;
+  absl::flat_hash_set<std::string> adapters;
   for (const ScheduledSequence& s : cmd.scheduled) {
     auto it = known.find(s.seq_id);
     if (it == known.end()) return bad("unknown sequence ", s.seq_id);
     const Known& k = it->second;
+    if (!k.adapter.empty()) adapters.insert(k.adapter);
     if (!scheduled.insert(s.seq_id).second) return bad("sequence ", s.seq_id, " scheduled twice");
     if (s.token_ids.empty()) return bad("sequence ", s.seq_id, " has no tokens");
     for (int b : s.new_block_ids) {
@@ -254,6 +305,10 @@ absl::Status WorkerEngine::Validate(const StepCommand& cmd) const {
     total += s.token_ids.size();
     num_logit_rows += s.sample;
   }
+  if (static_cast<int>(adapters.size()) > loras_->max_loras()) {
+    return bad(adapters.size(), " LoRA adapters in one step; at most ", loras_->max_loras(),
+               " (--max-loras)");
+  }
   if (total > model_->max_tokens())
     return bad(total, " tokens exceed the step limit ", model_->max_tokens());
   if (num_logit_rows > model_->max_logit_rows())
@@ -275,9 +330,31 @@ void WorkerEngine::EnableTransfers(std::unique_ptr<KvPuller> puller,
 absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   RETURN_IF_ERROR(Validate(cmd));
   const auto start = std::chrono::steady_clock::now();
+  // Adapters first (one evicted is read again, in room the finished sequences' may leave): a
+  // failure leaves every sequence as it was.
+  std::vector<const PackedLora*> finishing;
+  for (int64_t id : cmd.finished_ids) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end() && it->second.lora) finishing.push_back(it->second.lora.get());
+  }
+  std::vector<std::shared_ptr<const PackedLora>> new_loras(cmd.new_sequences.size());
+  for (size_t i = 0; i < cmd.new_sequences.size(); ++i) {
+    const std::string& name = cmd.new_sequences[i].adapter;
+    if (name.empty()) continue;
+    absl::StatusOr<std::shared_ptr<const PackedLora>> lora = loras_->Acquire(name, finishing);
+    if (!lora.ok()) {
+      return absl::Status(lora.status().code(),
+                          absl::StrCat("step ", cmd.step_id, ": sequence ",
+                                       cmd.new_sequences[i].seq_id, ": ", lora.status().message()));
+    }
+    new_loras[i] = *std::move(lora);
+  }
   for (int64_t id : cmd.finished_ids) seqs_.erase(id);
-  for (const NewSequence& n : cmd.new_sequences) {
+  for (size_t i = 0; i < cmd.new_sequences.size(); ++i) {
+    const NewSequence& n = cmd.new_sequences[i];
     SequenceState& s = seqs_[n.seq_id];
+    s.adapter = n.adapter;
+    s.lora = std::move(new_loras[i]);
     s.sampling = n.sampling;
     s.seq_index = n.seq_index;
     s.stop_ids = n.stop_ids;
@@ -304,6 +381,7 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   logit_rows_.clear();
   hidden_rows_.clear();
   attention_.clear();
+  lora_batch_.Clear();
   const int bs = kv_.block_size();
   for (const ScheduledSequence& sched : cmd.scheduled) {
     SequenceState& s = seqs_[sched.seq_id];
@@ -317,8 +395,11 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
       positions_.push_back(pos);
       slots_.push_back(static_cast<int64_t>(s.block_table[pos / bs]) * bs + pos % bs);
     }
-    ledger_.Wrote(s.block_table, sched.num_computed_tokens, sched.token_ids, !s.salted);
+    // K/V computed under an adapter are that adapter's: never offered as the base model's.
+    ledger_.Wrote(s.block_table, sched.num_computed_tokens, sched.token_ids,
+                  !s.salted && s.lora == nullptr);
     const int n = static_cast<int>(sched.token_ids.size());
+    if (s.lora != nullptr) lora_batch_.Add(s.lora.get(), first_row, n);
     attention_.push_back({first_row, n, sched.num_computed_tokens, s.block_table.data()});
     // Logit rows in the order Execute reads them: prompt rows, then the sampled one.
     if (sched.prompt_logprobs) {
@@ -340,7 +421,8 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   StepResult result;
   result.step_id = cmd.step_id;
   if (!token_ids_.empty()) {
-    const ForwardBatch batch{token_ids_, positions_, slots_, attention_, logit_rows_, hidden_rows_};
+    const ForwardBatch batch{token_ids_,   positions_,        slots_, attention_, logit_rows_,
+                             hidden_rows_, lora_batch_.rows()};
     float* logits = model_->Forward(batch, kv_);  // sampled in place, row by row
     const int vocab = model_->config().vocab_size;
     const int dim = model_->config().dim;

@@ -21,6 +21,8 @@
 #include "worker/kv_ledger.h"
 #include "worker/kv_pool.h"
 #include "worker/llama_model.h"
+#include "worker/lora_batch.h"
+#include "worker/lora_registry.h"
 #include "worker/sampler.h"
 #include "worker/transfer/kv_puller.h"
 #include "worker/transfer/kv_transfers.h"
@@ -49,6 +51,11 @@ class WorkerEngine {
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
   // Forgets every sequence (a new router connection starts from an empty pool) and cancels the
   // pulls in flight.
+  // Runtime LoRA adapters (issue 39; the router's LoadAdapter / UnloadAdapter): LoraRegistry's
+  // errors; info().adapters follows. Between steps only.
+  absl::Status LoadAdapter(const std::string& name, const std::string& path);
+  absl::Status UnloadAdapter(const std::string& name);
+
   void Reset() {
     seqs_.clear();
     transfers_.CancelAll();
@@ -86,6 +93,8 @@ class WorkerEngine {
     bool salted = false;         // a tenant's: its blocks are never offered to another router
     std::vector<double> pooled;  // (dim) mean pooling: the sum of the rows computed so far
     int num_pooled_rows = 0;
+    std::string adapter;                     // NewSequence::adapter; "" = the base model
+    std::shared_ptr<const PackedLora> lora;  // held until the sequence ends
   };
   // Rows of a chunk at positions [begin, end) whose logits give prompt log probabilities.
   static int NumPromptRows(int begin, int end, int num_prompt_tokens) {
@@ -96,7 +105,8 @@ class WorkerEngine {
   void Pool(int64_t seq_id, SequenceState& s, const float* rows, int n, bool last_chunk,
             StepResult* result);
 
-  WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks);
+  WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks,
+               std::unique_ptr<LoraRegistry> loras);
   absl::Status Validate(const StepCommand& command) const;
   // Hands the disk cache every block this step overwrites, before anything is written.
   void SaveBlocksAboutToChange(const StepCommand& command);
@@ -107,12 +117,14 @@ class WorkerEngine {
   KvPool kv_;
   KvLedger ledger_;  // what kv_'s blocks hold, for the next router (issue 38)
   Sampler sampler_;
+  std::unique_ptr<LoraRegistry> loras_;
 
   absl::flat_hash_map<int64_t, SequenceState> seqs_;
   // Per-step scratch, reused so a step allocates only when it outgrows the last one.
   std::vector<int> token_ids_, positions_, logit_rows_, hidden_rows_;
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
+  LoraBatch lora_batch_;
   std::vector<uint64_t> allowed_;      // a constrained sequence's mask, from its allowed ids
   std::unique_ptr<KvDiskCache> disk_;  // --kv-cache-dir; null = off
   // Last: destroyed first, its threads joined before the pool they write goes.

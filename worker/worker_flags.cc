@@ -28,6 +28,17 @@ ABSL_FLAG(std::string, rope_scaling, "",
           "'{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":32768}' "
           "(linear, llama3 or yarn; the context becomes original x factor); \"\": the model's "
           "own. The router and its workers must say the same");
+// Repeatable: every --lora-modules=NAME=PATH is read from argv (RepeatedFlagValues).
+ABSL_FLAG(std::string, lora_modules, "",
+          "NAME=PATH: a LoRA adapter (a PEFT directory or a GGUF LoRA file) that requests name "
+          "as NAME; repeat the flag for several");
+ABSL_FLAG(int, max_loras, 4, "the most distinct LoRA adapters in one step");
+ABSL_FLAG(int, max_cpu_loras, 8,
+          "the most LoRA adapters held in memory (least recently used evicted, never one in "
+          "use; an evicted one is read again when asked for); at least --max-loras");
+ABSL_FLAG(std::string, lora_dir, "",
+          "the directory LoRA adapter paths must lie in, symlinks resolved (loads at run time "
+          "too); empty: the directories of the --lora-modules paths");
 
 namespace pagoda {
 
@@ -41,11 +52,31 @@ std::vector<std::string> WorkerEngineFlagNames() {
           "block_size",
           "max_num_seqs",
           "threads",
-          "rope_scaling"};
+          "rope_scaling",
+          "lora_modules",
+          "max_loras",
+          "max_cpu_loras",
+          "lora_dir"};
 }
 
-absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
+absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags(const std::vector<std::string>& lora_modules) {
   WorkerOptions options;
+  std::vector<std::string> modules = lora_modules;
+  if (modules.empty() && !absl::GetFlag(FLAGS_lora_modules).empty()) {
+    modules.push_back(absl::GetFlag(FLAGS_lora_modules));
+  }
+  for (const std::string& m : modules) {
+    absl::StatusOr<WorkerOptions::LoraModule> module = ParseLoraModule(m);
+    if (!module.ok()) return module.status();
+    options.lora_modules.push_back(*std::move(module));
+  }
+  options.max_loras = absl::GetFlag(FLAGS_max_loras);
+  options.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
+  if (options.max_loras < 1 || options.max_cpu_loras < options.max_loras) {
+    return absl::InvalidArgumentError(
+        "--max-loras must be at least 1 and --max-cpu-loras at least --max-loras");
+  }
+  if (!absl::GetFlag(FLAGS_lora_dir).empty()) options.lora_dirs = {absl::GetFlag(FLAGS_lora_dir)};
   absl::StatusOr<std::optional<WeightDtype>> weight_dtype =
       ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
   if (!weight_dtype.ok()) return weight_dtype.status();

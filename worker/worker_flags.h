@@ -22,6 +22,10 @@ ABSL_DECLARE_FLAG(int, block_size);
 ABSL_DECLARE_FLAG(int, max_num_seqs);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(std::string, rope_scaling);
+ABSL_DECLARE_FLAG(std::string, lora_modules);
+ABSL_DECLARE_FLAG(int, max_loras);
+ABSL_DECLARE_FLAG(int, max_cpu_loras);
+ABSL_DECLARE_FLAG(std::string, lora_dir);
 
 namespace pagoda {
 
@@ -29,8 +33,10 @@ namespace pagoda {
 std::vector<std::string> WorkerEngineFlagNames();
 
 // WorkerOptions from the flags above (max_num_batched_tokens left as WorkerOptions has it);
-// INVALID_ARGUMENT naming the flag when one is malformed.
-absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags();
+// INVALID_ARGUMENT naming the flag when one is malformed. --lora-modules repeats: pass every
+// value (RepeatedFlagValues(argc, argv, "lora_modules")); empty reads the flag's last one.
+absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags(
+    const std::vector<std::string>& lora_modules = {});
 
 }  // namespace pagoda
 

@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   pagoda::WorkerServerOptions options;
   options.model = absl::GetFlag(FLAGS_model);
-  absl::StatusOr<pagoda::WorkerOptions> engine = pagoda::WorkerOptionsFromFlags();
+  absl::StatusOr<pagoda::WorkerOptions> engine =
+      pagoda::WorkerOptionsFromFlags(pagoda::RepeatedFlagValues(argc, argv, "lora_modules"));
   absl::StatusOr<pagoda::TlsPem> tls = pagoda::ReadTlsPem(
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
   for (const absl::Status& status : {engine.status(), tls.status()}) {

@@ -31,6 +31,15 @@ WeightDtype AutoWeightDtype(GgmlType stored) {
   return WeightDtype::kF32;
 }
 
+absl::StatusOr<WorkerOptions::LoraModule> ParseLoraModule(const std::string& flag) {
+  const size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora-modules=", flag, ": expected NAME=PATH"));
+  }
+  return WorkerOptions::LoraModule{flag.substr(0, eq), flag.substr(eq + 1)};
+}
+
 absl::StatusOr<int64_t> ParseKvCacheMb(const std::string& flag) {
   if (flag == "auto") return 0;
   int64_t mb = 0;

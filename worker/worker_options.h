@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/dtype_names.h"
@@ -36,6 +37,17 @@ struct WorkerOptions {
   // --rope-scaling: a JSON object as config.json's rope_scaling, applied to the model's own
   // (ApplyRopeScalingFlag) by whoever opens the weights; "": the model's files decide.
   std::string rope_scaling;
+  // LoRA adapters (issue 39): NAME=PATH pairs loaded at start, the most held in memory (least
+  // recently used evicted, never one a sequence uses; evicted ones are read again when asked
+  // for), the most distinct adapters in one step, and the directories adapter paths must lie
+  // in (empty: the directories of lora_modules' paths).
+  struct LoraModule {
+    std::string name, path;
+  };
+  std::vector<LoraModule> lora_modules;
+  int max_cpu_loras = 8;
+  int max_loras = 4;
+  std::vector<std::string> lora_dirs;
   // Called while the weights load, with the bytes read so far and in all (LoadReportClient).
   std::function<void(int64_t done, int64_t total)> on_load_progress;
 };
@@ -48,6 +60,10 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& f
 // bits), BF16 → bf16, Q8_0 → int8, Q4_0 and Q4_K → int4, Q6_K → q6_k (each its blocks as
 // they are).
 WeightDtype AutoWeightDtype(GgmlType stored);
+
+// One --lora-modules value, NAME=PATH (both non-empty); INVALID_ARGUMENT naming the flag
+// otherwise. The name's characters are LoraRegistry's to check.
+absl::StatusOr<WorkerOptions::LoraModule> ParseLoraModule(const std::string& flag);
 
 // --kv-cache-mb: "auto" is 0 (WorkerOptions' auto), else a positive number of MiB in bytes;
 // INVALID_ARGUMENT naming the flag otherwise.

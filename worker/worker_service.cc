@@ -68,6 +68,26 @@ int WorkerService::Run() {
   }
 }
 
+void WorkerService::AnswerAdapter(const v1::RouterMessage& message, v1::AdapterLoaded* out) {
+  const bool load = message.has_load_adapter();
+  const std::string& name = load ? message.load_adapter().name() : message.unload_adapter().name();
+  const absl::Status status = load ? engine_->LoadAdapter(name, message.load_adapter().path())
+                                   : engine_->UnloadAdapter(name);
+  out->set_name(name);
+  out->set_loaded(load);
+  out->set_ok(status.ok());
+  out->set_code(static_cast<int>(status.code()));
+  if (!status.ok()) {
+    out->set_error(std::string(status.message()));
+    LOG(WARNING) << (load ? "loading" : "unloading") << " LoRA adapter: " << status;
+    return;
+  }
+  LOG(INFO) << (load ? "loaded" : "unloaded") << " LoRA adapter " << name;
+  for (const AdapterInfo& a : engine_->info().adapters) {
+    if (load && a.name == name) ToProto(a, out->mutable_adapter());
+  }
+}
+
 WorkerService::Outcome WorkerService::ServeOneConnection() {
   {
     absl::MutexLock lock(&mu_);
@@ -154,8 +174,14 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
       drained = true;
       break;
     }
-    if (!message.has_step()) continue;  // heartbeats need no answer
     v1::WorkerMessage out;
+    if (message.has_load_adapter() || message.has_unload_adapter()) {
+      AnswerAdapter(message, out.mutable_adapter_loaded());
+      absl::MutexLock write_lock(&write_mu);
+      if (!stream->Write(out)) break;
+      continue;
+    }
+    if (!message.has_step()) continue;  // heartbeats need no answer
     absl::StatusOr<StepResult> result = engine_->Execute(FromProto(message.step()));
     if (result.ok()) {
       ToProto(*result, out.mutable_result());

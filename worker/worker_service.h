@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/process/secret.h"
+#include "pagoda/v1/worker.pb.h"
 #include "worker/worker_engine.h"
 
 namespace pagoda {
@@ -50,6 +51,8 @@ class WorkerService {
   // One connection, from dial to break.
   Outcome ServeOneConnection();
   void SetReady(bool ready);
+  // Runs a LoadAdapter or UnloadAdapter between steps and fills its answer.
+  void AnswerAdapter(const v1::RouterMessage& message, v1::AdapterLoaded* out);
 
   std::unique_ptr<WorkerEngine> engine_;
   const WorkerServiceOptions options_;

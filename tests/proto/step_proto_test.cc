@@ -153,5 +153,31 @@ TEST(StepProtoTest, PullsTransfersAndTheTransferAddressSurviveTheWire) {
   EXPECT_EQ(FromProto(hello).kv_transfer_address, "10.0.0.8:50061");
 }
 
+TEST(StepProtoTest, AdaptersSurviveTheWire) {
+  StepCommand c;
+  c.new_sequences.resize(2);
+  c.new_sequences[0].adapter = "sql-lora";
+  v1::StepCommand wire;
+  ToProto(c, &wire);
+  const StepCommand back = FromProto(wire);
+  ASSERT_EQ(back.new_sequences.size(), 2u);
+  EXPECT_EQ(back.new_sequences[0].adapter, "sql-lora");
+  EXPECT_EQ(back.new_sequences[1].adapter, "");
+
+  WorkerInfo info;
+  info.adapters = {{"sql-lora", 16, "00ff"}, {"chat", 8, "abcd"}};
+  info.max_loras = 4;
+  info.max_cpu_loras = 8;
+  v1::Hello hello;
+  ToProto(info, &hello);
+  const WorkerInfo info_back = FromProto(hello);
+  ASSERT_EQ(info_back.adapters.size(), 2u);
+  EXPECT_EQ(info_back.adapters[1].name, "chat");
+  EXPECT_EQ(info_back.adapters[1].rank, 8);
+  EXPECT_EQ(info_back.adapters[0].digest, "00ff");
+  EXPECT_EQ(info_back.max_loras, 4);
+  EXPECT_EQ(info_back.max_cpu_loras, 8);
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -70,5 +70,15 @@ TEST(WorkerOptionsTest, AutoKvSizeIsTheMemoryShareCappedAtWhatTheSequencesCanUse
 
 TEST(WorkerOptionsTest, MemAvailableIsReadFromProc) { EXPECT_GT(MemAvailableBytes(), 0); }
 
+TEST(WorkerOptionsTest, LoraModulesAreNameEqualsPathAndABadOneNamesTheFlag) {
+  absl::StatusOr<WorkerOptions::LoraModule> m = ParseLoraModule("sql=/adapters/sql=v2");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->name, "sql");
+  EXPECT_EQ(m->path, "/adapters/sql=v2");
+  for (const char* bad : {"sql", "=/a", "sql="}) {
+    EXPECT_THAT(ParseLoraModule(bad).status().message(), HasSubstr("--lora-modules")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
