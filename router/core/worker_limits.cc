@@ -40,6 +40,27 @@ absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limi
     return absl::InvalidArgumentError(
         "Hello.kv_cache_dtype: at most 16 letters and digits, like \"bf16\"");
   }
+  // LoRA adapters (issue 39): named as requests name them, so short and plain.
+  if (info.adapters.size() > static_cast<size_t>(kMaxWorkerAdapters)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.adapters: ", info.adapters.size(), "; at most ", kMaxWorkerAdapters));
+  }
+  for (const AdapterInfo& a : info.adapters) {
+    const bool plain_name = !a.name.empty() && a.name.size() <= 128 &&
+                            std::all_of(a.name.begin(), a.name.end(), [](char c) {
+                              return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                                     c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
+                            });
+    if (!plain_name || a.rank < 1 || a.rank > 256 || a.digest.size() > 64) {
+      return absl::InvalidArgumentError(
+          "Hello.adapters: each a name of 1 to 128 [A-Za-z0-9._:/-], a rank in [1, 256] and a "
+          "digest of at most 64 characters");
+    }
+  }
+  if (info.max_loras < 0 || info.max_cpu_loras < 0 || info.max_loras > 1024 ||
+      info.max_cpu_loras > 1024) {
+    return absl::InvalidArgumentError("Hello.max_loras, max_cpu_loras: must be in [0, 1024]");
+  }
   return absl::OkStatus();
 }
 

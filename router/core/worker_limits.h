@@ -10,6 +10,9 @@
 
 namespace pagoda {
 
+// LoRA adapters one worker's Hello may list at most.
+inline constexpr int kMaxWorkerAdapters = 1024;
+
 // What the router accepts from a worker's Hello. Everything in it crosses a port: ranges bound
 // the router's memory per worker (a block costs the router ~50 bytes of pool state) and keep
 // every slot index inside 32 bits.

@@ -1,5 +1,6 @@
 #include "router/core/worker_limits.h"
 
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -21,6 +22,32 @@ WorkerInfo Info() {
 
 std::string Refusal(const std::vector<CachedBlock>& cached) {
   return std::string(ValidateCachedBlocks(cached, Info(), /*vocab_size=*/10).message());
+}
+
+// Issue 39: a Hello's LoRA adapters come off the wire: bounded in count, names plain and short.
+TEST(WorkerLimitsTest, AHellosAdaptersAreBoundedAndPlain) {
+  WorkerInfo info = Info();
+  info.adapters = {{.name = "sql-lora", .rank = 16, .digest = "0123abcd"},
+                   {.name = "org/chat.v2:q", .rank = 256, .digest = ""}};
+  info.max_loras = 4;
+  info.max_cpu_loras = 8;
+  EXPECT_TRUE(ValidateWorkerInfo(info, WorkerLimits()).ok());
+  const std::vector<AdapterInfo> bad = {{.name = "", .rank = 8, .digest = ""},
+                                        {.name = "a b", .rank = 8, .digest = ""},
+                                        {.name = std::string(129, 'a'), .rank = 8, .digest = ""},
+                                        {.name = "x", .rank = 0, .digest = ""},
+                                        {.name = "x", .rank = 257, .digest = ""},
+                                        {.name = "x", .rank = 8, .digest = std::string(65, 'f')}};
+  for (const AdapterInfo& a : bad) {
+    info.adapters = {a};
+    EXPECT_THAT(ValidateWorkerInfo(info, WorkerLimits()).message(), HasSubstr("Hello.adapters"))
+        << a.name << " " << a.rank;
+  }
+  info.adapters.assign(kMaxWorkerAdapters + 1, {.name = "x", .rank = 8, .digest = ""});
+  EXPECT_THAT(ValidateWorkerInfo(info, WorkerLimits()).message(), HasSubstr("at most 1024"));
+  info.adapters.clear();
+  info.max_loras = -1;
+  EXPECT_THAT(ValidateWorkerInfo(info, WorkerLimits()).message(), HasSubstr("max_loras"));
 }
 
 TEST(WorkerLimitsTest, WellFormedCachedBlocksPass) {
