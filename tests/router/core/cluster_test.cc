@@ -1,6 +1,7 @@
 // The multi-worker router core with in-process workers: placement, failover, parking.
 #include "router/core/cluster.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -125,7 +126,7 @@ TEST_F(ClusterTest, ASlowSinkHoldsUpNoOtherWorker) {
   AddWorker();
   AddWorker();
   absl::Notification entered, release, finished;
-  int slow_worker = -1;
+  std::atomic<int> slow_worker{-1};  // written on the loop's thread
   auto slow = [&](const RequestUpdate& u) {
     if (!entered.HasBeenNotified()) {
       slow_worker = u.worker_id;
@@ -146,7 +147,7 @@ TEST_F(ClusterTest, ASlowSinkHoldsUpNoOtherWorker) {
   finished.WaitForNotification();  // the sink's captures outlive its last call
   ASSERT_TRUE(served) << "the other worker's report waited for the slow sink";
   EXPECT_EQ(other.output(), b.greedy_ids);
-  EXPECT_NE(other.workers()[0], slow_worker);
+  EXPECT_NE(other.workers()[0], slow_worker.load());
 }
 
 TEST_F(ClusterTest, ARequestSharingAPrefixGoesWhereThePrefixIs) {
