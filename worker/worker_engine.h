@@ -24,6 +24,7 @@
 #include "worker/lora_batch.h"
 #include "worker/lora_registry.h"
 #include "worker/sampler.h"
+#include "worker/step_validator.h"
 #include "worker/transfer/kv_puller.h"
 #include "worker/transfer/kv_transfers.h"
 #include "worker/worker_options.h"
@@ -96,10 +97,6 @@ class WorkerEngine {
     std::string adapter;                     // NewSequence::adapter; "" = the base model
     std::shared_ptr<const PackedLora> lora;  // held until the sequence ends
   };
-  // Rows of a chunk at positions [begin, end) whose logits give prompt log probabilities.
-  static int NumPromptRows(int begin, int end, int num_prompt_tokens) {
-    return std::max(0, std::min(end, num_prompt_tokens - 1) - begin);
-  }
   // Folds an embedding sequence's hidden rows of this step into its state; at the prompt's end
   // appends the pooled, normalized vector to `result`. `rows`: (n, dim).
   void Pool(int64_t seq_id, SequenceState& s, const float* rows, int n, bool last_chunk,
@@ -107,6 +104,7 @@ class WorkerEngine {
 
   WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options, int num_blocks,
                std::unique_ptr<LoraRegistry> loras);
+  // validator_'s check against the sequences held, then the transfers'.
   absl::Status Validate(const StepCommand& command) const;
   // Hands the disk cache every block this step overwrites, before anything is written.
   void SaveBlocksAboutToChange(const StepCommand& command);
@@ -118,6 +116,7 @@ class WorkerEngine {
   KvLedger ledger_;  // what kv_'s blocks hold, for the next router (issue 38)
   Sampler sampler_;
   std::unique_ptr<LoraRegistry> loras_;
+  StepValidator validator_;  // after what it reads: the model's limits, kv_, loras_
 
   absl::flat_hash_map<int64_t, SequenceState> seqs_;
   // Per-step scratch, reused so a step allocates only when it outgrows the last one.
