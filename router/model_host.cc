@@ -112,9 +112,10 @@ absl::Status ModelHost::SpawnWorkers(const LocalWorkersOptions& options,
   return absl::OkStatus();
 }
 
-std::optional<std::string> ModelHost::NextStatsLine(absl::Time now, bool named) {
+std::optional<std::string> ModelHost::NextStatsLine(const ClusterStats& stats, absl::Time now,
+                                                    bool named) {
   if (!stats_line_) stats_line_.emplace(&metrics_, now);
-  std::optional<std::string> line = stats_line_->Next(cluster_->stats(), now);
+  std::optional<std::string> line = stats_line_->Next(stats, now);
   if (line && named) *line = absl::StrCat(name_, ": ", *line);
   return line;
 }

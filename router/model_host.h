@@ -66,8 +66,9 @@ class ModelHost {
   // `router.model` is set here.
   absl::Status SpawnWorkers(const LocalWorkersOptions& options, LocalWorkersRouter router);
 
-  // Its periodic stats line, when one is due (prefixed with the model's name when `named`).
-  std::optional<std::string> NextStatsLine(absl::Time now, bool named);
+  // Its periodic stats line for its Cluster's `stats`, when one is due (prefixed with the
+  // model's name when `named`).
+  std::optional<std::string> NextStatsLine(const ClusterStats& stats, absl::Time now, bool named);
   void ReapWorkers();  // collects its local workers that exited
 
   ServedModel served();  // what the front ends see of it

@@ -292,11 +292,11 @@ void RouterServer::Tick() {
   const absl::Time now = absl::Now();
   ClusterStats stats;  // over every model: only the counts below are read
   for (const auto& model : hosts_) {
-    if (std::optional<std::string> line = model->NextStatsLine(now, hosts_.size() > 1)) {
+    const ClusterStats s = model->cluster()->stats();
+    if (std::optional<std::string> line = model->NextStatsLine(s, now, hosts_.size() > 1)) {
       LOG(INFO) << *line;
     }
     model->cluster()->Tick(now);
-    const ClusterStats s = model->cluster()->stats();
     stats.num_workers += s.num_workers;
     stats.num_draining_workers += s.num_draining_workers;
     stats.num_running += s.num_running;

@@ -44,6 +44,28 @@ RequestPeer GrpcPeer(const std::string& peer) {
   return {.client = has_port ? peer.substr(0, colon) : peer, .connection = peer};
 }
 
+// A unary call: the key and the request's bytes (GenerationService::Admit), then `answer`'s
+// response or its status.
+template <typename Request, typename Answerer>
+grpc::ServerUnaryReactor* Answer(const GenerationService& service,
+                                 grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response_bytes,
+                                 Answerer answer) {
+  auto* reactor = context->DefaultReactor();
+  Request request;
+  grpc::Status status = service.Admit(*context, bytes, &request);
+  if (status.ok()) {
+    auto response = answer(request);
+    if (response.ok()) {
+      *response_bytes = Serialize(*response);
+    } else {
+      status = ToGrpcStatus(response.status());
+    }
+  }
+  reactor->Finish(status);
+  return reactor;
+}
+
 // What GetModelInfo and ListModels say of a model.
 v1::ModelInfo InfoOf(const ServedModel& model) {
   const ClusterStats stats = model.cluster->stats();
@@ -351,64 +373,40 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* bytes,
                                                       grpc::ByteBuffer* response_bytes) {
-  auto* reactor = context->DefaultReactor();
-  v1::TokenizeRequest request;
-  if (grpc::Status admitted = Admit(*context, *bytes, &request); !admitted.ok()) {
-    reactor->Finish(admitted);
-    return reactor;
-  }
-  absl::StatusOr<const ServedModel*> model = models_->Find(request.model());
-  if (!model.ok()) {
-    reactor->Finish(ToGrpcStatus(model.status()));
-    return reactor;
-  }
-  absl::StatusOr<std::vector<int>> ids =
-      EncodePrompt(*(*model)->tokenizer, request.text(), (*model)->cluster->max_model_len(), "text",
-                   /*add_special_tokens=*/false);
-  if (!ids.ok()) {
-    reactor->Finish(ToGrpcStatus(ids.status()));
-    return reactor;
-  }
-  v1::TokenizeResponse response;
-  response.mutable_token_ids()->Add(ids->begin(), ids->end());
-  *response_bytes = Serialize(response);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Answer<v1::TokenizeRequest>(
+      *this, context, *bytes, response_bytes,
+      [this](const v1::TokenizeRequest& request) -> absl::StatusOr<v1::TokenizeResponse> {
+        ASSIGN_OR_RETURN(const ServedModel* model, models_->Find(request.model()));
+        ASSIGN_OR_RETURN(std::vector<int> ids, EncodePrompt(*model->tokenizer, request.text(),
+                                                            model->cluster->max_model_len(), "text",
+                                                            /*add_special_tokens=*/false));
+        v1::TokenizeResponse response;
+        response.mutable_token_ids()->Add(ids.begin(), ids.end());
+        return response;
+      });
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* bytes,
                                                           grpc::ByteBuffer* response_bytes) {
-  auto* reactor = context->DefaultReactor();
-  v1::GetModelInfoRequest request;
-  if (grpc::Status admitted = Admit(*context, *bytes, &request); !admitted.ok()) {
-    reactor->Finish(admitted);
-    return reactor;
-  }
-  absl::StatusOr<const ServedModel*> model = models_->Find(request.model());
-  if (!model.ok()) {
-    reactor->Finish(ToGrpcStatus(model.status()));
-    return reactor;
-  }
-  *response_bytes = Serialize(InfoOf(**model));
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Answer<v1::GetModelInfoRequest>(
+      *this, context, *bytes, response_bytes,
+      [this](const v1::GetModelInfoRequest& request) -> absl::StatusOr<v1::ModelInfo> {
+        ASSIGN_OR_RETURN(const ServedModel* model, models_->Find(request.model()));
+        return InfoOf(*model);
+      });
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* bytes,
                                                         grpc::ByteBuffer* response_bytes) {
-  auto* reactor = context->DefaultReactor();
-  v1::ListModelsRequest request;
-  if (grpc::Status admitted = Admit(*context, *bytes, &request); !admitted.ok()) {
-    reactor->Finish(admitted);
-    return reactor;
-  }
-  v1::ListModelsResponse response;
-  for (const auto& model : models_->all()) *response.add_models() = InfoOf(*model);
-  *response_bytes = Serialize(response);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Answer<v1::ListModelsRequest>(
+      *this, context, *bytes, response_bytes,
+      [this](const v1::ListModelsRequest&) -> absl::StatusOr<v1::ListModelsResponse> {
+        v1::ListModelsResponse response;
+        for (const auto& model : models_->all()) *response.add_models() = InfoOf(*model);
+        return response;
+      });
 }
 
 }  // namespace pagoda
