@@ -44,7 +44,11 @@ absl::Status GenerationStream::Submit(std::vector<GenerationRequest> requests,
     requests[i].paused = paused_;
     requests[i].peer = peer;
     absl::StatusOr<int64_t> id = cluster_->Submit(
-        requests[i], [this, i](const RequestUpdate& u) { return OnUpdate(static_cast<int>(i), u); },
+        requests[i],
+        [this, gate = gate_, i](const RequestUpdate& u) {
+          absl::MutexLock gate_lock(&gate->mu);
+          return !gate->closed && OnUpdate(static_cast<int>(i), u);
+        },
         give_up_at);
     if (!id.ok()) {
       Abort();
@@ -58,8 +62,6 @@ absl::Status GenerationStream::Submit(std::vector<GenerationRequest> requests,
 }
 
 bool GenerationStream::OnUpdate(int part, const RequestUpdate& u) {
-  absl::MutexLock sink_lock(&sink_mu_);
-  if (closed_) return false;
   bool go_on;
   {
     absl::MutexLock lock(&mu_);
@@ -140,8 +142,8 @@ void GenerationStream::Abort() {
   // sinks outside its lock): closing waits for a sink running and stops those that follow.
   for (int64_t id : ids) cluster_->Abort(id);
   {
-    absl::MutexLock sink_lock(&sink_mu_);
-    closed_ = true;
+    absl::MutexLock gate_lock(&gate_->mu);
+    gate_->closed = true;
   }
   absl::MutexLock lock(&mu_);
   for (const Part& p : parts_) {

@@ -79,7 +79,8 @@ class GenerationStream {
     int index_offset = 0;
     std::unique_ptr<RequestOutput> output;
   };
-  // The sink of part `part`: whether its sequence goes on.
+  // The sink of part `part`, called under gate_->mu (taken through the sink's own copy of
+  // gate_): whether its sequence goes on.
   bool OnUpdate(int part, const RequestUpdate& u);
   // REQUIRES: mu_ held. Queues `u`'s chunk, if any, or the error; whether the sequence goes on.
   bool QueueLocked(int part, const RequestUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -95,8 +96,13 @@ class GenerationStream {
 
   // Held through a sink's whole call, on_output_ included: the Cluster calls sinks outside its
   // lock, so Abort waits here for a sink running and closes the stream to those that follow.
-  absl::Mutex sink_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  bool closed_ ABSL_GUARDED_BY(sink_mu_) = false;
+  // Shared with the sinks: a delivery already on its way when the stream is destroyed finds
+  // the gate closed and never touches the stream.
+  struct SinkGate {
+    absl::Mutex mu;
+    bool closed ABSL_GUARDED_BY(mu) = false;
+  };
+  const std::shared_ptr<SinkGate> gate_ = std::make_shared<SinkGate>();
 
   mutable absl::Mutex mu_;
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
