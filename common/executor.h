@@ -18,6 +18,13 @@ struct AdapterInfo {
   std::string digest;  // of its files (LoraAdapter::digest): the same name, the same weights?
 };
 
+// A LoRA adapter loaded or unloaded at run time (issue 39: the router's /v1/load_lora_adapter
+// and /v1/unload_lora_adapter).
+struct AdapterChange {
+  std::string name;
+  std::string path;  // load it from here; "": unload it
+};
+
 struct WorkerInfo {
   std::string model_fingerprint;
   int num_blocks = 0;
@@ -55,6 +62,12 @@ class Executor {
   // The blocks its pool held when it joined, each after its parent (once: later calls return
   // nothing). Untrusted: the router checks them (ValidateCachedBlocks).
   virtual std::vector<CachedBlock> TakeCachedBlocks() { return {}; }
+  // Loads or unloads an adapter between steps; a load answers with what the worker holds of
+  // it. The worker's errors (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT for a bad file or a
+  // path outside its --lora-dir, ...) leave it as it was.
+  virtual absl::StatusOr<AdapterInfo> ChangeAdapter(const AdapterChange& /*change*/) {
+    return absl::UnimplementedError("this worker cannot load LoRA adapters");
+  }
   // The caller gave up on this worker (a step failed, or its result did not check out): a
   // transport ends its connection, so the worker notices and can join again afresh.
   virtual void Abandon() {}

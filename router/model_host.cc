@@ -108,8 +108,16 @@ absl::Status ModelHost::SpawnWorkers(const LocalWorkersOptions& options,
                                      LocalWorkersRouter router) {
   router.model = options_.path;
   router.rope_scaling = options_.rope_scaling;
+  for (const LoraModule& m : lora_modules_) router.lora_modules.push_back(m.flag());
   ASSIGN_OR_RETURN(local_workers_, LocalWorkers::Start(options, router));
   return absl::OkStatus();
+}
+
+void ModelHost::SetLoraModules(std::vector<LoraModule> modules) {
+  std::vector<std::string> names;
+  for (const LoraModule& m : modules) names.push_back(m.name);
+  cluster_->loras().Configure(names);
+  lora_modules_ = std::move(modules);
 }
 
 std::optional<std::string> ModelHost::NextStatsLine(const ClusterStats& stats, absl::Time now,

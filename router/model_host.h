@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -28,6 +29,7 @@
 #include "router/core/router_metrics.h"
 #include "router/core/stats_line.h"
 #include "router/link/local_workers.h"
+#include "router/lora_modules.h"
 
 namespace pagoda {
 
@@ -62,8 +64,11 @@ class ModelHost {
                                                          const ClusterOptions& cluster);
   ~ModelHost();  // kills its local workers, then stops the Cluster's loops
 
+  // Its LoRA adapters from --lora-modules: listed and accepted from now on, and loaded by the
+  // workers it spawns.
+  void SetLoraModules(std::vector<LoraModule> modules);
   // Spawns its local workers (options.num_workers of them) to dial `router`'s worker port;
-  // `router.model` is set here.
+  // `router.model` and `router.lora_modules` are set here.
   absl::Status SpawnWorkers(const LocalWorkersOptions& options, LocalWorkersRouter router);
 
   // Its periodic stats line for its Cluster's `stats`, when one is due (prefixed with the
@@ -93,6 +98,7 @@ class ModelHost {
   MetricsRegistry registry_;  // model_name on every series
   RouterMetrics metrics_;
   std::unique_ptr<Cluster> cluster_;
+  std::vector<LoraModule> lora_modules_;
   std::unique_ptr<LocalWorkers> local_workers_;  // after cluster_: killed first
   std::optional<StatsLine> stats_line_;
 };

@@ -77,6 +77,20 @@ ABSL_FLAG(std::string, worker_kv_cache_dir, "",
           "--kv-cache-dir of spawned workers: worker i keeps its KV blocks in DIR/worker-i across "
           "restarts; \"\" = off");
 ABSL_FLAG(int, worker_threads, 0, "--threads of spawned workers; 0 = the cores split between them");
+ABSL_FLAG(std::string, lora_modules, "",
+          "NAME=PATH, or MODEL:NAME=PATH with several models: a LoRA adapter (a PEFT directory or "
+          "a GGUF LoRA file) of the model, loaded by its spawned workers; requests name it as "
+          "their model. Repeat the flag for several");
+ABSL_FLAG(int, max_loras, 4, "spawned workers' --max-loras: distinct LoRA adapters in one step");
+ABSL_FLAG(int, max_cpu_loras, 8,
+          "spawned workers' --max-cpu-loras: LoRA adapters held in memory (at least --max-loras)");
+ABSL_FLAG(bool, allow_runtime_lora_updating, false,
+          "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's API; behind "
+          "--api-key): adapters loaded at run time must lie in --lora-dir, else in the "
+          "--lora-modules paths' directories");
+ABSL_FLAG(std::string, lora_dir, "",
+          "the directory LoRA adapter paths must lie in (spawned workers' --lora-dir); empty: "
+          "each --lora-modules path's own directory");
 ABSL_FLAG(std::string, placement, "prefix", "prefix | round_robin | least_loaded");
 ABSL_FLAG(bool, kv_transfer, true,
           "pull a prompt's cached prefix from the worker that has it instead of computing it, and "
@@ -346,6 +360,17 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(int argc, char** ar
   o.local_workers.compute_dtype = absl::GetFlag(FLAGS_worker_compute_dtype);
   o.local_workers.threads = absl::GetFlag(FLAGS_worker_threads);
   o.local_workers.kv_cache_dir = absl::GetFlag(FLAGS_worker_kv_cache_dir);
+  o.lora_modules = pagoda::RepeatedFlagValues(argc, argv, "lora_modules");
+  o.local_workers.max_loras = absl::GetFlag(FLAGS_max_loras);
+  o.local_workers.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
+  o.local_workers.lora_dir = absl::GetFlag(FLAGS_lora_dir);
+  o.allow_runtime_lora_updating = absl::GetFlag(FLAGS_allow_runtime_lora_updating);
+  if (o.local_workers.max_loras < 1 || o.local_workers.max_loras > 1024 ||
+      o.local_workers.max_cpu_loras < o.local_workers.max_loras ||
+      o.local_workers.max_cpu_loras > 1024) {
+    return absl::InvalidArgumentError(
+        "--max-loras must be in [1, 1024] and --max-cpu-loras in [--max-loras, 1024]");
+  }
   RETURN_IF_ERROR(pagoda::RouterServer::CheckOptions(o));
   return o;
 }

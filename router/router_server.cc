@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/notification.h"
 #include "common/process/grpc_security.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -119,6 +121,16 @@ absl::Status RouterServer::Load() {
     RETURN_IF_ERROR(models_.Add((*host)->served()));
     hosts_.push_back(*std::move(host));
   }
+  std::vector<LoraBase> bases;
+  for (const auto& host : hosts_)
+    bases.push_back({.name = host->name(), .config = &host->config()});
+  const std::string& lora_dir = options_.local_workers.lora_dir;
+  ASSIGN_OR_RETURN(
+      std::vector<std::vector<LoraModule>> loras,
+      AssignLoraModules(options_.lora_modules, bases,
+                        lora_dir.empty() ? std::vector<std::string>() : std::vector{lora_dir}));
+  lora_roots_ = LoraRoots(lora_dir, loras);
+  for (size_t i = 0; i < hosts_.size(); ++i) hosts_[i]->SetLoraModules(std::move(loras[i]));
   return absl::OkStatus();
 }
 
@@ -239,6 +251,11 @@ absl::Status RouterServer::Listen() {
     http.cors = options_.cors;
     http.pooling = options_.pooling;
     http.web_ui = options_.web_ui;
+    if (options_.allow_runtime_lora_updating) {
+      http.change_adapter = [this](const std::string& name, const std::string& path) {
+        return ChangeAdapter(name, path);
+      };
+    }
     ASSIGN_OR_RETURN(http_, OpenAiServer::Start(&models_, http));
   }
   {
@@ -262,6 +279,58 @@ absl::Status RouterServer::Listen() {
     RETURN_IF_ERROR(model->SpawnWorkers(options_.local_workers, router));
   }
   return absl::OkStatus();
+}
+
+absl::Status RouterServer::ChangeAdapter(const std::string& name, const std::string& path) {
+  // The model: the one holding `name` to unload it; the one the file fits to load it.
+  ModelHost* host = nullptr;
+  for (const auto& h : hosts_) {
+    if (h->cluster()->loras().Known(name)) host = h.get();
+  }
+  AdapterChange change{.name = name, .path = path};
+  if (path.empty()) {
+    if (host == nullptr) {
+      return absl::NotFoundError(absl::StrCat("the LoRA adapter `", name, "` cannot be found"));
+    }
+  } else {
+    if (host != nullptr) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("the LoRA adapter `", name, "` has already been loaded"));
+    }
+    if (lora_roots_.empty()) {
+      return absl::FailedPreconditionError(
+          "no directory to load LoRA adapters from: start pagoda-router with --lora-dir");
+    }
+    std::vector<LoraBase> bases;
+    for (const auto& h : hosts_) bases.push_back({.name = h->name(), .config = &h->config()});
+    absl::StatusOr<std::vector<std::vector<LoraModule>>> assigned =
+        AssignLoraModules({absl::StrCat(name, "=", path)}, bases, lora_roots_);
+    if (!assigned.ok()) {
+      // In the API's words: lora_name and lora_path, not the flag.
+      return absl::InvalidArgumentError(absl::StrReplaceAll(
+          assigned.status().message(), {{absl::StrCat("--lora-modules=", name, "=", path), name}}));
+    }
+    for (size_t i = 0; i < hosts_.size(); ++i) {
+      if (!(*assigned)[i].empty()) {
+        host = hosts_[i].get();
+        change.name = (*assigned)[i][0].name;  // without a MODEL: prefix
+      }
+    }
+  }
+  auto answered = std::make_shared<absl::Notification>();
+  auto result = std::make_shared<absl::Status>();
+  host->cluster()->ChangeAdapter(change, [answered, result](absl::Status s) {
+    *result = std::move(s);
+    answered->Notify();
+  });
+  if (!answered->WaitForNotificationWithTimeout(absl::Minutes(2))) {
+    return absl::DeadlineExceededError("the workers did not answer within 2 minutes");
+  }
+  if (result->ok()) {
+    LOG(INFO) << (path.empty() ? "unloaded" : "loaded") << " LoRA adapter " << change.name << " of "
+              << host->name();
+  }
+  return *result;
 }
 
 std::string RouterServer::RenderMetrics() const {

@@ -79,6 +79,13 @@ struct RouterServerOptions {
   // from the chat template (what it writes: <tool_call>, [TOOL_CALLS], <think>, ...).
   std::optional<ToolCallFormat> tool_call_format;
   std::optional<ReasoningFormat> reasoning_format;
+  // LoRA adapters (--lora-modules: NAME=PATH or MODEL:NAME=PATH, router/lora_modules.h), each
+  // checked against its model at start and loaded by the model's spawned workers; requests
+  // name an adapter as their model. Paths must lie in local_workers.lora_dir when it is set.
+  std::vector<std::string> lora_modules;
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter on http_port (behind api_key), with
+  // paths confined to local_workers.lora_dir, else to the --lora-modules paths' directories.
+  bool allow_runtime_lora_updating = false;
 
   std::string host = "0.0.0.0";
   int port = 50051;                      // 0: any free port (port())
@@ -147,12 +154,16 @@ class RouterServer {
   void ShutdownWithin(absl::Duration grace);
   void SetReadyLocked(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RenderMetrics() const;  // every model's registry as one exposition
+  // Loads the adapter at `path` as `name` on every worker of the model it fits, or unloads
+  // `name` ("" path), waiting for their answers (OpenAiServerOptions::change_adapter).
+  absl::Status ChangeAdapter(const std::string& name, const std::string& path);
   void Tick();
 
   // Constant after Start. Declared in dependency order: destroyed servers first.
   const RouterServerOptions options_;
   std::vector<std::unique_ptr<ModelHost>> hosts_;  // one a model, the default first
   ServedModels models_;                            // the hosts, as the front ends see them
+  std::vector<std::string> lora_roots_;            // where adapters loaded at run time may lie
   std::atomic<bool> ready_{false};                 // read by the HTTP /health handlers
   std::unique_ptr<HttpServer> metrics_server_;
   std::unique_ptr<WorkerLinkService> worker_link_;

@@ -11,16 +11,6 @@ namespace {
 
 constexpr size_t kMaxNameBytes = 128;
 
-bool ValidName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxNameBytes) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 LoraRegistry::LoraRegistry(const ModelConfig& config, int max_cpu_loras, int max_loras,
@@ -72,7 +62,7 @@ absl::Status LoraRegistry::MakeRoom(std::span<const PackedLora* const> releasing
 }
 
 absl::Status LoraRegistry::Load(const std::string& name, const std::string& path) {
-  if (!ValidName(name)) {
+  if (!IsLoraAdapterName(name)) {
     return absl::InvalidArgumentError(
         absl::StrCat("adapter name \"", name.substr(0, kMaxNameBytes),
                      "\": 1 to 128 bytes of letters, digits and . _ : / -"));

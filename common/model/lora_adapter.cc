@@ -308,6 +308,13 @@ absl::StatusOr<LoraAdapter> ReadGguf(const std::string& path, const ModelConfig&
 
 }  // namespace
 
+bool IsLoraAdapterName(std::string_view name) {
+  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '/' || c == '-';
+  });
+}
+
 const char* LoraTargetName(LoraTarget target) {
   switch (target) {
     case LoraTarget::kQ:

@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,6 +40,10 @@ inline constexpr int kNumLoraTargets = 7;
 inline constexpr std::array<LoraTarget, kNumLoraTargets> kAllLoraTargets = {
     LoraTarget::kQ,    LoraTarget::kK,  LoraTarget::kV,   LoraTarget::kO,
     LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown};
+
+// Whether `name` may name an adapter: 1 to 128 bytes of [A-Za-z0-9._:/-] (what requests, the
+// step protocol and the router's flags name it by).
+bool IsLoraAdapterName(std::string_view name);
 
 // PEFT's module name: "q_proj", ..., "down_proj".
 const char* LoraTargetName(LoraTarget target);

@@ -352,11 +352,13 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   if (grpc::Status admitted = Admit(*context, *bytes, request.get()); !admitted.ok()) {
     return new ErrorReactor(admitted);
   }
-  absl::StatusOr<const ServedModel*> model = models_->Find(request->model());
-  if (!model.ok()) return new ErrorReactor(ToGrpcStatus(model.status()));
-  absl::StatusOr<GenerationRequest> r = Translate(*request, **model);
+  // The model, or a LoRA adapter of it (named as the model, as in vLLM).
+  absl::StatusOr<ServedModels::Choice> choice = models_->Resolve(request->model());
+  if (!choice.ok()) return new ErrorReactor(ToGrpcStatus(choice.status()));
+  absl::StatusOr<GenerationRequest> r = Translate(*request, *choice->model);
   if (!r.ok()) return new ErrorReactor(ToGrpcStatus(r.status()));
-  if (absl::Status serving = models_->CheckServing(**model); !serving.ok()) {
+  r->adapter = choice->adapter;
+  if (absl::Status serving = models_->CheckServing(*choice); !serving.ok()) {
     return new ErrorReactor(ToGrpcStatus(serving));
   }
   const auto deadline = context->deadline();
@@ -366,7 +368,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
                         : std::optional<absl::Time>(absl::FromChrono(deadline)),
                     absl::Now());
   return new GenerateReactor(
-      this, **model, context, *std::move(r),
+      this, *choice->model, context, *std::move(r),
       std::vector<std::string>(request->stop().begin(), request->stop().end()), give_up_at);
 }
 
@@ -404,7 +406,15 @@ grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerCont
       *this, context, *bytes, response_bytes,
       [this](const v1::ListModelsRequest&) -> absl::StatusOr<v1::ListModelsResponse> {
         v1::ListModelsResponse response;
-        for (const auto& model : models_->all()) *response.add_models() = InfoOf(*model);
+        for (const auto& model : models_->all()) {
+          const v1::ModelInfo info = InfoOf(*model);
+          *response.add_models() = info;
+          for (const std::string& adapter : model->cluster->loras().Names()) {
+            v1::ModelInfo& a = *response.add_models() = info;
+            a.set_model_name(adapter);
+            a.set_parent(model->name);
+          }
+        }
         return response;
       });
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace pagoda {
 namespace {
@@ -33,13 +34,34 @@ absl::Status ServedModels::Add(ServedModel model) {
 }
 
 absl::StatusOr<const ServedModel*> ServedModels::Find(absl::string_view name) const {
+  ASSIGN_OR_RETURN(const Choice choice, Resolve(name));
+  return choice.model;
+}
+
+absl::StatusOr<ServedModels::Choice> ServedModels::Resolve(absl::string_view name) const {
   if (models_.empty()) return absl::UnavailableError("no model is served");
-  if (name.empty()) return models_.front().get();
+  if (name.empty()) return Choice{.model = models_.front().get()};
   for (const auto& m : models_) {
-    if (m->name == name) return m.get();
+    if (m->name == name) return Choice{.model = m.get()};
+  }
+  for (const auto& m : models_) {
+    if (m->cluster->loras().Known(std::string_view(name.data(), name.size()))) {
+      return Choice{.model = m.get(), .adapter = std::string(name)};
+    }
   }
   return absl::NotFoundError(
       absl::StrCat("the model `", name, "` does not exist; this router serves ", Names()));
+}
+
+absl::Status ServedModels::CheckServing(const Choice& choice) const {
+  const ServedModel& model = *choice.model;
+  if (!choice.adapter.empty() && model.cluster->loras().NumHolding(choice.adapter) == 0 &&
+      HasReadyWorker(*model.cluster)) {
+    return absl::UnavailableError(absl::StrCat("no worker of `", model.name,
+                                               "` holds the LoRA adapter `", choice.adapter,
+                                               "` (its workers failed to load it?)"));
+  }
+  return CheckServing(model);
 }
 
 absl::Status ServedModels::CheckServing(const ServedModel& model) const {
@@ -54,8 +76,13 @@ absl::Status ServedModels::CheckServing(const ServedModel& model) const {
 }
 
 std::string ServedModels::Names() const {
-  return absl::StrJoin(models_, ", ", [](std::string* out, const auto& m) {
-    absl::StrAppend(out, "`", m->name, "`");
+  std::vector<std::string> names;
+  for (const auto& m : models_) {
+    names.push_back(m->name);
+    for (std::string& adapter : m->cluster->loras().Names()) names.push_back(std::move(adapter));
+  }
+  return absl::StrJoin(names, ", ", [](std::string* out, const std::string& name) {
+    absl::StrAppend(out, "`", name, "`");
   });
 }
 

@@ -49,17 +49,29 @@ class ServedModels {
   // naming --model). Before serving only.
   absl::Status Add(ServedModel model);
 
-  // The model named `name`, or the default for "". NOT_FOUND otherwise, naming the models
-  // served ("the model `x` does not exist; this router serves `a`, `b`").
+  // What a request's `model` names: a model, or a LoRA adapter of one (vLLM's convention: the
+  // adapter's name is the request's model).
+  struct Choice {
+    const ServedModel* model = nullptr;
+    std::string adapter = {};  // "": the base model
+  };
+  // The model or adapter named `name` (a model's name first), or the default model for "".
+  // NOT_FOUND otherwise, naming what is served ("the model `x` does not exist; this router
+  // serves `a`, `b`").
+  absl::StatusOr<Choice> Resolve(absl::string_view name) const;
+  // Resolve's model: an adapter's is its base model.
   absl::StatusOr<const ServedModel*> Find(absl::string_view name) const;
   // UNAVAILABLE when `model` has no worker (none that is not draining) while another model has
   // one: its requests would wait for a worker nobody is starting, so they are answered at once.
   // OK otherwise (with one model, or no worker anywhere, a request waits as it always did).
   absl::Status CheckServing(const ServedModel& model) const;
+  // The same, and UNAVAILABLE when the choice's adapter is held by no worker of a model that
+  // has workers ready.
+  absl::Status CheckServing(const Choice& choice) const;
 
   const ServedModel& default_model() const { return *models_.front(); }
   const std::vector<std::unique_ptr<ServedModel>>& all() const { return models_; }
-  // "`a`, `b`": for messages.
+  // "`a`, `b`": the models and their adapters, for messages.
   std::string Names() const;
 
  private:

@@ -89,6 +89,7 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   }
   RETURN_IF_ERROR(CheckRoomFor(info, live, live_blocks, options_.worker_limits));
   const int id = static_cast<int>(workers_.size());
+  RETURN_IF_ERROR(loras_.AddWorker(id, info.adapters));
   auto w = std::make_unique<Worker>();
   w->loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
                                          options_.metrics, static_cast<WorkerLoopListener*>(this),
@@ -100,6 +101,7 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
     absl::MutexLock lock(&mu_);
     reporting_.push_back(w->loop.get());  // before it has work: it reports nothing until then
   }
+  loras_.CatchUp(id, w->loop.get(), info.adapters);
   workers_.push_back(std::move(w));
   LOG(INFO) << "worker " << id << " joined: " << info.num_blocks << " blocks of " << info.block_size
             << " tokens = " << int64_t{info.num_blocks} * info.block_size << " tokens of "
@@ -211,6 +213,16 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
   ApplyLocked(planner_.EndRequest(request_id));
 }
 
+void Cluster::ChangeAdapter(const AdapterChange& change, std::function<void(absl::Status)> done) {
+  // Posted under place_mu_: a loop alive now answers every order, also if it ends first.
+  absl::MutexLock place(&place_mu_);
+  std::vector<LoraCatalog::Worker> live;
+  for (const auto& w : workers_) {
+    if (w->alive) live.emplace_back(w->loop->id(), w->loop.get());
+  }
+  loras_.Change(change, live, std::move(done));
+}
+
 void Cluster::Resume(int64_t request_id) {
   absl::MutexLock lock(&mu_);
   for (int worker : requests_.WorkersOf(request_id)) {
@@ -244,11 +256,15 @@ void Cluster::Tick(absl::Time now) {
 
 void Cluster::PlaceLocked(QueuedRequest work) {
   const TransferSnapshot s = SnapshotLocked();
+  // Only workers holding its LoRA adapter, if it names one.
+  const std::string& adapter = work.request.adapter;
   std::vector<WorkerLoad> candidates = planner_.Candidates(
-      s, [](const WorkerView& w) { return w.alive && !w.draining; }, /*count_transfers=*/true);
+      s, [&](const WorkerView& w) { return w.alive && !w.draining && loras_.Holds(w.id, adapter); },
+      /*count_transfers=*/true);
   if (candidates.empty() && work.request.front_of_queue) {
     candidates = planner_.Candidates(
-        s, [](const WorkerView& w) { return w.alive; }, /*count_transfers=*/true);
+        s, [&](const WorkerView& w) { return w.alive && loras_.Holds(w.id, adapter); },
+        /*count_transfers=*/true);
   }
   if (candidates.empty()) {
     parked_.push_back(std::move(work));
@@ -279,6 +295,7 @@ void Cluster::RemoveLocked(Worker* w) {
   w->alive = false;
   w->loop->Stop();
   placement_.ForgetWorker(worker_id);
+  loras_.RemoveWorker(worker_id);
   ApplyLocked(planner_.EndTransfersOf(SnapshotLocked(), worker_id));
   std::deque<QueuedRequest> queued = w->loop->TakeQueued();
   std::vector<QueuedRequest> resumed;
@@ -346,6 +363,7 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
 TransferSnapshot Cluster::SnapshotLocked() const {
   TransferSnapshot s;
   s.now = absl::Now();
+  s.loras = &loras_;
   s.workers.reserve(workers_.size());
   for (const auto& w : workers_) {
     WorkerView& v = s.workers.emplace_back();

@@ -40,6 +40,7 @@
 #include "common/executor.h"
 #include "router/core/cluster_reports.h"
 #include "router/core/engine.h"
+#include "router/core/lora_catalog.h"
 #include "router/core/paused_caps.h"
 #include "router/core/placement.h"
 #include "router/core/request_table.h"
@@ -129,6 +130,12 @@ class Cluster final : private WorkerLoopListener {
   ClusterStats stats() const;
   std::vector<WorkerStats> worker_stats() const;  // connected workers
   const ModelConfig& config() const { return config_; }
+  // Loads (change.path set) or unloads a LoRA adapter on every live worker
+  // (LoraCatalog::Change); `done` runs on a loop's thread, or here when no worker is live.
+  void ChangeAdapter(const AdapterChange& change, std::function<void(absl::Status)> done);
+  // Its workers' LoRA adapters: a request naming one is placed only on a worker holding it.
+  LoraCatalog& loras() { return loras_; }
+  const LoraCatalog& loras() const { return loras_; }
   int max_model_len() const;
   int max_n() const { return options_.engine.max_n; }  // samples per request at most
 
@@ -198,6 +205,7 @@ class Cluster final : private WorkerLoopListener {
   int num_paused_ ABSL_GUARDED_BY(mu_) = 0;  // sequences, at the last Tick
 
   LockWaits loop_waits_;  // the loops' waits for either lock (ClusterStats), counted outside
+  LoraCatalog loras_;     // thread-safe
 };
 
 }  // namespace pagoda

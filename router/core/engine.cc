@@ -22,6 +22,7 @@ SchedulerOptions MakeSchedulerOptions(const ModelConfig& config, const WorkerInf
                                               : config.max_seq_len;
   s.num_blocks = worker.num_blocks;
   s.block_size = worker.block_size;
+  s.max_loras = worker.max_loras;
   s.drafts = {.proposer = proposer,
               .num_speculative_tokens = options.speculative.num_speculative_tokens,
               .max_step_tokens = options.speculative.max_step_tokens};

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "router/core/adapter_slots.h"
 
 namespace pagoda {
 
@@ -200,10 +201,12 @@ StepCommand Scheduler::Schedule() {
   // Then waiting ones, oldest first, unless this step had to preempt (no room to admit). A
   // paused running sequence never keeps one out: it is preempted for the slot or the blocks
   // a waiting one needs (its full blocks stay cached for when its client reads again).
+  AdapterSlots adapters(options_.max_loras, running_);
   for (size_t w = 0; !preempted && w < waiting_.size() && budget.tokens() > 0 &&
                      static_cast<int>(step_.entries().size()) < options_.max_num_seqs;) {
     Sequence* seq = waiting_[w];
-    if (seq->paused_this_step) {  // its client is not reading
+    // Its client is not reading, or its LoRA adapter would pass the worker's --max-loras.
+    if (seq->paused_this_step || !adapters.Admits(*seq)) {
       ++w;
       continue;
     }
@@ -265,6 +268,7 @@ StepCommand Scheduler::Schedule() {
     seq->num_computed_tokens = cached;
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(seq);
+    adapters.Admit(*seq);
     if (n > 0) {
       budget.Take(*seq, cached, cached + n);
       Emit(seq, n, static_cast<int>(kv_.block_table(seq->id).size()), &cmd);

@@ -53,6 +53,9 @@ struct SchedulerOptions {
   int max_model_len = 0;  // prompt + output tokens per sequence
   int num_blocks = 0;     // the worker's pool
   int block_size = 16;
+  // Distinct LoRA adapters among the running sequences at most (the worker's --max-loras):
+  // every running sequence may be in a step, and the worker refuses a step over it.
+  int max_loras = 0;
   // Speculative decoding (router/spec/draft_planner.h): null proposer = off. The planner
   // chooses the drafts; the scheduler gives them blocks, and a draft never preempts anything.
   DraftPlannerOptions drafts;

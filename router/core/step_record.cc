@@ -23,7 +23,8 @@ void StepRecord::Emit(Sequence* seq, int num_new_tokens, int first_changed_block
          .stop_ids = seq->sampling.min_tokens > seq->num_output_tokens() ? seq->stop_token_ids
                                                                          : std::vector<int>(),
          .pooling = seq->pooling,
-         .salted = seq->salted});
+         .salted = seq->salted,
+         .adapter = seq->adapter});
     seq->on_worker = true;
     seq->num_synced_blocks = 0;
   }

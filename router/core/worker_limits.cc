@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/model/lora_adapter.h"
 #include "common/status_macros.h"
 #include "common/step.h"
 
@@ -46,12 +47,7 @@ absl::Status ValidateWorkerInfo(const WorkerInfo& info, const WorkerLimits& limi
         absl::StrCat("Hello.adapters: ", info.adapters.size(), "; at most ", kMaxWorkerAdapters));
   }
   for (const AdapterInfo& a : info.adapters) {
-    const bool plain_name = !a.name.empty() && a.name.size() <= 128 &&
-                            std::all_of(a.name.begin(), a.name.end(), [](char c) {
-                              return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-                                     c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
-                            });
-    if (!plain_name || a.rank < 1 || a.rank > 256 || a.digest.size() > 64) {
+    if (!IsLoraAdapterName(a.name) || a.rank < 1 || a.rank > 256 || a.digest.size() > 64) {
       return absl::InvalidArgumentError(
           "Hello.adapters: each a name of 1 to 128 [A-Za-z0-9._:/-], a rank in [1, 256] and a "
           "digest of at most 64 characters");

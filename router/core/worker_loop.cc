@@ -78,6 +78,10 @@ void WorkerLoop::Detach() { Post(DetachOrder{}); }
 
 void WorkerLoop::DetachPreempted(int max_blocks) { Post(DetachPreemptedOrder{max_blocks}); }
 
+void WorkerLoop::ChangeAdapter(AdapterChange change, AdapterDone done) {
+  Post(AdapterOrder{std::move(change), std::move(done)});
+}
+
 std::deque<QueuedRequest> WorkerLoop::TakeQueued() {
   absl::MutexLock lock(&mu_);
   std::deque<QueuedRequest> queued;
@@ -193,6 +197,17 @@ void WorkerLoop::Run() {
     ReportTransfers();
   }
   ClearLoad();
+  // Adapter changes it will never carry out are answered, so that nobody waits for them.
+  std::vector<AdapterDone> unanswered;
+  {
+    absl::MutexLock lock(&mu_);
+    std::erase_if(mailbox_, [&](Message& m) {
+      auto* order = std::get_if<AdapterOrder>(&m);
+      if (order != nullptr) unanswered.push_back(std::move(order->done));
+      return order != nullptr;
+    });
+  }
+  for (AdapterDone& done : unanswered) done(absl::UnavailableError("the worker left"));
   // A dead worker leaves nothing: its pool and block tables and its metric series go now.
   engine_.reset();
   if (step_seconds_ != nullptr) metrics_->registry->Remove(step_seconds_);
@@ -221,6 +236,8 @@ void WorkerLoop::Handle(Message message, Batch* batch) {
     batch->held = true;
   } else if (auto* release = std::get_if<ReleaseOrder>(&message)) {
     engine_->transfers().Release(release->blocks);
+  } else if (auto* adapter = std::get_if<AdapterOrder>(&message)) {
+    adapter->done(executor_->ChangeAdapter(adapter->change));
   } else if (std::holds_alternative<DetachOrder>(message)) {
     batch->detach = true;
   } else if (auto* detach = std::get_if<DetachPreemptedOrder>(&message)) {

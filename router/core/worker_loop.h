@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/executor.h"
@@ -91,6 +92,11 @@ class WorkerLoop {
   // Sequences waiting after a preemption, whose blocks sum to at most `max_blocks`
   // (Scheduler::DetachPreempted); answered by OnDetached.
   void DetachPreempted(int max_blocks);
+  // Loads or unloads a LoRA adapter on the worker at the loop's next wake, between steps
+  // (Executor::ChangeAdapter); `done` gets the answer on the loop's thread, and an error when
+  // the loop ends first.
+  using AdapterDone = std::function<void(absl::StatusOr<AdapterInfo>)>;
+  void ChangeAdapter(AdapterChange change, AdapterDone done);
   // Takes back the requests queued here that the loop has not taken into the engine yet.
   std::deque<QueuedRequest> TakeQueued();
   // Ends the loop at its next wake, with no further report; it drops its engine's sequences.
@@ -120,8 +126,12 @@ class WorkerLoop {
   struct DetachPreemptedOrder {
     int max_blocks;
   };
+  struct AdapterOrder {
+    AdapterChange change;
+    AdapterDone done;
+  };
   using Message = std::variant<QueuedRequest, AbortOrder, ResumeOrder, HoldOrder, ReleaseOrder,
-                               DetachOrder, DetachPreemptedOrder>;
+                               DetachOrder, DetachPreemptedOrder, AdapterOrder>;
   // What a batch of messages leaves for after it: detaches are done once per batch, after its
   // aborts, with the most blocks any DetachPreempted asked for.
   struct Batch {

@@ -80,6 +80,12 @@ std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
   // Workers of one machine move K/V over loopback (issue 28), behind the worker token.
   if (num_workers > 1) args.push_back("--kv_transfer_port=-1");
   if (!router.rope_scaling.empty()) args.push_back("--rope_scaling=" + router.rope_scaling);
+  for (const std::string& module : router.lora_modules) args.push_back("--lora_modules=" + module);
+  if (options.max_loras > 0) args.push_back(absl::StrCat("--max_loras=", options.max_loras));
+  if (options.max_cpu_loras > 0) {
+    args.push_back(absl::StrCat("--max_cpu_loras=", options.max_cpu_loras));
+  }
+  if (!options.lora_dir.empty()) args.push_back("--lora_dir=" + options.lora_dir);
   if (!options.kv_cache_dir.empty()) {
     const std::string model_dir =
         router.num_models > 1 ? absl::StrCat("/", router.model_name) : std::string();

@@ -31,6 +31,11 @@ struct LocalWorkersOptions {
   // directory takes one live worker; kv_cache_dir/<model>/worker-i with several models);
   // "" = off.
   std::string kv_cache_dir = {};
+  // LoRA adapters (issue 39): each one's --max-loras and --max-cpu-loras (0: the worker's
+  // default) and --lora-dir ("": the directories of the adapters' paths).
+  int max_loras = 0;
+  int max_cpu_loras = 0;
+  std::string lora_dir = {};
 };
 
 // What every local worker is told about the router it serves.
@@ -45,6 +50,8 @@ struct LocalWorkersRouter {
   std::string worker_token;  // "": none (an insecure worker port)
   int max_num_batched_tokens = 0;
   int max_num_seqs = 0;
+  // The model's LoRA adapters, NAME=PATH each: every worker's --lora-modules.
+  std::vector<std::string> lora_modules = {};
 };
 
 // INVALID_ARGUMENT naming the router's flag (--worker-weight-dtype, --worker-kv-cache-dtype)

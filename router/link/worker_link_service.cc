@@ -1,5 +1,6 @@
 #include "router/link/worker_link_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "glog/logging.h"
 #include "grpcpp/security/server_credentials.h"
 #include "proto/step_proto.h"
+#include "router/core/worker_limits.h"
 
 namespace pagoda {
 namespace {
@@ -65,6 +67,60 @@ class WorkerConnection final : public Executor {
       }
       return FromProto(*result_);
     }
+  }
+
+  // Runs on the worker's loop thread between steps, as Execute does: one exchange at a time.
+  absl::StatusOr<AdapterInfo> ChangeAdapter(const AdapterChange& change) override {
+    v1::RouterMessage message;
+    if (change.path.empty()) {
+      message.mutable_unload_adapter()->set_name(change.name);
+    } else {
+      message.mutable_load_adapter()->set_name(change.name);
+      message.mutable_load_adapter()->set_path(change.path);
+    }
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::UnavailableError("worker connection closed");
+    adapter_answer_.reset();
+    if (!stream_->Write(message)) {
+      closed_ = true;
+      return absl::UnavailableError("worker stream broke");
+    }
+    auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return closed_ || adapter_answer_.has_value();
+    };
+    // Reading an adapter takes longer than a step: a whole step timeout at least, a minute at
+    // most (a large adapter on a slow disk).
+    if (!mu_.AwaitWithTimeout(absl::Condition(&answered),
+                              std::max(step_timeout_, absl::Minutes(1)))) {
+      return absl::DeadlineExceededError("the worker did not answer the adapter change");
+    }
+    if (!adapter_answer_.has_value()) return absl::UnavailableError("worker connection closed");
+    const v1::AdapterLoaded& a = *adapter_answer_;
+    if (a.name() != change.name || a.loaded() == change.path.empty()) {
+      return CloseLocked(absl::InternalError("the worker answered another adapter change"));
+    }
+    if (!a.ok()) {
+      const int code = a.code() > 0 && a.code() <= 16 ? a.code() : 2;  // google.rpc.Code
+      return absl::Status(static_cast<absl::StatusCode>(code), a.error().substr(0, 1024));
+    }
+    AdapterInfo info;
+    info.name = a.name();
+    if (a.loaded()) {
+      info = {
+          .name = a.adapter().name(), .rank = a.adapter().rank(), .digest = a.adapter().digest()};
+      // Untrusted as a Hello's adapters are.
+      WorkerInfo check = info_;
+      check.adapters = {info};
+      if (absl::Status valid = ValidateWorkerInfo(check, WorkerLimits()); !valid.ok()) {
+        return CloseLocked(valid);
+      }
+    }
+    return info;
+  }
+
+  void OnAdapterLoaded(const v1::AdapterLoaded& answer) {
+    absl::MutexLock lock(&mu_);
+    adapter_answer_ = answer;
   }
 
   // The Cluster dropped this worker (a step failed here, or its result did not check out):
@@ -121,6 +177,7 @@ class WorkerConnection final : public Executor {
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = -1;
   std::optional<v1::StepResult> result_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::AdapterLoaded> adapter_answer_ ABSL_GUARDED_BY(mu_);
 };
 
 // Cancels a call when nothing arrives on it before a deadline, which each Beat moves on.
@@ -233,6 +290,8 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
     watchdog.Beat(options_.heartbeat_timeout);
     if (message.has_result()) {
       connection->OnResult(message.result());
+    } else if (message.has_adapter_loaded()) {
+      connection->OnAdapterLoaded(message.adapter_loaded());
     } else if (message.has_drain()) {
       LOG(INFO) << "worker " << *id << " (" << name << ") asks to drain";
       cluster->DrainWorker(*id, [connection] { connection->SendDrained(); });

@@ -258,6 +258,7 @@ TransferActions TransferPlanner::OnDetached(const TransferSnapshot& s, int worke
       s,
       [&](const WorkerView& o) {
         if (o.draining || !CanTransfer(s, worker_id, o.id)) return false;
+        if (s.loras != nullptr && !s.loras->Holds(o.id, work->request.adapter)) return false;
         return !d.preempted || MoveRoom(s, worker_id, o.id) - (*taken)[o.id] >= need;
       },
       /*count_transfers=*/false);

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/model/model_config.h"
 #include "router/core/engine.h"
+#include "router/core/lora_catalog.h"
 #include "router/core/placement.h"
 #include "router/core/router_metrics.h"
 #include "router/core/worker_loop.h"
@@ -47,6 +48,9 @@ struct WorkerView {
 struct TransferSnapshot {
   std::vector<WorkerView> workers = {};  // by id; dead ones stay
   absl::Time now = absl::Now();
+  // Which worker holds which LoRA adapter: a sequence moves only to one holding its own. Not
+  // owned; null: none holds any.
+  const LoraCatalog* loras = nullptr;
 };
 
 // What the Cluster does for the planner, in order.

@@ -5,7 +5,12 @@
 // decides which it serves, and a request never reaches the other model's worker.
 #include <httplib.h>
 
+#include <map>
+
+#include "common/model/llama2c_checkpoint.h"
 #include "nlohmann/json.hpp"
+#include "tests/common/model/lora_files.h"
+#include "tests/common/model/model_runs.h"
 #include "tests/integration/serving_fixture.h"
 
 namespace pagoda {
@@ -176,6 +181,149 @@ TEST_F(MultiModelSpawnTest, SpawnsWorkersForEachModel) {
   const testing::StreamOutput out = GreedyOn("gguf", g, 16);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.ids[0], std::vector<int>(g.greedy_ids.begin(), g.greedy_ids.begin() + 16));
+}
+
+// Issue 39 items 2-4 through the router: --lora-modules gives each model an adapter, spawned
+// workers load it, and a request naming the adapter as its model runs it (vLLM's convention).
+class LoraServingTest : public MultiModelTest {
+ protected:
+  std::vector<std::string> ExtraRouterFlags() const override {
+    return {"--spawn-workers=1", "--worker-kv-cache-mb=8", "--worker-threads=1",
+            "--lora-modules=story:sql=" + AdapterDir("sql", 1),
+            "--lora-modules=gguf:chat=" + AdapterDir("chat", 2)};
+  }
+  static ModelConfig Config() {
+    absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+    CHECK(w.ok()) << w.status();
+    return w->config;
+  }
+  static LoraAdapter Adapter(uint64_t seed) {
+    return testing::RandomLoraAdapter(Config(), /*rank=*/8, /*alpha=*/16, seed,
+                                      /*strength=*/3.0);
+  }
+  // A PEFT directory of Adapter(seed) under dir_/loras, written once.
+  std::string AdapterDir(const std::string& name, uint64_t seed) const {
+    const std::string dir = dir_ + "/loras/" + name;
+    if (!std::filesystem::exists(dir)) {
+      testing::WritePeftLora(Adapter(seed), Config(), 16, dir);
+    }
+    return dir;
+  }
+};
+
+TEST_F(LoraServingTest, ARequestNamingAnAdapterRunsItsModelUnderIt) {
+  WaitForWorkersOf("story", 1);
+  WaitForWorkersOf("gguf", 1);
+  const testing::GoldenCase& g = golden_[0];
+  constexpr int kTokens = 24;
+
+  // The adapter's tokens are those of its model's weights merged with it (W + scale·B·A).
+  auto weights = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::vector<int> merged =
+      testing::GreedyRun(testing::MergeLora(*weights, Adapter(1)), g.prompt_ids);
+  merged.resize(kTokens);
+  const testing::StreamOutput sql = GreedyOn("sql", g, kTokens);
+  ASSERT_TRUE(sql.status.ok()) << sql.status.error_message();
+  EXPECT_EQ(sql.ids[0], merged);
+  const testing::StreamOutput base = GreedyOn("story", g, kTokens);
+  ASSERT_TRUE(base.status.ok()) << base.status.error_message();
+  EXPECT_EQ(base.ids[0], std::vector<int>(g.greedy_ids.begin(), g.greedy_ids.begin() + kTokens));
+  const testing::StreamOutput chat = GreedyOn("chat", g, kTokens);
+  ASSERT_TRUE(chat.status.ok()) << chat.status.error_message();
+  EXPECT_NE(chat.ids[0], GreedyOn("gguf", g, kTokens).ids[0]);
+
+  // Over HTTP: the answer names the adapter; an unknown name is 404 listing what is served.
+  httplib::Result r =
+      Post("/v1/completions",
+           {{"model", "sql"}, {"prompt", g.prompt}, {"max_tokens", 4}, {"temperature", 0}});
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["model"], "sql");
+  r = Post("/v1/completions", {{"model", "nope"}, {"prompt", "x"}, {"max_tokens", 1}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(r->body, HasSubstr("`sql`"));
+
+  // Listed with their base models as parents, over HTTP and gRPC.
+  httplib::Client client("127.0.0.1", http_port_);
+  httplib::Result models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  const Json listing = Json::parse(models->body);
+  std::map<std::string, Json> by_id;
+  for (const Json& m : listing["data"]) by_id[m["id"]] = m;
+  ASSERT_EQ(by_id.size(), 4u) << models->body;
+  EXPECT_EQ(by_id["sql"]["parent"], "story");
+  EXPECT_EQ(by_id["chat"]["parent"], "gguf");
+  EXPECT_TRUE(by_id["story"]["parent"].is_null());
+  grpc::ClientContext ctx;
+  v1::ListModelsResponse listed;
+  ASSERT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &listed).ok());
+  std::map<std::string, std::string> parents;
+  for (const v1::ModelInfo& m : listed.models()) parents[m.model_name()] = m.parent();
+  EXPECT_EQ(parents, (std::map<std::string, std::string>{
+                         {"story", ""}, {"sql", "story"}, {"gguf", ""}, {"chat", "gguf"}}));
+}
+
+TEST_F(LoraServingTest, LoadingAtRunTimeIsOffWithoutItsFlag) {
+  const httplib::Result r =
+      Post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", AdapterDir("x", 3)}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(r->body, HasSubstr("--allow-runtime-lora-updating"));
+}
+
+// vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter, with --allow-runtime-lora-updating.
+class LoraLoadingTest : public LoraServingTest {
+ protected:
+  std::vector<std::string> ExtraRouterFlags() const override {
+    std::vector<std::string> flags = LoraServingTest::ExtraRouterFlags();
+    flags.push_back("--allow-runtime-lora-updating");
+    flags.push_back("--lora-dir=" + dir_ + "/loras");
+    return flags;
+  }
+  int Status(const std::string& path, const Json& body, const std::string& says = "") {
+    const httplib::Result r = Post(path, body);
+    EXPECT_TRUE(r) << path;
+    if (!r) return -1;
+    EXPECT_THAT(r->body, HasSubstr(says)) << path << " " << body.dump();
+    return r->status;
+  }
+};
+
+TEST_F(LoraLoadingTest, AnAdapterLoadedAtRunTimeServesUntilItIsUnloaded) {
+  WaitForWorkersOf("story", 1);
+  WaitForWorkersOf("gguf", 1);
+  const testing::GoldenCase& g = golden_[2];
+  const std::string path = AdapterDir("fresh", 3);
+  const std::string load = "/v1/load_lora_adapter", unload = "/v1/unload_lora_adapter";
+  EXPECT_EQ(Status(load, {{"lora_name", "fresh"}, {"lora_path", path}}, "fits story and gguf"),
+            400);
+  EXPECT_EQ(Status(load, {{"lora_name", "story:fresh"}, {"lora_path", "/etc/passwd"}}), 400);
+  EXPECT_EQ(Status(load, {{"lora_name", "fresh"}, {"load_inplace", true}}, "load_inplace"), 400);
+  EXPECT_EQ(Status(load, {{"lora_name", "story:fresh"}, {"lora_path", path}}, "Success"), 200);
+  EXPECT_NE(Status(load, {{"lora_name", "fresh"}, {"lora_path", path}}, "already"), 200);
+
+  auto weights = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::vector<int> merged =
+      testing::GreedyRun(testing::MergeLora(*weights, Adapter(3)), g.prompt_ids);
+  merged.resize(16);
+  const testing::StreamOutput fresh = GreedyOn("fresh", g, 16);
+  ASSERT_TRUE(fresh.status.ok()) << fresh.status.error_message();
+  EXPECT_EQ(fresh.ids[0], merged);
+  httplib::Client client("127.0.0.1", http_port_);
+  httplib::Result models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_THAT(models->body, HasSubstr(R"("id":"fresh","object":"model")"));
+
+  EXPECT_EQ(Status(unload, {{"lora_name", "fresh"}}, "Success"), 200);
+  EXPECT_EQ(Status("/v1/completions", {{"model", "fresh"}, {"prompt", "x"}, {"max_tokens", 1}}),
+            404);
+  EXPECT_EQ(Status(unload, {{"lora_name", "fresh"}}, "cannot be found"), 404);
+  // An adapter given at start unloads too.
+  EXPECT_EQ(Status(unload, {{"lora_name", "sql"}}, "Success"), 200);
+  EXPECT_EQ(GreedyOn("sql", g, 4).status.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

@@ -99,23 +99,37 @@ class OpenAiServer::Api {
             [this](const httplib::Request& req, httplib::Response& res) { Respond(req, res); });
     s->Post("/v1/embeddings",
             [this](const httplib::Request& req, httplib::Response& res) { Embed(req, res); });
+    s->Post("/v1/load_lora_adapter", [this](const httplib::Request& req, httplib::Response& res) {
+      ChangeAdapter(req, res, /*load=*/true);
+    });
+    s->Post("/v1/unload_lora_adapter", [this](const httplib::Request& req, httplib::Response& res) {
+      ChangeAdapter(req, res, /*load=*/false);
+    });
     s->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       OrderedJson data = OrderedJson::array();
       for (const Model& m : models_by_name_) {
         const ModelConfig& config = m.served->cluster->config();
         // max_model_len as vLLM says it; meta as llama-server does (clients such as `pagoda
-        // bench` read the vocabulary size there).
-        data.push_back({{"id", m.served->name},
-                        {"object", "model"},
-                        {"created", started_at_},
-                        {"owned_by", "pagoda"},
-                        {"root", m.served->name},
-                        {"parent", nullptr},
-                        {"max_model_len", m.served->cluster->max_model_len()},
-                        {"meta",
-                         {{"n_vocab", config.vocab_size},
-                          {"n_ctx_train", config.max_seq_len},
-                          {"n_embd", config.dim}}}});
+        // bench` read the vocabulary size there). Then the model's LoRA adapters, each with
+        // the model as its parent, as vLLM lists them.
+        OrderedJson entry = {{"id", m.served->name},
+                             {"object", "model"},
+                             {"created", started_at_},
+                             {"owned_by", "pagoda"},
+                             {"root", m.served->name},
+                             {"parent", nullptr},
+                             {"max_model_len", m.served->cluster->max_model_len()},
+                             {"meta",
+                              {{"n_vocab", config.vocab_size},
+                               {"n_ctx_train", config.max_seq_len},
+                               {"n_embd", config.dim}}}};
+        data.push_back(entry);
+        for (const std::string& adapter : m.served->cluster->loras().Names()) {
+          entry["id"] = adapter;
+          entry["root"] = adapter;
+          entry["parent"] = m.served->name;
+          data.push_back(entry);
+        }
       }
       SendJson(res, OrderedJson{{"object", "list"}, {"data", std::move(data)}});
     });
@@ -227,41 +241,44 @@ class OpenAiServer::Api {
     std::vector<std::string> id_fields;
     if (!chat) id_fields = {"prompt"};
     if (!ParseBody(req, res, &body, std::move(id_fields))) return;
-    const Model* model = ModelOf(body, res);
+    std::string adapter;
+    const Model* model = ModelOf(body, res, &adapter);
     if (model == nullptr) return;
     absl::StatusOr<OpenAiCall> call = chat ? ParseChatRequest(body, model->context)
                                            : ParseCompletionRequest(body, model->context);
     if (!call.ok()) return SendStatus(res, call.status());
-    Run(*model,
+    const std::string& name = adapter.empty() ? model->served->name : adapter;
+    Run(*model, adapter,
         std::make_shared<CompletionWriter>(std::make_unique<OpenAiCall>(*std::move(call)),
-                                           model->served->tokenizer, model->served->name,
-                                           model->fingerprint),
+                                           model->served->tokenizer, name, model->fingerprint),
         InOpenAiFieldNames, req, res);
   }
 
   void Respond(const httplib::Request& req, httplib::Response& res) {
     OrderedJson body;
     if (!ParseBody(req, res, &body)) return;
-    const Model* model = ModelOf(body, res);
+    std::string adapter;
+    const Model* model = ModelOf(body, res, &adapter);
     if (model == nullptr) return;
     absl::StatusOr<ResponsesCall> call = ParseResponsesRequest(body, model->context);
     if (!call.ok()) return SendStatus(res, call.status());
-    Run(*model, std::make_shared<ResponsesOutput>(*std::move(call), model->served->name),
+    const std::string& name = adapter.empty() ? model->served->name : adapter;
+    Run(*model, adapter, std::make_shared<ResponsesOutput>(*std::move(call), name),
         InResponsesFieldNames, req, res);
   }
 
   // Submits the writer's call and answers with its output. `in_field_names` names a refused
   // request's fields as the endpoint does.
-  void Run(const Model& model, std::shared_ptr<CallWriter> writer,
+  void Run(const Model& model, const std::string& adapter, std::shared_ptr<CallWriter> writer,
            absl::Status (*in_field_names)(const absl::Status&), const httplib::Request& req,
            httplib::Response& res) {
     const OpenAiCall& call = writer->call();
-    if (absl::Status serving = models_->CheckServing(*model.served); !serving.ok()) {
+    if (absl::Status serving = models_->CheckServing({model.served, adapter}); !serving.ok()) {
       return SendStatus(res, serving);
     }
     auto stream = std::make_shared<GenerationStream>(model.served->cluster, model.served->tokenizer,
                                                      model.served->metrics);
-    if (absl::Status s = stream->Submit(call.requests, call.stops,
+    if (absl::Status s = stream->Submit(WithAdapter(call.requests, adapter), call.stops,
                                         WorkerWaitEnd(std::nullopt, absl::Now()), PeerOf(req));
         !s.ok()) {
       return SendStatus(res, in_field_names(s));
@@ -321,20 +338,30 @@ class OpenAiServer::Api {
   }
 
   // The model the body's `model` names (the default when it names none, or is not a string:
-  // the request's parser then refuses it), or null after answering 404 model_not_found.
-  const Model* ModelOf(const OrderedJson& body, httplib::Response& res) const {
+  // the request's parser then refuses it), or null after answering 404 model_not_found. When
+  // it names a LoRA adapter: the adapter's model, and the adapter in `*adapter`.
+  const Model* ModelOf(const OrderedJson& body, httplib::Response& res,
+                       std::string* adapter = nullptr) const {
     const auto field = body.find("model");
     const std::string name =
         field != body.end() && field->is_string() ? field->get<std::string>() : "";
-    absl::StatusOr<const ServedModel*> served = models_->Find(name);
-    if (!served.ok()) {
-      SendError(res, 404, std::string(served.status().message()), "model", "model_not_found");
+    absl::StatusOr<ServedModels::Choice> choice = models_->Resolve(name);
+    if (!choice.ok()) {
+      SendError(res, 404, std::string(choice.status().message()), "model", "model_not_found");
       return nullptr;
     }
+    if (adapter != nullptr) *adapter = choice->adapter;
     for (const Model& m : models_by_name_) {
-      if (m.served == *served) return &m;
+      if (m.served == choice->model) return &m;
     }
     return nullptr;  // unreachable: every served model has its entry
+  }
+
+  // `requests` run under `adapter` ("": the base model).
+  static std::vector<GenerationRequest> WithAdapter(std::vector<GenerationRequest> requests,
+                                                    const std::string& adapter) {
+    for (GenerationRequest& r : requests) r.adapter = adapter;
+    return requests;
   }
 
   // Each input is its own request through the same steps as generation; the answer waits for
@@ -342,18 +369,19 @@ class OpenAiServer::Api {
   void Embed(const httplib::Request& req, httplib::Response& res) {
     OrderedJson body;
     if (!ParseBody(req, res, &body, {"input"})) return;
-    const Model* model = ModelOf(body, res);
+    std::string adapter;
+    const Model* model = ModelOf(body, res, &adapter);
     if (model == nullptr) return;
     absl::StatusOr<EmbeddingCall> call =
         ParseEmbeddingRequest(body, model->context, options_.pooling);
     if (!call.ok()) return SendStatus(res, call.status());
-    if (absl::Status serving = models_->CheckServing(*model->served); !serving.ok()) {
+    if (absl::Status serving = models_->CheckServing({model->served, adapter}); !serving.ok()) {
       return SendStatus(res, serving);
     }
     GenerationStream stream(model->served->cluster, model->served->tokenizer,
                             model->served->metrics);
-    if (absl::Status s =
-            stream.Submit(call->requests, {}, WorkerWaitEnd(std::nullopt, absl::Now()));
+    if (absl::Status s = stream.Submit(WithAdapter(call->requests, adapter), {},
+                                       WorkerWaitEnd(std::nullopt, absl::Now()));
         !s.ok()) {
       return SendStatus(res, InOpenAiFieldNames(s));
     }
@@ -371,8 +399,40 @@ class OpenAiServer::Api {
       if (taken.done) break;
       if (GuardedHttpServer::ClientGone()) return stream.Abort();
     }
-    res.set_content(EmbeddingResponseBody(*call, embeddings, prompt_tokens, model->served->name),
+    res.set_content(EmbeddingResponseBody(*call, embeddings, prompt_tokens,
+                                          adapter.empty() ? model->served->name : adapter),
                     "application/json");
+  }
+
+  // vLLM's /v1/load_lora_adapter ({"lora_name", "lora_path"}) and /v1/unload_lora_adapter
+  // ({"lora_name"}): its plain-text answer on success.
+  void ChangeAdapter(const httplib::Request& req, httplib::Response& res, bool load) {
+    if (!options_.change_adapter) {
+      return SendError(res, 404,
+                       "loading LoRA adapters at run time is off; start pagoda-router with "
+                       "--allow-runtime-lora-updating");
+    }
+    OrderedJson body;
+    if (!ParseBody(req, res, &body)) return;
+    std::string name, path;
+    for (const auto& [key, value] : body.items()) {
+      const bool known = key == "lora_name" || (load && key == "lora_path");
+      if (!known) return SendError(res, 400, absl::StrCat("unsupported field: ", key), key);
+      if (!value.is_string() || value.get<std::string>().empty()) {
+        return SendError(res, 400, absl::StrCat(key, " must be a non-empty string"), key);
+      }
+      (key == "lora_name" ? name : path) = value.get<std::string>();
+    }
+    if (name.empty() || (load && path.empty())) {
+      return SendError(res, 400,
+                       load ? "lora_name and lora_path are required" : "lora_name is required");
+    }
+    if (absl::Status s = options_.change_adapter(name, load ? path : ""); !s.ok()) {
+      return SendStatus(res, s);
+    }
+    res.set_content(absl::StrCat("Success: LoRA adapter '", name, "' ", load ? "added" : "removed",
+                                 " successfully."),
+                    "text/plain");
   }
 
   // vLLM's /tokenize and /detokenize: plain reads of the body (openai_tokens.h).

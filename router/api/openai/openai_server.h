@@ -45,6 +45,11 @@ struct OpenAiServerOptions {
   CorsOptions cors;                             // off by default (no allowed origins)
   Pooling pooling = Pooling::kLast;             // /v1/embeddings' (--pooling)
   bool web_ui = true;                           // the page at `/` (--no-web-ui: off, 404)
+  // vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter (issue 39): loads the adapter
+  // at `path` as `name` on every worker of its model, or unloads `name` when `path` is empty,
+  // answering once they did. Null (pagoda-router without --allow-runtime-lora-updating): both
+  // are refused with 404, naming the flag.
+  std::function<absl::Status(const std::string& name, const std::string& path)> change_adapter;
 };
 
 class OpenAiServer {

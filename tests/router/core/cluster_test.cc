@@ -193,12 +193,13 @@ TEST_F(ClusterTest, TwoCacheSaltsNeverShareABlock) {
 // a salt does, and no salt reaches an adapter's blocks. (The fake workers run no adapter: the
 // tokens are the base's; what is checked is which blocks are shared.)
 TEST_F(ClusterTest, TwoAdaptersOrAnAdapterAndTheBaseNeverShareABlock) {
-  AddWorker();
+  ASSERT_TRUE(cluster_->AddWorker(testing::NewWorkerWithAdapters({"sql-lora", "chat-lora"})).ok());
   const auto& c = golden_[5];  // 19 tokens: one full block
   auto run = [&](const std::string& adapter, const std::string& salt = "") {
     GenerationRequest r = Greedy(c.prompt_ids);
     r.adapter = adapter;
     r.cache_salt = salt;
+    r.max_tokens = 16;
     Collector out(1);
     EXPECT_TRUE(cluster_->Submit(r, out.Sink()).ok());
     EXPECT_TRUE(out.Wait());
@@ -213,6 +214,99 @@ TEST_F(ClusterTest, TwoAdaptersOrAnAdapterAndTheBaseNeverShareABlock) {
   GenerationRequest too_long = Greedy(c.prompt_ids);
   too_long.adapter.assign(kMaxAdapterNameBytes + 1, 'x');
   EXPECT_THAT(cluster_->Validate(too_long).message(), HasSubstr("adapter"));
+}
+
+// A request naming a LoRA adapter runs only on a worker holding it (another would refuse the
+// step and be dropped), and its tokens are the adapter's, not the base model's.
+TEST_F(ClusterTest, ARequestForAnAdapterRunsOnlyOnAWorkerHoldingIt) {
+  AddWorker();
+  AddWorker();
+  const absl::StatusOr<int> holder =
+      cluster_->AddWorker(testing::NewWorkerWithAdapters({"sql-lora"}));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  auto run_all = [&](const std::string& adapter) {
+    std::vector<std::unique_ptr<Collector>> outs;
+    for (int i = 0; i < 6; ++i) {
+      GenerationRequest r = Greedy(golden_[i % 3].prompt_ids);
+      r.adapter = adapter;
+      r.max_tokens = 24;
+      outs.push_back(std::make_unique<Collector>(1));
+      EXPECT_TRUE(cluster_->Submit(r, outs.back()->Sink()).ok());
+    }
+    std::vector<std::vector<int>> tokens;
+    for (auto& out : outs) {
+      EXPECT_TRUE(out->Wait());
+      tokens.push_back(out->output());
+      if (!adapter.empty()) {
+        EXPECT_THAT(out->workers(), ::testing::Each(*holder)) << "only the holder runs it";
+      }
+    }
+    return tokens;
+  };
+  const std::vector<std::vector<int>> base = run_all("");
+  const std::vector<std::vector<int>> adapted = run_all("sql-lora");
+  EXPECT_EQ(cluster_->stats().num_workers, 3) << "no worker refused a step";
+  EXPECT_NE(adapted, base) << "the adapter changes the tokens";
+  EXPECT_EQ(run_all("sql-lora"), adapted);
+  EXPECT_TRUE(cluster_->loras().Known("sql-lora"));
+  EXPECT_EQ(cluster_->loras().NumHolding("sql-lora"), 1);
+}
+
+// A worker runs at most --max-loras distinct adapters in a step and refuses a step over it:
+// the scheduler keeps the second adapter's requests waiting until the first's end.
+TEST_F(ClusterTest, SequencesOfMoreAdaptersThanMaxLorasTakeTurns) {
+  ASSERT_TRUE(
+      cluster_->AddWorker(testing::NewWorkerWithAdapters({"a", "b"}, /*max_loras=*/1)).ok());
+  auto request = [&](const std::string& adapter) {
+    GenerationRequest r = Greedy(golden_[0].prompt_ids);
+    r.adapter = adapter;
+    r.max_tokens = 32;
+    r.ignore_eos = true;
+    return r;
+  };
+  Collector alone_a(1), alone_b(1);
+  ASSERT_TRUE(cluster_->Submit(request("a"), alone_a.Sink()).ok());
+  ASSERT_TRUE(alone_a.Wait());
+  ASSERT_TRUE(cluster_->Submit(request("b"), alone_b.Sink()).ok());
+  ASSERT_TRUE(alone_b.Wait());
+  Collector a(1), b(1), base(1);
+  ASSERT_TRUE(cluster_->Submit(request("a"), a.Sink()).ok());
+  ASSERT_TRUE(cluster_->Submit(request("b"), b.Sink()).ok());
+  ASSERT_TRUE(cluster_->Submit(request(""), base.Sink()).ok());
+  ASSERT_TRUE(a.Wait() && b.Wait() && base.Wait());
+  EXPECT_EQ(a.output(), alone_a.output());
+  EXPECT_EQ(b.output(), alone_b.output());
+  EXPECT_NE(a.output(), b.output());
+  EXPECT_EQ(cluster_->stats().num_workers, 1) << "the worker refused no step";
+}
+
+// An adapter loaded at run time reaches every live worker, and workers that join later.
+TEST_F(ClusterTest, AnAdapterLoadedAtRunTimeIsOnEveryWorkerAndOnThoseThatJoinLater) {
+  ASSERT_TRUE(cluster_->AddWorker(testing::NewWorkerWithAdapters({})).ok());
+  ASSERT_TRUE(cluster_->AddWorker(testing::NewWorkerWithAdapters({})).ok());
+  auto change = [&](const AdapterChange& c) {
+    absl::Notification done;
+    absl::Status result;
+    cluster_->ChangeAdapter(c, [&](absl::Status s) {
+      result = std::move(s);
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    return result;
+  };
+  ASSERT_TRUE(change({.name = "x", .path = testing::AdapterPath("x")}).ok());
+  EXPECT_EQ(cluster_->loras().NumHolding("x"), 2);
+  EXPECT_EQ(change({.name = "x", .path = testing::AdapterPath("x")}).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(change({.name = "y", .path = "/etc"}).code(), absl::StatusCode::kInvalidArgument)
+      << "outside the workers' --lora-dir";
+  EXPECT_FALSE(cluster_->loras().Known("y"));
+  ASSERT_TRUE(cluster_->AddWorker(testing::NewWorkerWithAdapters({})).ok());
+  EXPECT_TRUE(testing::WaitUntil([&] { return cluster_->loras().NumHolding("x") == 3; }, kTimeout,
+                                 "the late worker loads x"));
+  ASSERT_TRUE(change({.name = "x", .path = ""}).ok());
+  EXPECT_FALSE(cluster_->loras().Known("x"));
+  EXPECT_EQ(change({.name = "x", .path = ""}).code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {

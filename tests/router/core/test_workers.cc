@@ -1,7 +1,12 @@
 #include "tests/router/core/test_workers.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+
 #include "common/model/llama2c_checkpoint.h"
 #include "glog/logging.h"
+#include "tests/common/model/lora_files.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
 
@@ -13,15 +18,46 @@ ModelConfig Stories260KConfig() {
   return w->config;
 }
 
-std::shared_ptr<Executor> NewWorker(int num_blocks) {
+namespace {
+
+std::shared_ptr<Executor> Worker(const WorkerOptions& wo) {
   auto w = LoadLlama2cCheckpoint(Stories260KModel());
   CHECK(w.ok()) << w.status();
-  WorkerOptions wo;
-  wo.num_blocks = num_blocks;
-  wo.max_num_batched_tokens = 512;
   auto engine = WorkerEngine::Create(*std::move(w), wo);
   CHECK(engine.ok()) << engine.status();
   return std::make_shared<InProcessExecutor>(*std::move(engine));
+}
+
+}  // namespace
+
+std::shared_ptr<Executor> NewWorker(int num_blocks) {
+  WorkerOptions wo;
+  wo.num_blocks = num_blocks;
+  wo.max_num_batched_tokens = 512;
+  return Worker(wo);
+}
+
+std::shared_ptr<Executor> NewWorkerWithAdapters(const std::vector<std::string>& adapters,
+                                                int max_loras, int num_blocks) {
+  WorkerOptions wo;
+  wo.num_blocks = num_blocks;
+  wo.max_num_batched_tokens = 512;
+  wo.max_loras = max_loras;
+  wo.max_cpu_loras = std::max<int>(max_loras, static_cast<int>(adapters.size()));
+  wo.lora_dirs = {TempDir()};
+  for (const std::string& name : adapters) wo.lora_modules.push_back({name, AdapterPath(name)});
+  return Worker(wo);
+}
+
+std::string AdapterPath(const std::string& name) {
+  const std::string dir = TempDir() + "/lora-" + name;
+  if (!std::filesystem::exists(dir)) {
+    const ModelConfig config = Stories260KConfig();
+    const uint64_t seed = std::hash<std::string>()(name);
+    WritePeftLora(RandomLoraAdapter(config, /*rank=*/4, /*alpha=*/8, seed, /*strength=*/3.0),
+                  config, /*alpha=*/8, dir);
+  }
+  return dir;
 }
 
 absl::StatusOr<StepResult> GatedExecutor::Execute(const StepCommand& command) {

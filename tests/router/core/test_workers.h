@@ -4,7 +4,9 @@
 #define PAGODA_TESTS_ROUTER_CORE_TEST_WORKERS_H_
 
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -17,6 +19,14 @@ namespace pagoda::testing {
 ModelConfig Stories260KConfig();
 // A stories260K worker in this process.
 std::shared_ptr<Executor> NewWorker(int num_blocks = 256);
+// The same, holding a random rank-4 LoRA adapter (written under TempDir()) for each name; one
+// name is one adapter (its seed is the name's hash), on every worker that holds it. `max_loras`:
+// the worker's --max-loras.
+// Its --lora-dir is TempDir(), where AdapterPath writes.
+std::shared_ptr<Executor> NewWorkerWithAdapters(const std::vector<std::string>& adapters,
+                                                int max_loras = 4, int num_blocks = 256);
+// The PEFT directory of the adapter named `name` (written under TempDir() on first use).
+std::string AdapterPath(const std::string& name);
 
 // Runs a real worker's steps, each only once the test allows it. Thread-safe.
 class GatedExecutor final : public Executor {
