@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +44,19 @@ class AdapterSlots {
   const int max_loras_;
   std::vector<std::string_view> in_use_;  // views of the sequences' names; a handful at most
 };
+
+// The distinct LoRA adapters of `seqs`, sorted (vllm:lora_requests_info's running and waiting
+// adapters).
+template <typename Sequences>
+std::vector<std::string> AdapterNames(const Sequences& seqs) {
+  std::vector<std::string> names;
+  for (const Sequence* s : seqs) {
+    if (!s->adapter.empty()) names.push_back(s->adapter);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
 
 }  // namespace pagoda
 

@@ -448,7 +448,11 @@ std::vector<WorkerStats> Cluster::worker_stats() const {
                    .num_blocks = w->loop->info().num_blocks,
                    .block_size = w->loop->info().block_size,
                    .kv_cache_dtype = w->loop->info().kv_cache_dtype,
-                   .load = w->loop->load()});
+                   .load = w->loop->load(),
+                   .max_loras = w->loop->info().max_loras});
+    WorkerLoop::Adapters adapters = w->loop->adapters();
+    out.back().running_adapters = std::move(adapters.running);
+    out.back().waiting_adapters = std::move(adapters.waiting);
   }
   return out;
 }

@@ -1,8 +1,13 @@
 #include "router/core/cluster_gauges.h"
 
+#include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 
 namespace pagoda {
 
@@ -47,6 +52,22 @@ void AddClusterGauges(MetricsRegistry* registry, const Cluster* cluster) {
   total("pagoda_cluster_loop_lock_wait_seconds_total",
         "The loops' time waiting for the Cluster's locks.",
         [](const ClusterStats& s) { return s.loop_lock_wait_seconds; });
+  // vLLM's LoRA gauge, which the Kubernetes Gateway API inference extension reads: the
+  // adapters running and waiting over the workers (comma-separated), the most one worker runs
+  // in a step, and the time as its value.
+  registry->AddGaugeFamily("vllm:lora_requests_info", "Running stats on LoRA requests.", [cluster] {
+    std::set<std::string> running, waiting;
+    int max_loras = 0;
+    for (const WorkerStats& w : cluster->worker_stats()) {
+      running.insert(w.running_adapters.begin(), w.running_adapters.end());
+      waiting.insert(w.waiting_adapters.begin(), w.waiting_adapters.end());
+      max_loras = std::max(max_loras, w.max_loras);
+    }
+    return Values{{{{"max_lora", std::to_string(max_loras)},
+                    {"running_lora_adapters", absl::StrJoin(running, ",")},
+                    {"waiting_lora_adapters", absl::StrJoin(waiting, ",")}},
+                   absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())}};
+  });
   auto per_worker = [cluster](auto value) {
     return [cluster, value] {
       Values out;

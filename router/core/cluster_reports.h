@@ -85,6 +85,10 @@ struct WorkerStats {
   int block_size = 0;
   std::string kv_cache_dtype;  // "f32", "bf16", ...; "" when the worker did not say
   LoopLoad load;
+  // LoRA adapters (issue 39): the most in one step (its --max-loras), and those its running
+  // and its waiting sequences name (sorted).
+  int max_loras = 0;
+  std::vector<std::string> running_adapters = {}, waiting_adapters = {};
 };
 
 }  // namespace pagoda

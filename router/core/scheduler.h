@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "common/step.h"
+#include "router/core/adapter_slots.h"
 #include "router/core/kv_cache_manager.h"
 #include "router/core/sequence.h"
 #include "router/core/sequence_update.h"
@@ -94,6 +95,9 @@ class Scheduler {
       return s->preempted && !s->is_paused();
     }));
   }
+  // The LoRA adapters of the running and of the waiting sequences, sorted, each once.
+  std::vector<std::string> running_adapters() const { return AdapterNames(running_); }
+  std::vector<std::string> waiting_adapters() const { return AdapterNames(waiting_); }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Tokens computed again that a sequence had computed before (after a preemption, a failover
   // or a move without its K/V).

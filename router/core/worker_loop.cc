@@ -300,6 +300,16 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
   num_running_ = s.num_running();
   num_waiting_ = s.num_waiting() - s.num_waiting_paused();
   num_preempted_ = s.num_waiting_preempted();
+  if (info_.max_loras > 0) {  // a worker that runs adapters
+    Adapters adapters{.running = s.running_adapters(), .waiting = s.waiting_adapters()};
+    absl::MutexLock lock(&adapters_mu_);
+    adapters_ = std::move(adapters);
+  }
+}
+
+WorkerLoop::Adapters WorkerLoop::adapters() const {
+  absl::MutexLock lock(&adapters_mu_);
+  return adapters_;
 }
 
 void WorkerLoop::ClearLoad() {
@@ -309,6 +319,8 @@ void WorkerLoop::ClearLoad() {
   num_running_ = 0;
   num_waiting_ = 0;
   num_preempted_ = 0;
+  absl::MutexLock lock(&adapters_mu_);
+  adapters_ = {};
 }
 
 }  // namespace pagoda

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -111,6 +112,12 @@ class WorkerLoop {
   using Load = LoopLoad;
 
   Load load() const;
+  // The LoRA adapters its running and its waiting sequences name, after the last step (each
+  // sorted; empty for a worker without adapters).
+  struct Adapters {
+    std::vector<std::string> running, waiting;
+  };
+  Adapters adapters() const;
 
  private:
   // The messages of its mailbox, one per call that queues work.
@@ -184,6 +191,8 @@ class WorkerLoop {
   std::atomic<int64_t> prefill_forward_micros_{0}, num_prefill_tokens_{0};
   std::atomic<int64_t> num_prefix_query_tokens_{0}, num_prefix_hit_tokens_{0};
   std::atomic<int64_t> num_transfer_blocks_in_{0};
+  mutable absl::Mutex adapters_mu_;
+  Adapters adapters_ ABSL_GUARDED_BY(adapters_mu_);
 };
 
 }  // namespace pagoda

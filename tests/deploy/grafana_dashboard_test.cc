@@ -241,6 +241,9 @@ TEST_F(GrafanaDashboardTest, ReadsEveryMetricTheRouterExportsAndNoOther) {
     EXPECT_TRUE(exported.contains(family)) << family << " is on the dashboard, not in /metrics";
   }
   for (const auto& [family, type] : exported) {
+    // vLLM's names, kept for the tools that read them (the Gateway API inference extension
+    // reads vllm:lora_requests_info): the dashboard shows Pagoda's own.
+    if (absl::StartsWith(family, "vllm:")) continue;
     EXPECT_TRUE(used.contains(family))
         << "the router exports " << family << " (" << type << "), the dashboard does not show it";
   }

@@ -245,6 +245,10 @@ TEST_F(LoraServingTest, ARequestNamingAnAdapterRunsItsModelUnderIt) {
   EXPECT_EQ(r->status, 404);
   EXPECT_THAT(r->body, HasSubstr("`sql`"));
 
+  // vLLM's LoRA gauge, per model (nothing runs now).
+  EXPECT_THAT(Metrics(), HasSubstr("vllm:lora_requests_info{model_name=\"story\",max_lora=\"4\","
+                                   "running_lora_adapters=\"\",waiting_lora_adapters=\"\"} "));
+
   // Listed with their base models as parents, over HTTP and gRPC.
   httplib::Client client("127.0.0.1", http_port_);
   httplib::Result models = client.Get("/v1/models");

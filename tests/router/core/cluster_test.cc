@@ -22,6 +22,7 @@
 namespace pagoda {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Collects one request's updates; Wait() blocks until every sequence finished.
@@ -278,6 +279,34 @@ TEST_F(ClusterTest, SequencesOfMoreAdaptersThanMaxLorasTakeTurns) {
   EXPECT_EQ(b.output(), alone_b.output());
   EXPECT_NE(a.output(), b.output());
   EXPECT_EQ(cluster_->stats().num_workers, 1) << "the worker refused no step";
+}
+
+// What vllm:lora_requests_info reads: the adapters a worker's running and waiting sequences
+// name, after each step.
+TEST_F(ClusterTest, WorkerStatsNameTheAdaptersRunningAndWaiting) {
+  auto gate = std::make_shared<testing::GatedExecutor>(
+      testing::NewWorkerWithAdapters({"a", "b"}, /*max_loras=*/1));
+  absl::Cleanup open_gate = [gate] { gate->Allow(1 << 20); };  // even when a check fails
+  ASSERT_TRUE(cluster_->AddWorker(gate).ok());
+  auto request = [&](const std::string& adapter) {
+    GenerationRequest r = Greedy(golden_[0].prompt_ids);
+    r.adapter = adapter;
+    r.max_tokens = 8;
+    return r;
+  };
+  Collector a(1), b(1);
+  ASSERT_TRUE(cluster_->Submit(request("a"), a.Sink()).ok());
+  gate->WaitEntered(1);  // a runs its first step
+  ASSERT_TRUE(cluster_->Submit(request("b"), b.Sink()).ok());
+  gate->Allow(2);
+  gate->WaitEntered(3);  // the second step took b in, and left it waiting: --max-loras=1
+  std::vector<WorkerStats> stats = cluster_->worker_stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].max_loras, 1);
+  EXPECT_THAT(stats[0].running_adapters, ElementsAre("a"));
+  EXPECT_THAT(stats[0].waiting_adapters, ElementsAre("b"));
+  gate->Allow(1 << 20);
+  ASSERT_TRUE(a.Wait() && b.Wait());
 }
 
 // An adapter loaded at run time reaches every live worker, and workers that join later.
