@@ -30,10 +30,15 @@ namespace pagoda {
 struct BenchOptions {
   std::string backend = "grpc";  // grpc | openai
   std::string server;            // grpc: the router's HOST:PORT
-  std::string base_url;    // openai: http(s)://HOST:PORT[/PREFIX], POSTs PREFIX/v1/completions
-  std::string model_name;  // openai: the request's "model"; "" = GET /v1/models' first id
-  int vocab_size = 0;      // openai: ids are drawn below it; 0 = the server's (/v1/models)
-  std::string api_key;     // "" = none; else sent as authorization: Bearer <key>
+  std::string base_url;  // openai: http(s)://HOST:PORT[/PREFIX], POSTs PREFIX/v1/completions
+  // openai: the requests' "model"; several, comma-separated, taken in turn (e.g. a model's
+  // LoRA adapters); "" = GET /v1/models' first id.
+  std::string model_name;
+  // openai, llama-server: each request applies one of its adapters 0..lora_ids-1 in turn
+  // (llama-server's per-request "lora" field); 0 = none.
+  int lora_ids = 0;
+  int vocab_size = 0;   // openai: ids are drawn below it; 0 = the server's (/v1/models)
+  std::string api_key;  // "" = none; else sent as authorization: Bearer <key>
   // openai: a JSON object sent as every request's "response_format" (structured output's
   // cost under load); "" = none.
   std::string response_format;

@@ -6,11 +6,13 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "cli/bench_backend.h"
@@ -116,11 +118,11 @@ class OpenAiBackend final : public BenchBackend {
       return absl::FailedPreconditionError(absl::StrCat(where, ": no model in \"data\""));
     }
     const Json& first = (*data)[0];
-    model_ = o_.model_name;
-    if (model_.empty()) {
+    models_ = absl::StrSplit(o_.model_name, ',', absl::SkipEmpty());
+    if (models_.empty()) {
       absl::StatusOr<std::string> id = JsonString(first, "id", where);
       if (!id.ok()) return id.status();
-      model_ = *id;
+      models_ = {*id};
     }
     // vLLM and Pagoda say max_model_len; llama-server its slots' context and vocabulary in meta.
     const Json* meta = JsonMember(first, "meta");
@@ -147,9 +149,17 @@ class OpenAiBackend final : public BenchBackend {
 
   BenchRecord Send(const std::vector<int>& prompt, int max_tokens, int stop_after,
                    std::vector<int>* output) override {
-    OrderedJson body = {{"model", model_},          {"prompt", prompt},
-                        {"max_tokens", max_tokens}, {"temperature", o_.temperature},
-                        {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+    // Several models (or adapters) and llama-server's adapters are taken in turn.
+    const uint64_t turn = next_turn_.fetch_add(1);
+    OrderedJson body = {{"model", models_[turn % models_.size()]},
+                        {"prompt", prompt},
+                        {"max_tokens", max_tokens},
+                        {"temperature", o_.temperature},
+                        {"stream", true},
+                        {"stream_options", {{"include_usage", true}}}};
+    if (o_.lora_ids > 0) {
+      body["lora"] = {{{"id", static_cast<int>(turn % o_.lora_ids)}, {"scale", 1.0}}};
+    }
     if (o_.ignore_eos) body["ignore_eos"] = true;
     if (!o_.response_format.empty())
       body["response_format"] = OrderedJson::parse(o_.response_format);
@@ -304,9 +314,10 @@ class OpenAiBackend final : public BenchBackend {
   }
 
   const BenchOptions& o_;
-  std::string address_;  // scheme://host:port
-  std::string prefix_;   // before /v1; "" or "/path"
-  std::string model_;    // set by Connect
+  std::string address_;              // scheme://host:port
+  std::string prefix_;               // before /v1; "" or "/path"
+  std::vector<std::string> models_;  // set by Connect
+  std::atomic<uint64_t> next_turn_{0};
 };
 
 }  // namespace

@@ -84,7 +84,11 @@ ABSL_FLAG(std::string, backend, "grpc",
 ABSL_FLAG(std::string, base_url, "",
           "openai: the server, http://HOST:PORT (e.g. Pagoda's --http-port, llama-server)");
 ABSL_FLAG(std::string, model_name, "",
-          "openai: the requests' \"model\"; default: the first of GET /v1/models");
+          "openai: the requests' \"model\"; several, comma-separated, are taken in turn (e.g. "
+          "LoRA adapters); default: the first of GET /v1/models");
+ABSL_FLAG(int, lora_ids, 0,
+          "openai, llama-server: each request applies one of its LoRA adapters 0..N-1 in turn "
+          "(its per-request \"lora\" field); 0 = none");
 ABSL_FLAG(std::string, response_format, "",
           "openai: a JSON object sent as each request's response_format, e.g. "
           "{\"type\":\"json_object\"}");
@@ -143,11 +147,27 @@ pagoda::ProgramUsage Usage() {
                {"generate", "bench"}},
               {"Generate", {"stop", "stop_token_ids", "logprobs"}, {"generate"}},
               {"Bench",
-               {"backend",    "base_url",          "model_name",   "vocab_size",
-                "dataset",    "num_prompts",       "request_rate", "max_concurrency",
-                "input_len",  "output_len",        "range_ratio",  "max_tokens_ratio",
-                "ignore_eos", "system_prompt_len", "turns",        "metrics",
-                "seed",       "response_format",   "temperature",  "json"},
+               {"backend",
+                "base_url",
+                "model_name",
+                "lora_ids",
+                "vocab_size",
+                "dataset",
+                "num_prompts",
+                "request_rate",
+                "max_concurrency",
+                "input_len",
+                "output_len",
+                "range_ratio",
+                "max_tokens_ratio",
+                "ignore_eos",
+                "system_prompt_len",
+                "turns",
+                "metrics",
+                "seed",
+                "response_format",
+                "temperature",
+                "json"},
                {"bench"}},
               {"Tokenize", {"tokenizer", "text", "texts_file"}, {"tokenize"}},
               {"Render template",
@@ -265,6 +285,11 @@ int Bench() {
   o.server = absl::GetFlag(FLAGS_server);
   o.base_url = absl::GetFlag(FLAGS_base_url);
   o.model_name = absl::GetFlag(FLAGS_model_name);
+  o.lora_ids = absl::GetFlag(FLAGS_lora_ids);
+  if (o.lora_ids < 0 || o.lora_ids > 1024) {
+    std::cerr << "pagoda bench: --lora-ids must be in [0, 1024]\n";
+    return 2;
+  }
   o.vocab_size = absl::GetFlag(FLAGS_vocab_size);
   o.response_format = absl::GetFlag(FLAGS_response_format);
   o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);

@@ -162,6 +162,22 @@ TEST(BenchOpenAiTest, EndsStreamsEarlyAndGrowsChatHistories) {
     EXPECT_EQ(q.value("model", ""), "other") << "--model-name";
     EXPECT_FALSE(q.contains("ignore_eos"));
   }
+  // Several models (a model's LoRA adapters) in turn; llama-server's adapters by id in turn.
+  FakeOpenAiServer spread_server(Behavior::kGood, kModel);
+  const testing::CommandResult spread =
+      Bench(spread_server.url(), {"--num-prompts=6", "--input-len=2", "--output-len=1",
+                                  "--model-name=a,b,c", "--lora-ids=2", "--max-concurrency=1"});
+  ASSERT_EQ(spread.exit_code, 0) << spread.err;
+  std::vector<std::string> models;
+  std::vector<int> lora_ids;
+  for (const Json& q : spread_server.requests()) {
+    models.push_back(q.value("model", ""));
+    ASSERT_TRUE(q["lora"].is_array() && q["lora"].size() == 1u) << q;
+    lora_ids.push_back(q["lora"][0].value("id", -1));
+    EXPECT_EQ(q["lora"][0].value("scale", 0.0), 1.0);
+  }
+  EXPECT_EQ(models, std::vector<std::string>({"a", "b", "c", "a", "b", "c"}));
+  EXPECT_EQ(lora_ids, std::vector<int>({0, 1, 0, 1, 0, 1}));
   // Two turns: the second resends system (1 + 8) + message (4) + reply (3) + message (4).
   FakeOpenAiServer chat_server(Behavior::kGood, kModel);
   const testing::CommandResult chat =

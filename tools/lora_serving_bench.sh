@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The served LoRA comparison (issue 39): STREAMS requests at once spread over 0 (the base
+# model), 1, 4 and 16 rank-RANK adapters, on pagoda-router (one spawned worker, the adapters
+# named at start with --lora-modules and --max-loras=16) and on llama-server (the same adapter
+# files with --lora ... --lora-init-without-apply, each request naming its adapter in
+# llama-server's "lora" field), the same client (`pagoda bench --backend=openai`) for both, one
+# after the other for each row. The adapters are random GGUF LoRAs of the model's shape
+# (build/bin/write_test_lora), which both servers read. One run; prints each bench's JSON line,
+# then output tokens per second for each row, its share of the same server's base-model row,
+# and Pagoda over llama-server.
+#
+#   tools/lora_serving_bench.sh [--help]
+#
+# Environment (defaults):
+#   PAGODA_BIN  build/bin                         pagoda, pagoda-router, pagoda-worker,
+#                                                 write_test_lora
+#   LLAMA       /tmp/llama.cpp                    built by ../shared/peers/build_llamacpp.sh
+#   MODEL       /tmp/pagoda-long-context/1B-Q4_K_M.gguf   (tools/serve_long_context.sh makes it)
+#   WORK        /tmp/pagoda-lora-bench            adapters and the servers' logs
+#   ADAPTERS    "0 1 4 16"                        adapters the requests spread over, per row
+#   RANK        16
+#   STREAMS     32                                requests at once (and twice that in all)
+#   INPUT       128                               prompt tokens of each request
+#   OUTPUT      64                                output tokens of each request
+#   THREADS     2                                 each server's compute threads
+set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=$(cd "${PAGODA_BIN:-$here/build/bin}" && pwd)
+llama=${LLAMA:-/tmp/llama.cpp}/build/bin
+model=${MODEL:-/tmp/pagoda-long-context/1B-Q4_K_M.gguf}
+work=${WORK:-/tmp/pagoda-lora-bench}
+rows=${ADAPTERS:-0 1 4 16}
+rank=${RANK:-16}
+streams=${STREAMS:-32}
+input=${INPUT:-128}
+output=${OUTPUT:-64}
+threads=${THREADS:-2}
+for b in pagoda pagoda-router pagoda-worker write_test_lora; do
+  [ -x "$bin/$b" ] || { echo "error: no $bin/$b (build it, or set PAGODA_BIN)" >&2; exit 2; }
+done
+[ -x "$llama/llama-server" ] || { echo "error: no $llama/llama-server" >&2; exit 2; }
+[ -f "$model" ] || { echo "error: no $model (tools/serve_long_context.sh makes one)" >&2; exit 2; }
+mkdir -p "$work"
+context=$((input + output + 64))
+python3 "$here/tools/gguf_set_context_length.py" "$model" "$context"
+
+most=0
+for a in $rows; do [ "$a" -gt "$most" ] && most=$a; done
+pagoda_loras=() llama_loras=()
+for i in $(seq 0 $((most - 1))); do
+  f=$work/a$i-r$rank.gguf
+  [ -f "$f" ] || "$bin/write_test_lora" "$model" "$f" $((100 + i)) "$rank" gguf
+  pagoda_loras+=("--lora-modules=a$i=$f")
+  llama_loras+=(--lora "$f")
+done
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+llama_port=$(port) pagoda_http=$(port) pagoda_grpc=$(port) pagoda_workers=$(port)
+pagoda_metrics=$(port)
+"$llama/llama-server" -m "$model" -t "$threads" -tb "$threads" -c $((context * streams)) \
+  -np "$streams" "${llama_loras[@]}" --lora-init-without-apply --host 127.0.0.1 \
+  --port "$llama_port" > "$work/llama-server.log" 2>&1 &
+llama_pid=$!
+"$bin/pagoda-router" --model="$model" --host=127.0.0.1 --port="$pagoda_grpc" \
+  --worker-port="$pagoda_workers" --http-port="$pagoda_http" --metrics-port="$pagoda_metrics" \
+  --spawn-workers=1 --worker-threads="$threads" --max-model-len="$context" \
+  --max-num-seqs="$streams" --speculative=off --step-timeout-s=600 "${pagoda_loras[@]}" \
+  --max-loras=$((most > 0 ? most : 1)) --max-cpu-loras=$((most > 0 ? most : 1)) \
+  > "$work/pagoda.log" 2>&1 &
+pagoda_pid=$!
+trap 'kill $llama_pid $pagoda_pid 2> /dev/null; wait $llama_pid $pagoda_pid 2> /dev/null' EXIT
+ready() {
+  python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2> /dev/null
+}
+for _ in $(seq 900); do
+  ready "http://127.0.0.1:$llama_port/health" && ready "http://127.0.0.1:$pagoda_metrics/health" &&
+    break
+  kill -0 "$llama_pid" 2> /dev/null || { tail "$work/llama-server.log" >&2; exit 1; }
+  kill -0 "$pagoda_pid" 2> /dev/null || { tail "$work/pagoda.log" >&2; exit 1; }
+  sleep 1
+done
+
+results=$work/results.jsonl
+: > "$results"
+bench() {  # SERVER ADAPTERS BENCH_FLAGS...
+  local server=$1 adapters=$2
+  shift 2
+  { "$bin/pagoda" bench --backend=openai --dataset=random --input-len="$input" \
+    --output-len="$output" --num-prompts=$((2 * streams)) --max-concurrency="$streams" \
+    --temperature=0 --ignore-eos --json "$@" || true; } |
+    python3 -c 'import json, sys; j = json.loads(sys.stdin.read()); j.update(server=sys.argv[1], adapters=int(sys.argv[2])); print(json.dumps(j))' \
+      "$server" "$adapters" | tee -a "$results"
+}
+for a in $rows; do
+  names=$(seq -s, -f "a%g" 0 $((a - 1)) 2> /dev/null || true)
+  echo "== $streams streams over $a adapters" >&2
+  bench llama-server "$a" --base-url="http://127.0.0.1:$llama_port" --lora-ids="$a"
+  if [ "$a" -eq 0 ]; then
+    bench pagoda 0 --base-url="http://127.0.0.1:$pagoda_http"
+  else
+    bench pagoda "$a" --base-url="http://127.0.0.1:$pagoda_http" --model-name="$names"
+  fi
+done
+
+python3 - "$results" << 'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+by = {(r["server"], r["adapters"]): r for r in rows}
+key = "output_throughput"
+print("\n| adapters | llama-server tok/s | (of its base) | Pagoda tok/s | (of its base) | Pagoda / llama-server |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+for a in sorted({a for (_, a) in by}):
+    l, p = by.get(("llama-server", a)), by.get(("pagoda", a))
+    lb, pb = by.get(("llama-server", 0)), by.get(("pagoda", 0))
+    if not l or not p:
+        continue
+    share = lambda r, b: f"{r[key] / b[key]:.2f}" if b and b[key] else "—"
+    print(f"| {a} | {l[key]:.1f} | {share(l, lb)} | {p[key]:.1f} | {share(p, pb)} | "
+          f"{p[key] / l[key]:.2f}× |" + (f" failed: {l['failed']}/{p['failed']}" if l["failed"] or p["failed"] else ""))
+PY
