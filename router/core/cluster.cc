@@ -216,6 +216,23 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
 void Cluster::ChangeAdapter(const AdapterChange& change, std::function<void(absl::Status)> done) {
   // Posted under place_mu_: a loop alive now answers every order, also if it ends first.
   absl::MutexLock place(&place_mu_);
+  if (change.path.empty()) {
+    // A sequence of it not yet on its worker (waiting, preempted, moving) would name an adapter
+    // the worker no longer holds, and the worker would refuse the whole step: an adapter in use
+    // stays. Once the check passes no request can name it (Forget), so none starts.
+    int in_use;
+    {
+      absl::MutexLock lock(&mu_);
+      in_use = requests_.NumUsing(change.name);
+    }
+    if (in_use > 0) {
+      done(absl::FailedPreconditionError(
+          absl::StrCat("the LoRA adapter `", change.name, "` has ", in_use,
+                       " requests in flight: unload it once they end")));
+      return;
+    }
+    loras_.Forget(change.name);
+  }
   std::vector<LoraCatalog::Worker> live;
   for (const auto& w : workers_) {
     if (w->alive) live.emplace_back(w->loop->id(), w->loop.get());

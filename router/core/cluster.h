@@ -131,7 +131,8 @@ class Cluster final : private WorkerLoopListener {
   std::vector<WorkerStats> worker_stats() const;  // connected workers
   const ModelConfig& config() const { return config_; }
   // Loads (change.path set) or unloads a LoRA adapter on every live worker
-  // (LoraCatalog::Change); `done` runs on a loop's thread, or here when no worker is live.
+  // (LoraCatalog::Change); `done` runs on a loop's thread, or here when no worker is live or
+  // the unload is refused: FAILED_PRECONDITION while requests of the adapter are in flight.
   void ChangeAdapter(const AdapterChange& change, std::function<void(absl::Status)> done);
   // Its workers' LoRA adapters: a request naming one is placed only on a worker holding it.
   LoraCatalog& loras() { return loras_; }

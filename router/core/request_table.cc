@@ -1,5 +1,6 @@
 #include "router/core/request_table.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -39,6 +40,12 @@ int RequestTable::NumHeldBy(int worker_id) const {
     for (size_t i = 0; i < r.worker.size(); ++i) held += r.worker[i] == worker_id && !r.finished[i];
   }
   return held;
+}
+
+int RequestTable::NumUsing(std::string_view adapter) const {
+  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(), [&](const auto& entry) {
+    return entry.second.request.adapter == adapter;
+  }));
 }
 
 RequestTable::Recorded RequestTable::Record(int worker_id, const SequenceUpdate& u) {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/node_hash_map.h"
@@ -45,6 +46,8 @@ class RequestTable {
   std::vector<int> WorkersOf(int64_t request_id) const;
   // Unfinished sequences placed on the worker.
   int NumHeldBy(int worker_id) const;
+  // Requests running or waiting under the LoRA adapter `adapter`.
+  int NumUsing(std::string_view adapter) const;
 
   // What Deliver asks of the worker that sent the update.
   enum class Delivered {

@@ -338,6 +338,38 @@ TEST_F(ClusterTest, AnAdapterLoadedAtRunTimeIsOnEveryWorkerAndOnThoseThatJoinLat
   EXPECT_EQ(change({.name = "x", .path = ""}).code(), absl::StatusCode::kNotFound);
 }
 
+// An adapter with requests in flight is not unloaded: a sequence of it that reached its worker
+// after the unload would have the worker refuse its whole step.
+TEST_F(ClusterTest, AnAdapterInUseIsNotUnloaded) {
+  auto gate = std::make_shared<testing::GatedExecutor>(testing::NewWorkerWithAdapters({"x"}));
+  absl::Cleanup open_gate = [gate] { gate->Allow(1 << 20); };  // even when a check fails
+  ASSERT_TRUE(cluster_->AddWorker(gate).ok());
+  GenerationRequest r = Greedy(golden_[0].prompt_ids);
+  r.adapter = "x";
+  r.max_tokens = 4;
+  Collector out(1);
+  ASSERT_TRUE(cluster_->Submit(r, out.Sink()).ok());
+  gate->WaitEntered(1);
+  absl::Notification refused;
+  cluster_->ChangeAdapter({.name = "x", .path = ""}, [&](absl::Status s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr("1 requests in flight"));
+    refused.Notify();
+  });
+  ASSERT_TRUE(refused.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(cluster_->loras().Known("x"));
+  gate->Allow(1 << 20);
+  ASSERT_TRUE(out.Wait());
+  EXPECT_EQ(cluster_->stats().num_workers, 1);
+  absl::Notification unloaded;
+  cluster_->ChangeAdapter({.name = "x", .path = ""}, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    unloaded.Notify();
+  });
+  ASSERT_TRUE(unloaded.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_FALSE(cluster_->loras().Known("x"));
+}
+
 TEST_F(ClusterTest, ADeadWorkersSequencesFinishElsewhereWithTheSameTokens) {
   const int a = AddWorker();
   GenerationRequest sampled = Greedy(golden_[0].prompt_ids);

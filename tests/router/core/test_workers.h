@@ -34,6 +34,9 @@ class GatedExecutor final : public Executor {
   explicit GatedExecutor(std::shared_ptr<Executor> real) : real_(std::move(real)) {}
   const WorkerInfo& info() const override { return real_->info(); }
   absl::StatusOr<StepResult> Execute(const StepCommand& command) override;
+  absl::StatusOr<AdapterInfo> ChangeAdapter(const AdapterChange& change) override {
+    return real_->ChangeAdapter(change);
+  }
   void Allow(int steps);
   // Blocks until `n` steps have reached the gate.
   void WaitEntered(int n);
