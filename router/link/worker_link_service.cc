@@ -92,7 +92,9 @@ class WorkerConnection final : public Executor {
     // most (a large adapter on a slow disk).
     if (!mu_.AwaitWithTimeout(absl::Condition(&answered),
                               std::max(step_timeout_, absl::Minutes(1)))) {
-      return absl::DeadlineExceededError("the worker did not answer the adapter change");
+      // Hung, as a step unanswered: its late answer must not pass for the next change's.
+      return CloseLocked(
+          absl::DeadlineExceededError("the worker did not answer the adapter change"));
     }
     if (!adapter_answer_.has_value()) return absl::UnavailableError("worker connection closed");
     const v1::AdapterLoaded& a = *adapter_answer_;
