@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -100,8 +101,9 @@ void LoraCatalog::Change(const AdapterChange& change, const std::vector<Worker>&
     absl::MutexLock lock(&mu_);
     loaded_at_run_time_[change.name] = change.path;
   }
-  for (const auto& [id, loop] : workers) {
-    loop->ChangeAdapter(
+  for (const Worker& worker : workers) {
+    const int id = worker.first;
+    worker.second->ChangeAdapter(
         change, [this, id, change, pending, done](const absl::StatusOr<AdapterInfo>& answer) {
           const absl::Status status = Answered(id, change, answer);
           absl::Status result;
@@ -125,8 +127,8 @@ void LoraCatalog::CatchUp(int worker, WorkerLoop* loop, const std::vector<Adapte
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [name, path] : loaded_at_run_time_) {
-      const bool has = std::any_of(held.begin(), held.end(),
-                                   [&](const AdapterInfo& a) { return a.name == name; });
+      const bool has =
+          absl::c_any_of(held, [&name = name](const AdapterInfo& a) { return a.name == name; });
       if (!has) missing.push_back({.name = name, .path = path});
     }
   }
