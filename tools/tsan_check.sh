@@ -13,7 +13,7 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_TSAN=ON
   -DPAGODA_BENCHMARKS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   "${pagoda_ccache_args[@]}" > /dev/null
 cmake --build "$dir" -j "$(nproc)" --target router_test
-filter=${FILTER:--RouterServer*:H2Proxy*:LocalWorkers*}
+filter=${FILTER:--RouterServer*:H2Proxy*:LocalWorkers*:LoadReport*}
 # halt_on_error: the first race fails the run, with both stacks.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" OMP_NUM_THREADS=1 \
   "$dir/bin/router_test" --gtest_filter="$filter" --gtest_brief=1
