@@ -302,8 +302,13 @@ void WorkerLoop::Publish(const std::vector<SequenceUpdate>& updates, absl::Time 
   num_preempted_ = s.num_waiting_preempted();
   if (info_.max_loras > 0) {  // a worker that runs adapters
     Adapters adapters{.running = s.running_adapters(), .waiting = s.waiting_adapters()};
-    absl::MutexLock lock(&adapters_mu_);
-    adapters_ = std::move(adapters);
+    // Steps without adapters (most) take no lock once the empty lists are published.
+    const bool any = !adapters.running.empty() || !adapters.waiting.empty();
+    if (any || adapters_published_) {
+      absl::MutexLock lock(&adapters_mu_);
+      adapters_ = std::move(adapters);
+    }
+    adapters_published_ = any;
   }
 }
 

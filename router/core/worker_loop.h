@@ -191,6 +191,7 @@ class WorkerLoop {
   std::atomic<int64_t> prefill_forward_micros_{0}, num_prefill_tokens_{0};
   std::atomic<int64_t> num_prefix_query_tokens_{0}, num_prefix_hit_tokens_{0};
   std::atomic<int64_t> num_transfer_blocks_in_{0};
+  bool adapters_published_ = false;  // the loop's thread: adapters_ holds a non-empty list
   mutable absl::Mutex adapters_mu_;
   Adapters adapters_ ABSL_GUARDED_BY(adapters_mu_);
 };
