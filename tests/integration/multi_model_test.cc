@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/model/llama2c_checkpoint.h"
+#include "common/model/random_weights.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/model/lora_files.h"
 #include "tests/common/model/model_runs.h"
@@ -181,6 +182,70 @@ TEST_F(MultiModelSpawnTest, SpawnsWorkersForEachModel) {
   const testing::StreamOutput out = GreedyOn("gguf", g, 16);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.ids[0], std::vector<int>(g.greedy_ids.begin(), g.greedy_ids.begin() + 16));
+}
+
+// Two models of different shapes on one router, one worker each (issue 39): stories260K's real
+// weights and a random model of the stories110M shape (768 wide, 12 layers, Llama 2's 32,000
+// tokens). Each serves its golden tokens: stories260K's are run.c's, the 110M's those of its
+// file run in this process. Neither could come from the other's worker.
+class TwoShapesTest : public MultiModelTest {
+ protected:
+  std::vector<std::string> ModelFlags(const std::string&) const override {
+    return {"--model=story=" + StoryPath(), "--model=110m=" + BigPath()};
+  }
+  // A llama2.c checkpoint of the stories110M shape with Llama 2's tokenizer beside it, written
+  // once. Its embedding is scaled down to its layers' outputs, as in lora_test.
+  std::string BigPath() const {
+    const std::string dir = dir_ + "/110m";
+    if (!std::filesystem::exists(dir)) {
+      std::filesystem::create_directories(dir);
+      ModelConfig c;
+      CHECK(NamedModelConfig("stories110M", &c));
+      ModelWeights w = RandomModelWeights(c, 11);
+      for (float& x : w.token_embedding) x *= 0.1f;
+      const absl::Status written = WriteLlama2cCheckpoint(w, dir + "/stories110M.bin");
+      CHECK(written.ok()) << written;
+      std::filesystem::copy_file(testing::SharedPath("models/llama2-tokenizer/tokenizer.bin"),
+                                 dir + "/tokenizer.bin");
+    }
+    return dir + "/stories110M.bin";
+  }
+};
+
+TEST_F(TwoShapesTest, EachServesItsGoldenTokensFromItsOwnWorker) {
+  StartWorker(StoryPath());
+  StartWorker(BigPath(), {"--kv-cache-mb=32"});
+  WaitForWorkersOf("story", 1);
+  WaitForWorkersOf("110m", 1);
+  EXPECT_EQ(InfoOf("110m").context_length(), 1024);
+
+  const testing::GoldenCase& g = golden_[0];
+  testing::StreamOutput out = GreedyOn("story", g, static_cast<int>(g.greedy_ids.size()));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.ids[0], g.greedy_ids);
+
+  // "<s> Once upon a time" in Llama 2's vocabulary, as token ids, and its reference run.
+  const std::vector<int> prompt = {1, 9038, 2501, 263, 931};
+  constexpr int kTokens = 24;
+  absl::StatusOr<ModelWeights> big = LoadLlama2cCheckpoint(BigPath());
+  ASSERT_TRUE(big.ok()) << big.status();
+  const std::vector<int> golden = testing::GreedyRun(*std::move(big), prompt, kTokens);
+  ASSERT_EQ(golden.size(), static_cast<size_t>(kTokens));
+  v1::GenerateRequest r;
+  r.set_model("110m");
+  r.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());
+  r.set_max_tokens(kTokens);
+  r.set_ignore_eos(true);
+  r.mutable_sampling()->set_temperature(0);
+  out = Generate(r);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.ids[0], golden);
+  EXPECT_GE(*std::max_element(golden.begin(), golden.end()), 512)
+      << "a token stories260K's worker could not have sampled";
+
+  // Each model's tokens are counted under its name only.
+  EXPECT_EQ(MetricOf("pagoda_generation_tokens_total", "story"), g.greedy_ids.size());
+  EXPECT_EQ(MetricOf("pagoda_generation_tokens_total", "110m"), kTokens);
 }
 
 // Issue 39 items 2-4 through the router: --lora-modules gives each model an adapter, spawned

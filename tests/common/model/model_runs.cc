@@ -96,7 +96,7 @@ std::vector<std::vector<int>> GreedyGoldenRuns(ModelWeights w, bool batched) {
   return tokens;
 }
 
-std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt) {
+std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt, int max_tokens) {
   const ModelConfig c = w.config;
   WorkerOptions wo;
   wo.num_blocks = (c.max_seq_len + 15) / 16 + 1;
@@ -108,6 +108,7 @@ std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt) {
   r.prompt_ids = prompt;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
+  if (max_tokens > 0) r.max_tokens = max_tokens;
   const absl::Status added = engine.AddRequest(0, r);
   CHECK(added.ok()) << added;
   std::map<int64_t, std::vector<int>> out;

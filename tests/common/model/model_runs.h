@@ -21,8 +21,9 @@ std::vector<float> PromptLogits(ModelWeights w, const std::vector<int>& tokens);
 std::vector<std::vector<int>> GreedyGoldenRuns(ModelWeights w, bool batched);
 
 // The greedy continuation of `prompt` through an Engine, one request, until the model's context
-// (max_seq_len) is full: every token the model samples, EOS included.
-std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt);
+// (max_seq_len) is full or `max_tokens` (> 0) are out: every token the model samples, EOS
+// included.
+std::vector<int> GreedyRun(ModelWeights w, const std::vector<int>& prompt, int max_tokens = 0);
 
 }  // namespace pagoda::testing
 
