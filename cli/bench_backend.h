@@ -51,6 +51,11 @@ std::unique_ptr<BenchBackend> MakeGrpcBenchBackend(const BenchOptions& options);
 // carry them (`token_ids`); otherwise it gets stand-ins of the same length (the prompt's last
 // ids), so a chat history still grows as the replies do.
 std::unique_ptr<BenchBackend> MakeOpenAiBenchBackend(const BenchOptions& options);
+// The body fields MakeOpenAiBenchBackend's requests set themselves, which
+// BenchOptions::extra_request_body may not.
+inline constexpr const char* kOpenAiBenchFields[] = {
+    "model",          "prompt", "max_tokens", "temperature",    "stream",
+    "stream_options", "lora",   "ignore_eos", "response_format"};
 
 }  // namespace pagoda
 

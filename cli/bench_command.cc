@@ -108,6 +108,25 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
       return 2;
     }
   }
+  if (!o.extra_request_body.empty()) {
+    if (o.backend != "openai") {
+      err << "error: --extra-request-body needs --backend=openai\n";
+      return 2;
+    }
+    const Json extra = Json::parse(o.extra_request_body, nullptr, /*allow_exceptions=*/false);
+    if (!extra.is_object()) {
+      err << "error: --extra-request-body must be a JSON object, e.g. "
+             "{\"logit_bias\":{\"3\":-100}}\n";
+      return 2;
+    }
+    for (const char* own : kOpenAiBenchFields) {
+      if (extra.contains(own)) {
+        err << "error: --extra-request-body may not set \"" << own
+            << "\": the bench sets it (use its own flag)\n";
+        return 2;
+      }
+    }
+  }
   if (o.backend == "openai" && o.base_url.empty()) {
     err << "error: --backend=openai needs --base-url=http://HOST:PORT\n";
     return 2;

@@ -42,6 +42,10 @@ struct BenchOptions {
   // openai: a JSON object sent as every request's "response_format" (structured output's
   // cost under load); "" = none.
   std::string response_format;
+  // openai: a JSON object whose fields are added to every request's body (e.g. a logit_bias
+  // that keeps random weights' output valid UTF-8 for a peer that rejects anything else);
+  // "" = none. It may not name a field the bench sets.
+  std::string extra_request_body;
   std::string dataset = "random";  // random | chat | repeat
   int num_prompts = 100;           // requests in all (chat: turns included)
   double request_rate = std::numeric_limits<double>::infinity();

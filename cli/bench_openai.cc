@@ -163,6 +163,7 @@ class OpenAiBackend final : public BenchBackend {
     if (o_.ignore_eos) body["ignore_eos"] = true;
     if (!o_.response_format.empty())
       body["response_format"] = OrderedJson::parse(o_.response_format);
+    if (!o_.extra_request_body.empty()) body.update(OrderedJson::parse(o_.extra_request_body));
     httplib::Request request;
     request.method = "POST";
     request.path = prefix_ + "/v1/completions";

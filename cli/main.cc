@@ -92,6 +92,9 @@ ABSL_FLAG(int, lora_ids, 0,
 ABSL_FLAG(std::string, response_format, "",
           "openai: a JSON object sent as each request's response_format, e.g. "
           "{\"type\":\"json_object\"}");
+ABSL_FLAG(std::string, extra_request_body, "",
+          "openai: a JSON object whose fields are added to every request (SGLang's bench flag), "
+          "e.g. {\"logit_bias\":{\"3\":-100}}; it may not set a field the bench sets itself");
 ABSL_FLAG(int, vocab_size, 0,
           "openai: random prompt ids stay below it; default: the server's (/v1/models)");
 ABSL_FLAG(std::string, api_key, "",
@@ -151,6 +154,7 @@ pagoda::ProgramUsage Usage() {
                 "base_url",
                 "model_name",
                 "lora_ids",
+                "extra_request_body",
                 "vocab_size",
                 "dataset",
                 "num_prompts",
@@ -292,6 +296,7 @@ int Bench() {
   }
   o.vocab_size = absl::GetFlag(FLAGS_vocab_size);
   o.response_format = absl::GetFlag(FLAGS_response_format);
+  o.extra_request_body = absl::GetFlag(FLAGS_extra_request_body);
   o.api_key = pagoda::SecretFromFlagOrEnv(absl::GetFlag(FLAGS_api_key), pagoda::kApiKeyEnv);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.num_prompts = absl::GetFlag(FLAGS_num_prompts);

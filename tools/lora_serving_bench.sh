@@ -3,11 +3,16 @@
 # model), 1, 4 and 16 rank-RANK adapters, on pagoda-router (one spawned worker, the adapters
 # named at start with --lora-modules and --max-loras=16) and on llama-server (the same adapter
 # files with --lora ... --lora-init-without-apply, each request naming its adapter in
-# llama-server's "lora" field), the same client (`pagoda bench --backend=openai`) for both, one
-# after the other for each row. The adapters are random GGUF LoRAs of the model's shape
-# (build/bin/write_test_lora), which both servers read. One run; prints each bench's JSON line,
-# then output tokens per second for each row, its share of the same server's base-model row,
-# and Pagoda over llama-server.
+# llama-server's "lora" field), the same client (`pagoda bench --backend=openai`) for both. The
+# adapters are random GGUF LoRAs of the model's shape (build/bin/write_test_lora), which both
+# servers read. Each server first serves a short warm-up bench (not counted); then the rows run
+# REPEATS times, interleaved: each row's two benches back to back, the server that goes first
+# alternating from one repeat to the next. Every request bans the Llama 2 vocabulary's 256
+# byte tokens (ids 3-258, "logit_bias" -100) on both servers, so the random weights' text is
+# valid UTF-8: llama-server ends a stream whose text is not with an error event ("does not
+# match the expected Content-only format"). Prints each bench's JSON line, then for each row
+# the median output tokens per second of its repeats, its share of the same server's
+# base-model row, and Pagoda over llama-server (the median of the repeats' ratios).
 #
 #   tools/lora_serving_bench.sh [--help]
 #
@@ -23,6 +28,7 @@
 #   INPUT       128                               prompt tokens of each request
 #   OUTPUT      64                                output tokens of each request
 #   THREADS     2                                 each server's compute threads
+#   REPEATS     2                                 runs of every row
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -39,6 +45,7 @@ streams=${STREAMS:-32}
 input=${INPUT:-128}
 output=${OUTPUT:-64}
 threads=${THREADS:-2}
+repeats=${REPEATS:-2}
 for b in pagoda pagoda-router pagoda-worker write_test_lora; do
   [ -x "$bin/$b" ] || { echo "error: no $bin/$b (build it, or set PAGODA_BIN)" >&2; exit 2; }
 done
@@ -86,39 +93,61 @@ done
 
 results=$work/results.jsonl
 : > "$results"
-bench() {  # SERVER ADAPTERS BENCH_FLAGS...
-  local server=$1 adapters=$2
-  shift 2
+no_bytes=$(python3 -c 'import json; print(json.dumps({"logit_bias": {str(i): -100 for i in range(3, 259)}}))')
+bench() {  # SERVER ADAPTERS REPEAT BENCH_FLAGS...
+  local server=$1 adapters=$2 repeat=$3
+  shift 3
   { "$bin/pagoda" bench --backend=openai --dataset=random --input-len="$input" \
-    --output-len="$output" --num-prompts=$((2 * streams)) --max-concurrency="$streams" \
-    --temperature=0 --ignore-eos --json "$@" || true; } |
-    python3 -c 'import json, sys; j = json.loads(sys.stdin.read()); j.update(server=sys.argv[1], adapters=int(sys.argv[2])); print(json.dumps(j))' \
-      "$server" "$adapters" | tee -a "$results"
+    --output-len="$output" --max-concurrency="$streams" --temperature=0 --ignore-eos \
+    --extra-request-body="$no_bytes" --json "$@" || true; } |
+    python3 -c 'import json, sys; j = json.loads(sys.stdin.read()); j.update(server=sys.argv[1], adapters=int(sys.argv[2]), repeat=int(sys.argv[3])); print(json.dumps(j))' \
+      "$server" "$adapters" "$repeat" | tee -a "$results"
 }
-for a in $rows; do
-  names=$(seq -s, -f "a%g" 0 $((a - 1)) 2> /dev/null || true)
-  echo "== $streams streams over $a adapters" >&2
-  bench llama-server "$a" --base-url="http://127.0.0.1:$llama_port" --lora-ids="$a"
-  if [ "$a" -eq 0 ]; then
-    bench pagoda 0 --base-url="http://127.0.0.1:$pagoda_http"
+row() {  # SERVER ADAPTERS REPEAT [BENCH_FLAGS...]
+  local server=$1 a=$2 repeat=$3
+  shift 3
+  if [ "$server" = llama-server ]; then
+    bench llama-server "$a" "$repeat" --base-url="http://127.0.0.1:$llama_port" --lora-ids="$a" "$@"
+  elif [ "$a" -eq 0 ]; then
+    bench pagoda 0 "$repeat" --base-url="http://127.0.0.1:$pagoda_http" "$@"
   else
-    bench pagoda "$a" --base-url="http://127.0.0.1:$pagoda_http" --model-name="$names"
+    bench pagoda "$a" "$repeat" --base-url="http://127.0.0.1:$pagoda_http" \
+      --model-name="$(seq -s, -f "a%g" 0 $((a - 1)))" "$@"
   fi
+}
+echo "== warm-up (not counted)" >&2
+row llama-server "$most" -1 --num-prompts=4 --output-len=8 > /dev/null
+row pagoda "$most" -1 --num-prompts=4 --output-len=8 > /dev/null
+: > "$results"
+for repeat in $(seq "$repeats"); do
+  order="llama-server pagoda"
+  [ $((repeat % 2)) -eq 0 ] && order="pagoda llama-server"
+  for a in $rows; do
+    echo "== repeat $repeat: $streams streams over $a adapters ($order)" >&2
+    for server in $order; do row "$server" "$a" "$repeat" --num-prompts=$((2 * streams)); done
+  done
 done
 
 python3 - "$results" << 'PY'
-import json, sys
+import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-by = {(r["server"], r["adapters"]): r for r in rows}
 key = "output_throughput"
-print("\n| adapters | llama-server tok/s | (of its base) | Pagoda tok/s | (of its base) | Pagoda / llama-server |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-for a in sorted({a for (_, a) in by}):
-    l, p = by.get(("llama-server", a)), by.get(("pagoda", a))
-    lb, pb = by.get(("llama-server", 0)), by.get(("pagoda", 0))
-    if not l or not p:
+def runs(server, a):
+    return sorted((r for r in rows if r["server"] == server and r["adapters"] == a),
+                  key=lambda r: r["repeat"])
+def median(server, a):
+    v = [r[key] for r in runs(server, a)]
+    return statistics.median(v) if v else None
+print("\n| adapters | llama-server tok/s | (of its base) | Pagoda tok/s | (of its base) | Pagoda / llama-server (each repeat) | failed |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for a in sorted({r["adapters"] for r in rows}):
+    l, p = median("llama-server", a), median("pagoda", a)
+    if l is None or p is None:
         continue
-    share = lambda r, b: f"{r[key] / b[key]:.2f}" if b and b[key] else "—"
-    print(f"| {a} | {l[key]:.1f} | {share(l, lb)} | {p[key]:.1f} | {share(p, pb)} | "
-          f"{p[key] / l[key]:.2f}× |" + (f" failed: {l['failed']}/{p['failed']}" if l["failed"] or p["failed"] else ""))
+    lb, pb = median("llama-server", 0), median("pagoda", 0)
+    share = lambda x, b: f"{x / b:.2f}" if b else "—"
+    ratios = [pr[key] / lr[key] for lr, pr in zip(runs("llama-server", a), runs("pagoda", a)) if lr[key]]
+    failed = sum(r["failed"] for r in runs("llama-server", a) + runs("pagoda", a))
+    print(f"| {a} | {l:.1f} | {share(l, lb)} | {p:.1f} | {share(p, pb)} | "
+          f"{statistics.median(ratios):.2f}× ({', '.join(f'{x:.2f}' for x in ratios)}) | {failed} |")
 PY

@@ -251,5 +251,30 @@ TEST(BenchOpenAiTest, ServersThatCannotBeBenchedAreRefusedAtOnce) {
   EXPECT_THAT(Bench("ftp://x", {}).err, HasSubstr("--base-url must be http://HOST:PORT"));
 }
 
+// --extra-request-body adds its fields to every request (SGLang's bench flag); it may not
+// override what the bench sets, and must be a JSON object.
+TEST(BenchOpenAiTest, AnExtraRequestBodyIsAddedToEveryRequest) {
+  FakeOpenAiServer server(Behavior::kGood, kModel);
+  const testing::CommandResult r =
+      Bench(server.url(), {"--num-prompts=2", "--input-len=3", "--output-len=2",
+                           R"(--extra-request-body={"logit_bias":{"3":-100},"top_k":4})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 2u);
+  for (const Json& q : server.requests()) {
+    EXPECT_EQ(q["logit_bias"], Json({{"3", -100}})) << q;
+    EXPECT_EQ(q.value("top_k", 0), 4);
+    EXPECT_EQ(q.value("max_tokens", 0), 2);
+  }
+  const testing::CommandResult own =
+      Bench(server.url(), {"--num-prompts=1", R"(--extra-request-body={"max_tokens":9})"});
+  EXPECT_EQ(own.exit_code, 2);
+  EXPECT_THAT(own.err, HasSubstr("may not set \"max_tokens\": the bench sets it"));
+  const testing::CommandResult array =
+      Bench(server.url(), {"--num-prompts=1", "--extra-request-body=[1]"});
+  EXPECT_EQ(array.exit_code, 2);
+  EXPECT_THAT(array.err, HasSubstr("--extra-request-body must be a JSON object"));
+  EXPECT_EQ(server.requests().size(), 2u) << "nothing sent for a refused flag";
+}
+
 }  // namespace
 }  // namespace pagoda
