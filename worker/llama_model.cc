@@ -74,10 +74,11 @@ absl::Status CheckSizes(const WeightSource& source) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows)
+LlamaModel::LlamaModel(ModelConfig config, int max_tokens, int max_logit_rows, LayerRange layers)
     : config_(std::move(config)),
       max_tokens_(max_tokens),
       max_logit_rows_(max_logit_rows),
+      layers_range_(layers),
       kernels_(ActiveKernels()) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights weights, int max_tokens,
@@ -92,20 +93,23 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(ModelWeights weig
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     const WeightSource& source, int max_tokens, int max_logit_rows, const WeightDtypeChoice& choose,
-    ComputeDtype compute, const std::function<void(int64_t)>& on_packed) {
+    ComputeDtype compute, const std::function<void(int64_t)>& on_packed,
+    std::optional<LayerRange> layers) {
   const ModelConfig& c = source.config();
+  const LayerRange range = layers.value_or(LayerRange{0, c.num_layers});
+  RETURN_IF_ERROR(CheckLayerRange(range, c.num_layers));
   if (max_tokens <= 0 || max_logit_rows <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_tokens ", max_tokens, " and max_logit_rows ", max_logit_rows, " must be positive"));
   }
   if (c.head_dim % 2 != 0) return absl::InvalidArgumentError("weights do not match their config");
   RETURN_IF_ERROR(CheckSizes(source));
-  auto model = std::unique_ptr<LlamaModel>(new LlamaModel(c, max_tokens, max_logit_rows));
+  auto model = std::unique_ptr<LlamaModel>(new LlamaModel(c, max_tokens, max_logit_rows, range));
   const int dim = c.dim, hidden = c.hidden_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim();
   const int qkv_dim = q_dim + 2 * kv_dim;
   using T = LlamaTensor;
   Packer pack(source, choose, compute, on_packed);
-  for (int l = 0; l < c.num_layers; ++l) {
+  for (int l = range.begin; l < range.end; ++l) {
     Layer layer;
     layer.q_norm = source.Floats(T::kQNorm, l);
     layer.k_norm = source.Floats(T::kKNorm, l);
@@ -122,9 +126,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     layer.down = pack.Single(T::kDown, l, /*accumulate=*/true);
     model->layers_.push_back(std::move(layer));
   }
-  model->final_norm_ = source.Floats(T::kFinalNorm);
-  model->classifier_ = pack.Single(c.tied_embeddings ? T::kEmbedding : T::kClassifier, -1, false);
-  if (!c.tied_embeddings) model->token_embedding_ = pack.Single(T::kEmbedding, -1, false);
+  // Tied embeddings: a whole model packs the matrix once, as the classifier that also serves
+  // the lookups; a first stage without the last layer packs it as its embedding, a last stage
+  // without the first as its classifier.
+  const bool first = range.first(), last = range.last(c.num_layers);
+  if (last) {
+    model->final_norm_ = source.Floats(T::kFinalNorm);
+    model->classifier_ = pack.Single(c.tied_embeddings ? T::kEmbedding : T::kClassifier, -1, false);
+  }
+  if (first && !(last && c.tied_embeddings)) {
+    model->token_embedding_ = pack.Single(T::kEmbedding, -1, false);
+  }
 
   // RoPE angles: pair i of a head turns by pos · theta^(-2i/head_dim) (scaling aside),
   // computed in float as llama2.c does; YaRN's attention factor multiplies cos and sin.
@@ -166,7 +178,7 @@ std::string LlamaModel::DescribeWeightDtypes() const {
     ++counts[absl::StrCat(WeightDtypeName(linear.dtype()),
                           linear.compute_bf16() ? " (bf16 compute)" : "")];
   };
-  count(*classifier_);
+  if (classifier_) count(*classifier_);
   if (token_embedding_) count(*token_embedding_);
   for (const Layer& l : layers_) {
     for (const StackedLinear* s : {l.qkv.get(), l.gate_up.get()}) {
@@ -185,7 +197,8 @@ std::string LlamaModel::DescribeWeightDtypes() const {
 }
 
 size_t LlamaModel::weight_bytes() const {
-  size_t bytes = classifier_->weight_bytes() + sizeof(float) * final_norm_.size();
+  size_t bytes = sizeof(float) * final_norm_.size();
+  if (classifier_) bytes += classifier_->weight_bytes();
   if (token_embedding_) bytes += token_embedding_->weight_bytes();
   for (const Layer& l : layers_) {
     bytes += l.qkv->weight_bytes() + l.o->weight_bytes() + l.gate_up->weight_bytes() +
@@ -266,13 +279,19 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
   const int qkv_dim = q_dim + 2 * kv_dim;
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, kv.block_size()};
 
-  const Linear& embedding = token_embedding_ ? *token_embedding_ : *classifier_;
+  if (holds_first_layer()) {
+    const Linear& embedding = token_embedding_ ? *token_embedding_ : *classifier_;
 #pragma omp parallel for if (rows >= kParallelRows)
-  for (int r = 0; r < rows; ++r) {
-    embedding.Row(batch.token_ids[r], &x_[static_cast<size_t>(r) * dim]);
+    for (int r = 0; r < rows; ++r) {
+      embedding.Row(batch.token_ids[r], &x_[static_cast<size_t>(r) * dim]);
+    }
+  } else {
+    std::copy_n(batch.hidden_in, static_cast<size_t>(rows) * dim, x_.get());
   }
-  for (int l = 0; l < c.num_layers; ++l) {
-    const Layer& layer = layers_[l];
+  const int num_layers = static_cast<int>(layers_.size());
+  for (int i = 0; i < num_layers; ++i) {
+    const Layer& layer = layers_[i];
+    const int l = layers_range_.begin + i;  // the model's layer (an adapter's index)
 #pragma omp parallel for if (rows >= kParallelRows)
     for (int r = 0; r < rows; ++r) {
       kernels_.rms_norm(&x_[static_cast<size_t>(r) * dim], layer.attn_norm.data(), dim,
@@ -288,9 +307,9 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
     ApplyRope(qkv_.get(), batch.positions, rows);
     for (int r = 0; r < rows; ++r) {
       const float* row = &qkv_[static_cast<size_t>(r) * qkv_dim];
-      kv.Write(l, batch.slots[r], row + q_dim, row + q_dim + kv_dim);
+      kv.Write(i, batch.slots[r], row + q_dim, row + q_dim + kv_dim);
     }
-    PagedAttention(kernels_, shape, batch.seqs, qkv_.get(), qkv_dim, kv.layer(l), att_.get());
+    PagedAttention(kernels_, shape, batch.seqs, qkv_.get(), qkv_dim, kv.layer(i), att_.get());
     layer.o->Run(att_.get(), rows, x_.get());
     if (!batch.loras.empty()) ApplyLoras(batch.loras, l, LoraTarget::kO, att_.get(), x_.get(), dim);
 #pragma omp parallel for if (rows >= kParallelRows)
@@ -315,6 +334,7 @@ float* LlamaModel::Forward(const ForwardBatch& batch, KvPool& kv) {
       ApplyLoras(batch.loras, l, LoraTarget::kDown, hidden_.get(), x_.get(), dim);
     }
   }
+  if (!holds_last_layer()) return nullptr;
   const int num_logits = static_cast<int>(batch.logit_rows.size());
   const int num_final = num_logits + static_cast<int>(batch.hidden_rows.size());
 #pragma omp parallel for if (num_final >= kParallelRows)
