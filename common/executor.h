@@ -38,6 +38,10 @@ struct WorkerInfo {
   std::vector<AdapterInfo> adapters = {};
   int max_loras = 0;      // the most distinct adapters in one step
   int max_cpu_loras = 0;  // the most distinct adapters its running sequences may name
+  // A pipeline stage (issue 40) holds layers [layer_begin, layer_end) of the model; a whole
+  // worker [0, num_layers). layer_end 0: not said (an older worker): the whole model.
+  int layer_begin = 0;
+  int layer_end = 0;
 };
 
 // A full block of a worker's KV pool that it can vouch for (worker/kv_ledger.h), offered when it

@@ -18,14 +18,22 @@
 #include <span>
 #include <vector>
 
+#include "common/model/layer_range.h"
 #include "common/model/model_config.h"
 #include "worker/huge_page_buffer.h"
 #include "worker/kv_dtype.h"
 
 namespace pagoda {
 
+// `config` as the K/V pool of a stage holding `layers` sees it: their number of layers.
+inline ModelConfig StageKvConfig(ModelConfig config, LayerRange layers) {
+  config.num_layers = layers.size();
+  return config;
+}
+
 class KvPool {
  public:
+  // config.num_layers is the layers the pool holds (StageKvConfig for a pipeline stage).
   KvPool(const ModelConfig& config, int num_blocks, int block_size, KvDtype dtype = KvDtype::kF32);
 
   // How many blocks fit in `bytes` for this model.

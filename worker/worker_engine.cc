@@ -50,7 +50,8 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
                            options.on_load_progress(progress.done(),
                                                     static_cast<int64_t>(source.num_bytes()));
                          }
-                       }));
+                       },
+                       options.layers));
   progress.Done();
   // A model this small computes an op in less time than handing it between threads costs
   // (each op is a parallel region): served stories260K decodes a token in 0.33 ms on one thread
@@ -65,9 +66,11 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
             << model->weight_bytes() / (1 << 20) << " MiB from " << source.num_bytes() / (1 << 20)
             << " MiB in the file; peak resident so far " << PeakResidentBytes() / (1 << 20)
             << " MiB";
-  // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool.
+  // Sized after the weights are packed (and their load buffers freed), as vLLM sizes its pool:
+  // a pipeline stage's blocks hold its own layers only.
+  const ModelConfig kv_config = StageKvConfig(config, model->layers());
   const KvDtype dtype = options.kv_cache_dtype;
-  const int64_t block_bytes = KvPool::BytesPerBlock(config, options.block_size, dtype);
+  const int64_t block_bytes = KvPool::BytesPerBlock(kv_config, options.block_size, dtype);
   int64_t kv_bytes = options.kv_cache_bytes;
   std::string how = "--kv-cache-mb";
   if (options.num_blocks <= 0 && kv_bytes <= 0) {
@@ -79,9 +82,10 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
                        available >> 20, " MiB available after the weights, at most ",
                        options.max_num_seqs, " sequences of ", config.max_seq_len, " tokens");
   }
-  const int num_blocks = options.num_blocks > 0
-                             ? options.num_blocks
-                             : KvPool::BlocksForBytes(config, options.block_size, kv_bytes, dtype);
+  const int num_blocks =
+      options.num_blocks > 0
+          ? options.num_blocks
+          : KvPool::BlocksForBytes(kv_config, options.block_size, kv_bytes, dtype);
   if (num_blocks <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache of ", kv_bytes, " bytes holds no block of ", block_bytes, " bytes (", how, ")"));
@@ -116,7 +120,8 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
 WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOptions& options,
                            int num_blocks, std::unique_ptr<LoraRegistry> loras)
     : model_(std::move(model)),
-      kv_(model_->config(), num_blocks, options.block_size, options.kv_cache_dtype),
+      kv_(StageKvConfig(model_->config(), model_->layers()), num_blocks, options.block_size,
+          options.kv_cache_dtype),
       ledger_(num_blocks, options.block_size),
       sampler_(model_->config().vocab_size),
       loras_(std::move(loras)),
@@ -136,6 +141,8 @@ WorkerEngine::WorkerEngine(std::unique_ptr<LlamaModel> model, const WorkerOption
   info_.adapters = loras_->List();
   info_.max_loras = loras_->max_loras();
   info_.max_cpu_loras = loras_->max_cpu_loras();
+  info_.layer_begin = model_->layers().begin;
+  info_.layer_end = model_->layers().end;
 }
 
 absl::Status WorkerEngine::LoadAdapter(const std::string& name, const std::string& path) {
@@ -177,6 +184,12 @@ void WorkerEngine::EnableTransfers(std::unique_ptr<KvPuller> puller,
 
 absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   RETURN_IF_ERROR(Validate(cmd));
+  if (stage_link_ == nullptr && !model_->layers().whole(model_->config().num_layers) &&
+      !cmd.scheduled.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("step ", cmd.step_id, ": a stage of layers ",
+                                                      model_->layers().ToString(),
+                                                      " has no link to the stages beside it"));
+  }
   const auto start = std::chrono::steady_clock::now();
   // Adapters first (one evicted is read again, in room the finished sequences' may leave): a
   // failure leaves every sequence as it was.
@@ -269,11 +282,23 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
   StepResult result;
   result.step_id = cmd.step_id;
   if (!token_ids_.empty()) {
-    const ForwardBatch batch{token_ids_,   positions_,        slots_, attention_, logit_rows_,
-                             hidden_rows_, lora_batch_.rows()};
-    float* logits = model_->Forward(batch, kv_);  // sampled in place, row by row
-    const int vocab = model_->config().vocab_size;
+    ForwardBatch batch{token_ids_,   positions_,        slots_, attention_, logit_rows_,
+                       hidden_rows_, lora_batch_.rows()};
     const int dim = model_->config().dim;
+    if (!model_->holds_first_layer()) {  // the stage before's residual stream
+      hidden_in_.resize(token_ids_.size() * dim);
+      RETURN_IF_ERROR(stage_link_->Receive(cmd.step_id, hidden_in_));
+      batch.hidden_in = hidden_in_.data();
+    }
+    float* logits = model_->Forward(batch, kv_);  // sampled in place, row by row
+    if (!model_->holds_last_layer()) {            // the next stage samples
+      RETURN_IF_ERROR(stage_link_->Send(
+          cmd.step_id, std::span<const float>(model_->residual(), token_ids_.size() * dim)));
+      result.forward_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return result;
+    }
+    const int vocab = model_->config().vocab_size;
     const float* hidden = model_->final_hidden() + static_cast<size_t>(logit_rows_.size()) * dim;
     int row = 0, hidden_row = 0;
     for (const ScheduledSequence& sched : cmd.scheduled) {
@@ -332,7 +357,10 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
 absl::Status WorkerEngine::EnableDiskCache(const KvDiskCacheOptions& options) {
   // The weights' dtypes and their compute change the K/V a prompt gives.
   const std::string fingerprint =
-      absl::StrCat(info_.model_fingerprint, ";weights=", model_->DescribeWeightDtypes());
+      absl::StrCat(info_.model_fingerprint, ";weights=", model_->DescribeWeightDtypes(),
+                   model_->layers().whole(model_->config().num_layers)
+                       ? ""
+                       : ";layers=" + model_->layers().ToString());
   ASSIGN_OR_RETURN(disk_, KvDiskCache::Open(options, fingerprint, kv_));
   disk_->Restore(kMaxCachedBlockTokens / kv_.block_size(), &kv_, &ledger_);
   return absl::OkStatus();

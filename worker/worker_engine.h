@@ -24,6 +24,7 @@
 #include "worker/lora_batch.h"
 #include "worker/lora_registry.h"
 #include "worker/sampler.h"
+#include "worker/stage_link.h"
 #include "worker/step_validator.h"
 #include "worker/transfer/kv_puller.h"
 #include "worker/transfer/kv_transfers.h"
@@ -44,6 +45,8 @@ class WorkerEngine {
                                                               const WorkerOptions& options);
 
   const WorkerInfo& info() const { return info_; }
+  // The layers it holds (WorkerOptions::layers; every layer by default).
+  LayerRange layers() const { return model_->layers(); }
   const ModelConfig& config() const { return model_->config(); }
   // Bytes of the packed weights (LlamaModel::weight_bytes).
   size_t weight_bytes() const { return model_->weight_bytes(); }
@@ -52,6 +55,10 @@ class WorkerEngine {
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
   // Forgets every sequence (a new router connection starts from an empty pool) and cancels the
   // pulls in flight.
+  // A pipeline stage's link to its neighbours (issue 40): a stage that does not hold every
+  // layer refuses steps with tokens (FAILED_PRECONDITION) until it has one. REQUIRES: before
+  // the first step.
+  void SetStageLink(std::unique_ptr<StageLink> link) { stage_link_ = std::move(link); }
   // Runtime LoRA adapters (issue 39; the router's LoadAdapter / UnloadAdapter): LoraRegistry's
   // errors; info().adapters follows. Between steps only.
   absl::Status LoadAdapter(const std::string& name, const std::string& path);
@@ -124,8 +131,10 @@ class WorkerEngine {
   std::vector<int64_t> slots_;
   std::vector<AttentionSequence> attention_;
   LoraBatch lora_batch_;
-  std::vector<uint64_t> allowed_;      // a constrained sequence's mask, from its allowed ids
-  std::unique_ptr<KvDiskCache> disk_;  // --kv-cache-dir; null = off
+  std::vector<uint64_t> allowed_;          // a constrained sequence's mask, from its allowed ids
+  std::unique_ptr<KvDiskCache> disk_;      // --kv-cache-dir; null = off
+  std::unique_ptr<StageLink> stage_link_;  // a pipeline stage's; null = a whole worker
+  std::vector<float> hidden_in_;           // (T, dim): the stage before's residual stream
   // Last: destroyed first, its threads joined before the pool they write goes.
   KvTransfers transfers_{&kv_};
 };

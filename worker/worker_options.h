@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/dtype_names.h"
 #include "common/model/ggml_quant.h"
+#include "common/model/layer_range.h"
 
 namespace pagoda {
 
@@ -48,6 +49,8 @@ struct WorkerOptions {
   int max_cpu_loras = 8;
   int max_loras = 4;
   std::vector<std::string> lora_dirs;
+  // --layers=A:B (issue 40): a pipeline stage holding layers A..B-1; unset = every layer.
+  std::optional<LayerRange> layers;
   // Called while the weights load, with the bytes read so far and in all (LoadReportClient).
   std::function<void(int64_t done, int64_t total)> on_load_progress;
 };

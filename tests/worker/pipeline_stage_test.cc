@@ -1,8 +1,11 @@
-// Pipeline stages (issue 40), the model's side: a LlamaModel over a range of layers. A chain of
-// stages, each with the K/V of its own layers only, each handing its residual stream to the
+// Pipeline stages (issue 40), the worker's side. A LlamaModel over a range of layers: a chain
+// of stages, each with the K/V of its own layers only, each handing its residual stream to the
 // next, computes the whole model's logits bit for bit (tied and untied embeddings, 2 and 3
 // stages, a batched prefill and then decodes over the cache); each stage holds only its own
-// weights; ranges outside the model are refused by name.
+// weights; ranges outside the model are refused by name. WorkerEngines as stages of one
+// StageGroup, their activations crossing by mailbox, driven by the router's Engine: run.c's
+// greedy tokens, and a whole worker's tokens when sampled with seeds, preempted, and with
+// drafts.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -12,8 +15,14 @@
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "router/core/engine.h"
+#include "router/core/stage_group.h"
 #include "tests/test_util.h"
+#include "worker/in_process_executor.h"
 #include "worker/llama_model.h"
+#include "worker/stage_link.h"
+#include "worker/stage_mailbox.h"
+#include "worker/worker_engine.h"
 
 // Its own namespace: the unity build compiles it with other tests' file-local helpers.
 namespace pagoda::stage_test {
@@ -195,6 +204,145 @@ TEST(LayerRangeTest, AModelRefusesLayersItDoesNotHave) {
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(model.status().message(),
               HasSubstr("layers 3:6 are not within the model's 5 layers (0:5)"));
+}
+
+// Stage i's link to its neighbours in one process: it takes from its own mailbox and puts
+// into stage i+1's.
+class MailboxLink final : public StageLink {
+ public:
+  MailboxLink(StageMailbox* in, StageMailbox* out) : in_(in), out_(out) {}
+  absl::Status Receive(int64_t step_id, std::span<float> out) override {
+    return in_->Take(step_id, out, absl::Seconds(60));
+  }
+  absl::Status Send(int64_t step_id, std::span<const float> hidden) override {
+    out_->Put(step_id, std::vector<float>(hidden.begin(), hidden.end()));
+    return absl::OkStatus();
+  }
+
+ private:
+  StageMailbox* in_;
+  StageMailbox* out_;
+};
+
+// A model's workers: one whole, or a group of stages (their engines in this process, their
+// activations crossing by mailbox) behind one Executor.
+struct Workers {
+  std::vector<std::unique_ptr<StageMailbox>> mailboxes;
+  std::vector<std::unique_ptr<InProcessExecutor>> stages;
+  std::unique_ptr<Executor> group;
+
+  Workers(const std::vector<LayerRange>& ranges, const WorkerOptions& options) {
+    for (size_t i = 0; i <= ranges.size(); ++i) {
+      mailboxes.push_back(std::make_unique<StageMailbox>());
+    }
+    std::vector<Executor*> executors;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      WorkerOptions o = options;
+      if (ranges.size() > 1) o.layers = ranges[i];
+      absl::StatusOr<std::unique_ptr<WorkerEngine>> engine = WorkerEngine::Create(Weights(true), o);
+      CHECK(engine.ok()) << engine.status();
+      if (ranges.size() > 1) {
+        (*engine)->SetStageLink(
+            std::make_unique<MailboxLink>(mailboxes[i].get(), mailboxes[i + 1].get()));
+      }
+      stages.push_back(std::make_unique<InProcessExecutor>(*std::move(engine)));
+      executors.push_back(stages.back().get());
+    }
+    absl::StatusOr<std::unique_ptr<StageGroup>> g = StageGroup::Create(executors, 5);
+    CHECK(g.ok()) << g.status();
+    group = *std::move(g);
+  }
+};
+
+// Runs run.c's golden prompts, all in one continuous batch, through `executor`: greedy, or
+// sampled with a seed per request; with drafts when `speculative`. The tokens of each.
+std::vector<std::vector<int>> Serve(Executor* executor, bool sampled, bool speculative) {
+  absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+  CHECK(w.ok());
+  EngineOptions eo;
+  eo.max_num_batched_tokens = 48;  // prompts in chunks beside the decodes
+  eo.max_model_len = 257;
+  if (speculative) eo.speculative.method = SpeculativeMethod::kNgram;
+  Engine engine(w->config, executor, eo);
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  for (size_t i = 0; i < golden.size(); ++i) {
+    GenerationRequest r;
+    r.prompt_ids = golden[i].prompt_ids;
+    r.sampling.temperature = sampled ? 0.8f : 0.0f;
+    r.sampling.seed = 100 + i;
+    r.stop_token_ids = {1};  // run.c stops at BOS
+    const absl::Status added = engine.AddRequest(static_cast<int64_t>(i), r);
+    CHECK(added.ok()) << added;
+  }
+  std::vector<std::vector<int>> out(golden.size());
+  while (engine.has_unfinished()) {
+    absl::StatusOr<std::vector<SequenceUpdate>> updates = engine.Step();
+    CHECK(updates.ok()) << updates.status();
+    for (const SequenceUpdate& u : *updates) {
+      out[u.request_id].insert(out[u.request_id].end(), u.token_ids.begin(), u.token_ids.end());
+    }
+  }
+  return out;
+}
+
+WorkerOptions GroupOptions(int num_blocks) {
+  WorkerOptions o;
+  o.num_blocks = num_blocks;
+  o.max_num_batched_tokens = 64;
+  o.max_num_seqs = 16;
+  return o;
+}
+
+class StageGroupServingTest : public ::testing::TestWithParam<std::vector<LayerRange>> {};
+
+// Greedy: run.c's tokens, from 2 and 3 stages as from one whole worker.
+TEST_P(StageGroupServingTest, ServesRunCsGreedyTokens) {
+  Workers group(GetParam(), GroupOptions(128));
+  const std::vector<std::vector<int>> out = Serve(group.group.get(), false, false);
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  for (size_t i = 0; i < golden.size(); ++i) EXPECT_EQ(out[i], golden[i].greedy_ids) << i;
+}
+
+// Seeded sampling, a pool small enough that sequences are preempted and recomputed, and
+// drafts verified: the same tokens as one whole worker under the same schedule.
+TEST_P(StageGroupServingTest, MatchesAWholeWorkerSampledPreemptedAndWithDrafts) {
+  for (const bool speculative : {false, true}) {
+    SCOPED_TRACE(speculative ? "with drafts" : "without drafts");
+    Workers whole({{0, 5}}, GroupOptions(24));
+    Workers group(GetParam(), GroupOptions(24));
+    EXPECT_EQ(Serve(group.group.get(), true, speculative),
+              Serve(whole.group.get(), true, speculative));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, StageGroupServingTest,
+                         ::testing::Values(std::vector<LayerRange>{{0, 2}, {2, 5}},
+                                           std::vector<LayerRange>{{0, 1}, {1, 3}, {3, 5}}),
+                         [](const ::testing::TestParamInfo<std::vector<LayerRange>>& info) {
+                           return absl::StrCat(info.param.size(), "Stages");
+                         });
+
+// A stage without its link refuses a step with tokens rather than compute garbage.
+TEST(StageGroupTest, AStageWithoutItsLinkRefusesSteps) {
+  WorkerOptions o = GroupOptions(16);
+  o.layers = LayerRange{2, 5};
+  absl::StatusOr<std::unique_ptr<WorkerEngine>> engine = WorkerEngine::Create(Weights(true), o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->info().layer_begin, 2);
+  EXPECT_EQ((*engine)->info().layer_end, 5);
+  StepCommand step;
+  step.step_id = 1;
+  NewSequence& n = step.new_sequences.emplace_back();
+  n.seq_id = 7;
+  n.prompt_ids = {1, 2, 3};
+  ScheduledSequence& s = step.scheduled.emplace_back();
+  s.seq_id = 7;
+  s.token_ids = {1, 2, 3};
+  s.new_block_ids = {0};
+  s.sample = true;
+  const absl::StatusOr<StepResult> r = (*engine)->Execute(step);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("a stage of layers 2:5 has no link"));
 }
 
 }  // namespace

@@ -1,0 +1,108 @@
+#include "router/core/stage_group.h"
+
+#include <algorithm>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+
+namespace pagoda {
+namespace {
+
+std::string RangeOf(const WorkerInfo& w) { return absl::StrCat(w.layer_begin, ":", w.layer_end); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(std::vector<Executor*> stages,
+                                                               int num_layers) {
+  if (stages.empty()) return absl::InvalidArgumentError("a stage group needs a stage");
+  const WorkerInfo& first = stages.front()->info();
+  int next = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const WorkerInfo& s = stages[i]->info();
+    const std::string name = absl::StrCat("stage ", i, " (layers ", RangeOf(s), ")");
+    if (s.layer_begin != next || s.layer_end <= s.layer_begin) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " does not start where the stage before ends (layer ", next, ")"));
+    }
+    next = s.layer_end;
+    if (s.model_fingerprint != first.model_fingerprint || s.block_size != first.block_size ||
+        s.kv_cache_dtype != first.kv_cache_dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " differs from stage 0 in its model fingerprint, block size or K/V dtype"));
+    }
+  }
+  if (next != num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the stages end at layer ", next, " of the model's ", num_layers));
+  }
+  WorkerInfo info = first;
+  info.layer_begin = 0;
+  info.layer_end = num_layers;
+  info.kv_transfer_address.clear();  // a group's blocks do not move (yet)
+  for (const Executor* e : stages) {
+    const WorkerInfo& s = e->info();
+    info.num_blocks = std::min(info.num_blocks, s.num_blocks);
+    info.max_num_batched_tokens = std::min(info.max_num_batched_tokens, s.max_num_batched_tokens);
+    info.max_num_seqs = std::min(info.max_num_seqs, s.max_num_seqs);
+    info.max_loras = std::min(info.max_loras, s.max_loras);
+    info.max_cpu_loras = std::min(info.max_cpu_loras, s.max_cpu_loras);
+    // An adapter runs only where every stage holds it, under one digest.
+    std::erase_if(info.adapters, [&s](const AdapterInfo& a) {
+      return std::none_of(s.adapters.begin(), s.adapters.end(), [&a](const AdapterInfo& b) {
+        return b.name == a.name && b.digest == a.digest;
+      });
+    });
+  }
+  return std::unique_ptr<StageGroup>(new StageGroup(std::move(stages), std::move(info)));
+}
+
+absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
+  // A stage that fails abandons every stage at once: the others, waiting for activations that
+  // will not come, fail now instead of at their step timeout.
+  auto run = [this, &command](Executor* stage) {
+    absl::StatusOr<StepResult> r = stage->Execute(command);
+    if (!r.ok()) Abandon();
+    return r;
+  };
+  // The last stage runs on this thread; the others on their own, each until its stage answers.
+  std::vector<std::future<absl::StatusOr<StepResult>>> others;
+  others.reserve(stages_.size() - 1);
+  for (size_t i = 0; i + 1 < stages_.size(); ++i) {
+    others.push_back(std::async(std::launch::async, run, stages_[i]));
+  }
+  absl::StatusOr<StepResult> last = run(stages_.back());
+  absl::Status first_error;
+  for (size_t i = 0; i < others.size(); ++i) {
+    absl::StatusOr<StepResult> r = others[i].get();
+    if (!r.ok() && first_error.ok()) {
+      first_error =
+          absl::Status(r.status().code(), absl::StrCat("stage ", i, ": ", r.status().message()));
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  if (!last.ok()) {
+    return absl::Status(last.status().code(),
+                        absl::StrCat("stage ", stages_.size() - 1, ": ", last.status().message()));
+  }
+  return last;
+}
+
+absl::StatusOr<AdapterInfo> StageGroup::ChangeAdapter(const AdapterChange& change) {
+  absl::StatusOr<AdapterInfo> answer;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    answer = stages_[i]->ChangeAdapter(change);
+    if (!answer.ok()) {
+      return absl::Status(answer.status().code(),
+                          absl::StrCat("stage ", i, ": ", answer.status().message()));
+    }
+  }
+  std::erase_if(info_.adapters, [&change](const AdapterInfo& a) { return a.name == change.name; });
+  if (!change.path.empty()) info_.adapters.push_back(*answer);
+  return answer;
+}
+
+void StageGroup::Abandon() {
+  for (Executor* stage : stages_) stage->Abandon();
+}
+
+}  // namespace pagoda
