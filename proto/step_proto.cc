@@ -240,6 +240,8 @@ void ToProto(const WorkerInfo& in, v1::Hello* out) {
   for (const AdapterInfo& a : in.adapters) ToProto(a, out->add_adapters());
   out->set_max_loras(in.max_loras);
   out->set_max_cpu_loras(in.max_cpu_loras);
+  out->set_layer_begin(in.layer_begin);
+  out->set_layer_end(in.layer_end);
 }
 
 void ToProto(const AdapterInfo& in, v1::Adapter* out) {
@@ -262,6 +264,8 @@ WorkerInfo FromProto(const v1::Hello& in) {
   for (const v1::Adapter& a : in.adapters()) out.adapters.push_back(FromProto(a));
   out.max_loras = in.max_loras();
   out.max_cpu_loras = in.max_cpu_loras();
+  out.layer_begin = in.layer_begin();
+  out.layer_end = in.layer_end();
   return out;
 }
 

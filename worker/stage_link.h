@@ -22,6 +22,9 @@ class StageLink {
   virtual absl::Status Receive(int64_t step_id, std::span<float> out) = 0;
   // Hands this stage's residual stream of step `step_id` to the next stage.
   virtual absl::Status Send(int64_t step_id, std::span<const float> hidden) = 0;
+  // A new router connection (WorkerEngine::Reset): what arrived for the old one's steps is
+  // dropped, and so is the way to the next stage until the new router wires the group again.
+  virtual void Reset() {}
 };
 
 }  // namespace pagoda

@@ -43,6 +43,11 @@ void StageMailbox::Close() {
   pending_.clear();
 }
 
+void StageMailbox::Clear() {
+  absl::MutexLock lock(&mu_);
+  pending_.clear();
+}
+
 int StageMailbox::num_pending() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(pending_.size());

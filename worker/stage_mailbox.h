@@ -30,6 +30,8 @@ class StageMailbox {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes every Take with CANCELLED, now and later (the worker is going).
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops everything pending (a new router connection: its step ids start again).
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_);
   int num_pending() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -67,6 +67,7 @@ class WorkerEngine {
   void Reset() {
     seqs_.clear();
     transfers_.CancelAll();
+    if (stage_link_) stage_link_->Reset();
   }
 
   // KV block transfers (issue 28; the pulls in flight are KvTransfers'). Pulls (StepCommand.pulls)

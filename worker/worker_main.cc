@@ -48,6 +48,11 @@ ABSL_FLAG(double, kv_cache_dir_max_gib, 10.0,
           "--kv-cache-dir's bound in GiB: the least recently used blocks are removed past it");
 ABSL_FLAG(double, kv_cache_dir_load_s, 30.0,
           "at start, read --kv-cache-dir for at most this long before joining the router");
+ABSL_FLAG(std::string, layers, "",
+          "A:B: hold only layers A..B-1 (0-based, half-open) as one pipeline stage of a model "
+          "too large for one machine; the router serves the stages whose ranges tile the model "
+          "as one worker (issue 40). Needs --kv-transfer-port: the stages send activations "
+          "worker to worker on it. \"\" = every layer");
 ABSL_FLAG(double, drain_timeout_s, 25.0,
           "on SIGTERM, wait this long for the sequences here to finish before leaving");
 
@@ -65,7 +70,7 @@ pagoda::ProgramUsage Usage() {
       "pagoda-worker --router=HOST:PORT --model=M [--kv-cache-mb=MB] [--threads=T] [flags]\n"
       "Holds the weights and a shard of the KV pool; runs the steps the router sends.\n",
       {
-          {"Router and model", {"router", "model", "name"}},
+          {"Router and model", {"router", "model", "name", "layers"}},
           {"Engine: weights, KV cache and steps", EngineFlags()},
           {"Health and shutdown", {"health_port", "drain_timeout_s"}},
           {"KV transfer", {"kv_transfer_port", "advertise_address"}},
@@ -148,6 +153,14 @@ int main(int argc, char** argv) {
     }
   }
   options.engine = *engine;
+  if (const std::string layers = absl::GetFlag(FLAGS_layers); !layers.empty()) {
+    absl::StatusOr<pagoda::LayerRange> range = pagoda::ParseLayerRange(layers);
+    if (!range.ok()) {
+      std::cerr << "error: --" << range.status().message() << "\n";
+      return 2;
+    }
+    options.engine.layers = *range;
+  }
   options.engine.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   options.service.router_address = absl::GetFlag(FLAGS_router);
   options.service.name = absl::GetFlag(FLAGS_name);

@@ -14,8 +14,10 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/load_report_client.h"
+#include "worker/transfer/grpc_stage_link.h"
 #include "worker/transfer/kv_puller_service.h"
 #include "worker/transfer/kv_transfer_service.h"
+#include "worker/transfer/stage_link_service.h"
 
 namespace pagoda {
 namespace {
@@ -57,8 +59,25 @@ absl::Status WorkerServer::StartKvTransfers(WorkerEngine* engine) {
   const WorkerServiceOptions& link = options_.service;
   const bool loopback = port == -1;
   kv_service_ = std::make_unique<KvTransferService>(&engine->kv_pool(), link.worker_token);
+  // A pipeline stage takes the stage before's activations on the same port, and sends its own
+  // to the next stage's with the same token and certificates.
+  const ModelConfig& config = engine->config();
+  if (!engine->layers().whole(config.num_layers)) {
+    auto stage_link = std::make_unique<GrpcStageLink>(GrpcStageLinkOptions{
+        .worker_token = link.worker_token,
+        .tls = link.tls,
+        .tls_pem = link.tls_pem,
+        .dim = config.dim,
+    });
+    stage_link_ = stage_link.get();
+    stage_service_ = std::make_unique<StageLinkService>(stage_link->mailbox(),
+                                                        engine->info().max_num_batched_tokens,
+                                                        config.dim, link.worker_token);
+    engine->SetStageLink(std::move(stage_link));
+  }
   kv_server_ = StartKvTransferServer(loopback ? "127.0.0.1:0" : absl::StrCat("0.0.0.0:", port),
-                                     kv_service_.get(), link.tls_pem, &kv_transfer_bound_);
+                                     kv_service_.get(), link.tls_pem, &kv_transfer_bound_,
+                                     stage_service_.get());
   if (!kv_server_ || kv_transfer_bound_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on KV transfer port ", port));
   }
@@ -96,6 +115,11 @@ absl::Status WorkerServer::Validate() const {
   }
   if (options_.kv_cache_dir.max_load < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--kv-cache-dir-load-s must be >= 0");
+  }
+  if (options_.engine.layers && options_.kv_transfer_port == 0) {
+    return absl::InvalidArgumentError(
+        "--layers needs --kv-transfer-port (or -1 on one machine): a pipeline stage takes and "
+        "sends activations worker to worker on it");
   }
   if (options_.health_port < 0 || options_.health_port > 65535) {
     return absl::InvalidArgumentError(
@@ -152,6 +176,14 @@ absl::Status WorkerServer::Start() {
   if (health_ != nullptr) {
     grpc::HealthCheckServiceInterface* health = health_;
     service_options.on_ready = [health](bool ready) { health->SetServingStatus("", ready); };
+  }
+  if (stage_link_ != nullptr) {
+    GrpcStageLink* stage_link = stage_link_;
+    service_options.on_stage_wiring = [stage_link](const std::string& next) {
+      LOG(INFO) << "pipeline stage wired: activations go to "
+                << (next.empty() ? "nobody (the last stage)" : next);
+      stage_link->SetNext(next);
+    };
   }
   absl::MutexLock lock(&mu_);
   service_ = std::make_unique<WorkerService>(*std::move(engine), service_options);

@@ -22,7 +22,9 @@ class HealthCheckServiceInterface;
 
 namespace pagoda {
 
+class GrpcStageLink;
 class KvTransferService;
+class StageLinkService;
 
 struct WorkerServerOptions {
   // A GGUF file, a llama2.c checkpoint or a Hugging Face directory; the router asks for the
@@ -79,6 +81,9 @@ class WorkerServer {
   std::unique_ptr<grpc::Server> health_server_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;  // health_server_'s
   std::unique_ptr<KvTransferService> kv_service_;
+  // A pipeline stage's (--layers): its activations' port service; the link is the engine's.
+  std::unique_ptr<StageLinkService> stage_service_;
+  GrpcStageLink* stage_link_ = nullptr;  // the engine's
   std::unique_ptr<grpc::Server> kv_server_;
   int kv_transfer_bound_ = 0;
 

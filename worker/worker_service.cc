@@ -174,6 +174,12 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
       drained = true;
       break;
     }
+    if (message.has_stage_wiring()) {
+      if (options_.on_stage_wiring) {
+        options_.on_stage_wiring(message.stage_wiring().next_stage_address());
+      }
+      continue;
+    }
     v1::WorkerMessage out;
     if (message.has_load_adapter() || message.has_unload_adapter()) {
       AnswerAdapter(message, out.mutable_adapter_loaded());

@@ -33,6 +33,8 @@ struct WorkerServiceOptions {
   // Called with true once the router accepted this worker, false when that ends (lost link,
   // draining). For a readiness probe.
   std::function<void(bool ready)> on_ready;
+  // A pipeline stage's (issue 40): the router wired its group; where its activations go.
+  std::function<void(const std::string& next_stage_address)> on_stage_wiring;
 };
 
 class WorkerService {

@@ -79,10 +79,11 @@ grpc::Status KvTransferService::Pull(grpc::ServerContext* context,
 
 std::unique_ptr<grpc::Server> StartKvTransferServer(const std::string& address,
                                                     KvTransferService* service, const TlsPem& pem,
-                                                    int* bound_port) {
+                                                    int* bound_port, grpc::Service* also) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, ServerCredentialsFor(pem), bound_port);
   builder.RegisterService(service);
+  if (also != nullptr) builder.RegisterService(also);
   // A handler thread per pull; a bound keeps a flood of calls from spawning thousands.
   grpc::ResourceQuota quota("kv_transfer");
   quota.SetMaxThreads(32);

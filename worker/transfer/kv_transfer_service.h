@@ -39,11 +39,12 @@ class KvTransferService final : public v1::KvTransfer::Service {
   const std::string worker_token_;
 };
 
-// Serves `service` (not owned; must outlive the server) on `address` ("host:port", port 0
-// picks one, returned in *bound_port). nullptr when the port cannot be bound.
+// Serves `service`, and `also` when set (a pipeline stage's StageLink service), neither owned
+// and both outliving the server, on `address` ("host:port", port 0 picks one, returned in
+// *bound_port). nullptr when the port cannot be bound.
 std::unique_ptr<grpc::Server> StartKvTransferServer(const std::string& address,
                                                     KvTransferService* service, const TlsPem& pem,
-                                                    int* bound_port);
+                                                    int* bound_port, grpc::Service* also = nullptr);
 
 }  // namespace pagoda
 
