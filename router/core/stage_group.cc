@@ -12,8 +12,8 @@ std::string RangeOf(const WorkerInfo& w) { return absl::StrCat(w.layer_begin, ":
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(std::vector<Executor*> stages,
-                                                               int num_layers) {
+absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(
+    std::vector<std::shared_ptr<Executor>> stages, int num_layers) {
   if (stages.empty()) return absl::InvalidArgumentError("a stage group needs a stage");
   const WorkerInfo& first = stages.front()->info();
   int next = 0;
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(std::vector<Execu
   info.layer_begin = 0;
   info.layer_end = num_layers;
   info.kv_transfer_address.clear();  // a group's blocks do not move (yet)
-  for (const Executor* e : stages) {
+  for (const std::shared_ptr<Executor>& e : stages) {
     const WorkerInfo& s = e->info();
     info.num_blocks = std::min(info.num_blocks, s.num_blocks);
     info.max_num_batched_tokens = std::min(info.max_num_batched_tokens, s.max_num_batched_tokens);
@@ -68,9 +68,9 @@ absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
   std::vector<std::future<absl::StatusOr<StepResult>>> others;
   others.reserve(stages_.size() - 1);
   for (size_t i = 0; i + 1 < stages_.size(); ++i) {
-    others.push_back(std::async(std::launch::async, run, stages_[i]));
+    others.push_back(std::async(std::launch::async, run, stages_[i].get()));
   }
-  absl::StatusOr<StepResult> last = run(stages_.back());
+  absl::StatusOr<StepResult> last = run(stages_.back().get());
   absl::Status first_error;
   for (size_t i = 0; i < others.size(); ++i) {
     absl::StatusOr<StepResult> r = others[i].get();
@@ -102,7 +102,7 @@ absl::StatusOr<AdapterInfo> StageGroup::ChangeAdapter(const AdapterChange& chang
 }
 
 void StageGroup::Abandon() {
-  for (Executor* stage : stages_) stage->Abandon();
+  for (const std::shared_ptr<Executor>& stage : stages_) stage->Abandon();
 }
 
 }  // namespace pagoda

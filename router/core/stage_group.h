@@ -19,11 +19,11 @@ namespace pagoda {
 
 class StageGroup final : public Executor {
  public:
-  // `stages` (not owned; they outlive the group) in layer order. INVALID_ARGUMENT, naming the
+  // `stages` in layer order. INVALID_ARGUMENT, naming the
   // stage, unless their ranges tile [0, num_layers) and they agree on the model fingerprint,
   // block size and K/V dtype.
-  static absl::StatusOr<std::unique_ptr<StageGroup>> Create(std::vector<Executor*> stages,
-                                                            int num_layers);
+  static absl::StatusOr<std::unique_ptr<StageGroup>> Create(
+      std::vector<std::shared_ptr<Executor>> stages, int num_layers);
 
   const WorkerInfo& info() const override { return info_; }
   absl::StatusOr<StepResult> Execute(const StepCommand& command) override;
@@ -36,10 +36,10 @@ class StageGroup final : public Executor {
   int num_stages() const { return static_cast<int>(stages_.size()); }
 
  private:
-  StageGroup(std::vector<Executor*> stages, WorkerInfo info)
+  StageGroup(std::vector<std::shared_ptr<Executor>> stages, WorkerInfo info)
       : stages_(std::move(stages)), info_(std::move(info)) {}
 
-  const std::vector<Executor*> stages_;
+  const std::vector<std::shared_ptr<Executor>> stages_;
   WorkerInfo info_;  // changes only in ChangeAdapter, on the caller's thread
 };
 

@@ -132,6 +132,16 @@ class WorkerConnection final : public Executor {
     CloseLocked(absl::OkStatus()).IgnoreError();
   }
 
+  // Tells a pipeline stage where its activations go (StageGroups), before its group's first
+  // step.
+  void SendStageWiring(const std::string& next_stage) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    v1::RouterMessage message;
+    message.mutable_stage_wiring()->set_next_stage_address(next_stage);
+    if (!stream_->Write(message)) closed_ = true;
+  }
+
   // Tells a draining worker it holds nothing more. Runs on the worker's loop thread, between
   // steps, so it never interleaves with a step's write.
   void SendDrained() {
@@ -229,7 +239,7 @@ class CallWatchdog {
 
 WorkerLinkService::WorkerLinkService(std::vector<Cluster*> clusters,
                                      const WorkerLinkOptions& options)
-    : clusters_(std::move(clusters)), options_(options) {}
+    : clusters_(std::move(clusters)), options_(options), stages_(clusters_) {}
 
 Cluster* WorkerLinkService::ClusterFor(const std::string& fingerprint) const {
   for (Cluster* cluster : clusters_) {
@@ -270,7 +280,14 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
                                                        CachedBlocksFromProto(first.hello()), stream,
                                                        context, options_.step_timeout);
   Cluster* const cluster = ClusterFor(first.hello().model_fingerprint());
-  absl::StatusOr<int> id = cluster->AddWorker(connection);
+  // A pipeline stage waits for its group, which joins the Cluster as one worker.
+  const bool stage = StageGroups::IsStage(connection->info(), *cluster);
+  absl::StatusOr<int> id = -1;
+  if (stage) {
+    if (absl::Status s = stages_.Check(connection->info(), cluster); !s.ok()) id = s;
+  } else {
+    id = cluster->AddWorker(connection);
+  }
   v1::RouterMessage reply;
   reply.mutable_hello_reply()->set_accepted(id.ok());
   if (!id.ok()) {
@@ -281,11 +298,22 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message()));
   }
   reply.mutable_hello_reply()->set_worker_id(*id);
+  if (stage) reply.mutable_hello_reply()->set_message("a pipeline stage: it waits for its group");
   stream->Write(reply);
   connection->MarkReady();
   ++num_connected_;
   loading_.Connected(name);
-  LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
+  if (stage) {
+    LOG(INFO) << "pipeline stage " << name << " connected from " << context->peer();
+    stages_.Join(
+        cluster,
+        {.connection = connection,
+         .name = name,
+         .wire = [connection](const std::string& next) { connection->SendStageWiring(next); },
+         .drained = [connection] { connection->SendDrained(); }});
+  } else {
+    LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
+  }
 
   v1::WorkerMessage message;
   while (stream->Read(&message)) {
@@ -296,12 +324,20 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       connection->OnAdapterLoaded(message.adapter_loaded());
     } else if (message.has_drain()) {
       LOG(INFO) << "worker " << *id << " (" << name << ") asks to drain";
-      cluster->DrainWorker(*id, [connection] { connection->SendDrained(); });
+      if (stage) {
+        stages_.Drain(cluster, connection.get());
+      } else {
+        cluster->DrainWorker(*id, [connection] { connection->SendDrained(); });
+      }
     }
   }
   if (watchdog.fired()) LOG(WARNING) << "worker " << *id << " missed its heartbeats";
   connection->Close();
-  cluster->RemoveWorker(*id);
+  if (stage) {
+    stages_.Leave(cluster, connection.get());
+  } else {
+    cluster->RemoveWorker(*id);
+  }
   --num_connected_;
   LOG(WARNING) << "worker " << *id << " (" << name << ") disconnected";
   return grpc::Status::OK;

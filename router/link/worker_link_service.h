@@ -8,7 +8,8 @@
 // sequences. A worker that sends Drain gets no new requests; once it holds nothing it is sent
 // Drained, and it closes the stream. Before it connects, a worker still loading its model reports
 // how far it is (Loading, same token): logged, and kept on a LoadingBoard for the router's wait
-// line.
+// line. A worker whose Hello holds a range of its model's layers is a pipeline stage: it waits
+// for stages that tile the model, and they serve as one worker (StageGroups).
 #ifndef PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
 #define PAGODA_ROUTER_LINK_WORKER_LINK_SERVICE_H_
 
@@ -23,6 +24,7 @@
 #include "pagoda/v1/worker.grpc.pb.h"
 #include "router/core/cluster.h"
 #include "router/link/loading_board.h"
+#include "router/link/stage_groups.h"
 
 namespace pagoda {
 
@@ -63,6 +65,7 @@ class WorkerLinkService final : public v1::WorkerLink::Service {
   const std::vector<Cluster*> clusters_;  // Not owned.
   const WorkerLinkOptions options_;
   LoadingBoard loading_;
+  StageGroups stages_;  // workers holding a range of their model's layers (issue 40)
   std::atomic<int> num_connected_{0};
 };
 

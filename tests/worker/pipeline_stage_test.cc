@@ -228,14 +228,14 @@ class MailboxLink final : public StageLink {
 // activations crossing by mailbox) behind one Executor.
 struct Workers {
   std::vector<std::unique_ptr<StageMailbox>> mailboxes;
-  std::vector<std::unique_ptr<InProcessExecutor>> stages;
+  std::vector<std::shared_ptr<InProcessExecutor>> stages;
   std::unique_ptr<Executor> group;
 
   Workers(const std::vector<LayerRange>& ranges, const WorkerOptions& options) {
     for (size_t i = 0; i <= ranges.size(); ++i) {
       mailboxes.push_back(std::make_unique<StageMailbox>());
     }
-    std::vector<Executor*> executors;
+    std::vector<std::shared_ptr<Executor>> executors;
     for (size_t i = 0; i < ranges.size(); ++i) {
       WorkerOptions o = options;
       if (ranges.size() > 1) o.layers = ranges[i];
@@ -245,8 +245,8 @@ struct Workers {
         (*engine)->SetStageLink(
             std::make_unique<MailboxLink>(mailboxes[i].get(), mailboxes[i + 1].get()));
       }
-      stages.push_back(std::make_unique<InProcessExecutor>(*std::move(engine)));
-      executors.push_back(stages.back().get());
+      stages.push_back(std::make_shared<InProcessExecutor>(*std::move(engine)));
+      executors.push_back(stages.back());
     }
     absl::StatusOr<std::unique_ptr<StageGroup>> g = StageGroup::Create(executors, 5);
     CHECK(g.ok()) << g.status();

@@ -66,18 +66,16 @@ class ScriptedStage final : public Executor {
 
 struct Stages {
   std::atomic<int> entered{0};
-  std::vector<std::unique_ptr<ScriptedStage>> stages;
+  std::vector<std::shared_ptr<ScriptedStage>> stages;
   Stages(std::initializer_list<std::pair<int, int>> ranges) {
     for (auto [begin, end] : ranges) {
-      stages.push_back(std::make_unique<ScriptedStage>(begin, end, 100 + begin));
+      stages.push_back(std::make_shared<ScriptedStage>(begin, end, 100 + begin));
       stages.back()->entered = &entered;
       stages.back()->num_stages = static_cast<int>(ranges.size());
     }
   }
-  std::vector<Executor*> executors() const {
-    std::vector<Executor*> out;
-    for (const auto& s : stages) out.push_back(s.get());
-    return out;
+  std::vector<std::shared_ptr<Executor>> executors() const {
+    return {stages.begin(), stages.end()};
   }
 };
 

@@ -1,0 +1,142 @@
+#include "router/link/stage_groups.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/model/layer_range.h"
+#include "glog/logging.h"
+#include "router/core/stage_group.h"
+#include "router/core/worker_limits.h"
+
+namespace pagoda {
+
+StageGroups::StageGroups(const std::vector<Cluster*>& clusters, int max_waiting)
+    : max_waiting_(max_waiting) {
+  for (Cluster* c : clusters) {
+    assemblers_[c] = std::make_unique<StageAssembler>(c->config().num_layers);
+  }
+}
+
+bool StageGroups::IsStage(const WorkerInfo& info, const Cluster& cluster) {
+  // A worker of another model is refused as such, whatever its layers (its model's count is
+  // not the router's).
+  return info.model_fingerprint == cluster.config().Fingerprint() && info.layer_end != 0 &&
+         !(info.layer_begin == 0 && info.layer_end == cluster.config().num_layers);
+}
+
+absl::Status StageGroups::Check(const WorkerInfo& info, Cluster* cluster_ptr) const {
+  const Cluster& cluster = *cluster_ptr;
+  // What the group takes from it is checked again as the group's, once it forms.
+  if (absl::Status s = ValidateWorkerInfo(info, WorkerLimits()); !s.ok()) return s;
+  const int layers = cluster.config().num_layers;
+  if (absl::Status s = CheckLayerRange({info.layer_begin, info.layer_end}, layers); !s.ok()) {
+    return s;
+  }
+  if (info.layer_begin > 0 && info.kv_transfer_address.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a pipeline stage of layers ", info.layer_begin, ":", info.layer_end,
+                     " needs --kv-transfer-port: the stage before sends it activations there"));
+  }
+  if (assemblers_.at(cluster_ptr)->num_waiting() >= max_waiting_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(max_waiting_, " pipeline stages already wait for their groups"));
+  }
+  return absl::OkStatus();
+}
+
+void StageGroups::Join(Cluster* cluster, Stage stage) {
+  StageAssembler& assembler = *assemblers_.at(cluster);
+  const WorkerInfo& info = stage.connection->info();
+  std::vector<Stage> stages;
+  {
+    absl::MutexLock lock(&mu_);
+    const Executor* key = stage.connection.get();
+    const std::string name = stage.name;
+    waiting_[key] = std::move(stage);
+    std::vector<std::shared_ptr<Executor>> formed = assembler.Join(waiting_[key].connection);
+    if (formed.empty()) {
+      LOG(INFO) << "pipeline stage " << name << " (layers " << info.layer_begin << ":"
+                << info.layer_end << ") waits for the stages of layers " << assembler.Missing();
+      return;
+    }
+    for (const std::shared_ptr<Executor>& e : formed) {
+      auto it = waiting_.find(e.get());
+      stages.push_back(std::move(it->second));
+      waiting_.erase(it);
+    }
+  }
+  std::vector<std::shared_ptr<Executor>> executors;
+  std::string names;
+  for (const Stage& s : stages) {
+    executors.push_back(s.connection);
+    absl::StrAppend(&names, names.empty() ? "" : ", ", s.name, " (",
+                    s.connection->info().layer_begin, ":", s.connection->info().layer_end, ")");
+  }
+  absl::StatusOr<std::unique_ptr<StageGroup>> group =
+      StageGroup::Create(executors, cluster->config().num_layers);
+  absl::StatusOr<int> id = absl::UnknownError("no group");
+  if (!group.ok()) {
+    id = group.status();
+  } else {
+    // Each stage learns where its activations go before the group's first step.
+    for (size_t i = 0; i < stages.size(); ++i) {
+      stages[i].wire(i + 1 < stages.size() ? stages[i + 1].connection->info().kv_transfer_address
+                                           : std::string());
+    }
+    id = cluster->AddWorker(std::shared_ptr<Executor>(*std::move(group)));
+  }
+  if (!id.ok()) {
+    LOG(WARNING) << "pipeline stages " << names
+                 << " cannot serve as one group: " << id.status().message() << "; each joins again";
+    for (const Stage& s : stages) s.connection->Abandon();
+    return;
+  }
+  LOG(INFO) << "pipeline stages " << names << " serve as worker " << *id;
+  auto g = std::make_shared<Group>();
+  g->worker_id = *id;
+  g->stages = std::move(stages);
+  absl::MutexLock lock(&mu_);
+  for (const Stage& s : g->stages) groups_[s.connection.get()] = g;
+}
+
+void StageGroups::Leave(Cluster* cluster, const Executor* stage) {
+  std::shared_ptr<Group> g;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(stage);
+    if (it == groups_.end()) {
+      waiting_.erase(stage);
+      assemblers_.at(cluster)->Leave(stage);
+      return;
+    }
+    g = it->second;
+    for (const Stage& s : g->stages) groups_.erase(s.connection.get());
+    if (g->left) return;
+    g->left = true;
+  }
+  LOG(WARNING) << "a pipeline stage of worker " << g->worker_id
+               << " is gone: the group leaves, its other stages join again";
+  cluster->RemoveWorker(g->worker_id);
+  for (const Stage& s : g->stages) s.connection->Abandon();
+}
+
+void StageGroups::Drain(Cluster* cluster, const Executor* stage) {
+  std::shared_ptr<Group> g;
+  std::function<void()> drained;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(stage);
+    if (it == groups_.end()) {
+      auto waiting = waiting_.find(stage);
+      if (waiting != waiting_.end()) drained = waiting->second.drained;
+    } else if (!it->second->draining) {
+      g = it->second;
+      g->draining = true;
+    }
+  }
+  if (drained) drained();
+  if (g == nullptr) return;
+  cluster->DrainWorker(g->worker_id, [g] {
+    for (const Stage& s : g->stages) s.drained();
+  });
+}
+
+}  // namespace pagoda
