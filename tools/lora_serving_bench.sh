@@ -116,15 +116,19 @@ row() {  # SERVER ADAPTERS REPEAT [BENCH_FLAGS...]
   fi
 }
 echo "== warm-up (not counted)" >&2
-row llama-server "$most" -1 --num-prompts=4 --output-len=8 > /dev/null
-row pagoda "$most" -1 --num-prompts=4 --output-len=8 > /dev/null
+row llama-server "$most" -1 --num-prompts=4 --output-len=8 --seed=7 > /dev/null
+row pagoda "$most" -1 --num-prompts=4 --output-len=8 --seed=7 > /dev/null
 : > "$results"
 for repeat in $(seq "$repeats"); do
   order="llama-server pagoda"
   [ $((repeat % 2)) -eq 0 ] && order="pagoda llama-server"
   for a in $rows; do
     echo "== repeat $repeat: $streams streams over $a adapters ($order)" >&2
-    for server in $order; do row "$server" "$a" "$repeat" --num-prompts=$((2 * streams)); done
+    # Prompts drawn afresh for each row and repeat, the same for both servers: no bench finds
+    # another's prompts in a server's prefix cache (llama-server keeps each slot's last one).
+    for server in $order; do
+      row "$server" "$a" "$repeat" --num-prompts=$((2 * streams)) --seed=$((1000 * repeat + a))
+    done
   done
 done
 
