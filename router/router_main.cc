@@ -84,6 +84,9 @@ ABSL_FLAG(std::string, lora_modules, "",
 ABSL_FLAG(int, max_loras, 4, "spawned workers' --max-loras: distinct LoRA adapters in one step");
 ABSL_FLAG(int, max_cpu_loras, 8,
           "spawned workers' --max-cpu-loras: LoRA adapters held in memory (at least --max-loras)");
+ABSL_FLAG(std::string, lora_dtype, "auto",
+          "spawned workers' --lora-dtype: f32, bf16 (half the bytes each step reads), or auto: "
+          "f32 over a model stored in f32, bf16 over any other");
 ABSL_FLAG(bool, allow_runtime_lora_updating, false,
           "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's API; behind "
           "--api-key): adapters loaded at run time must lie in --lora-dir, else in the "
@@ -364,6 +367,11 @@ absl::StatusOr<pagoda::RouterServerOptions> OptionsFromFlags(int argc, char** ar
   o.local_workers.max_loras = absl::GetFlag(FLAGS_max_loras);
   o.local_workers.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
   o.local_workers.lora_dir = absl::GetFlag(FLAGS_lora_dir);
+  o.local_workers.lora_dtype = absl::GetFlag(FLAGS_lora_dtype);
+  if (const std::string& d = o.local_workers.lora_dtype; d != "auto" && d != "f32" && d != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora-dtype=", d, ": expected auto, f32 or bf16"));
+  }
   o.allow_runtime_lora_updating = absl::GetFlag(FLAGS_allow_runtime_lora_updating);
   if (o.local_workers.max_loras < 1 || o.local_workers.max_loras > 1024 ||
       o.local_workers.max_cpu_loras < o.local_workers.max_loras ||

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype_names.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -14,11 +15,12 @@ constexpr size_t kMaxNameBytes = 128;
 }  // namespace
 
 LoraRegistry::LoraRegistry(const ModelConfig& config, int max_cpu_loras, int max_loras,
-                           LoraReadOptions read_options)
+                           LoraReadOptions read_options, WeightDtype dtype)
     : config_(config),
       max_cpu_loras_(max_cpu_loras),
       max_loras_(max_loras),
-      read_options_(std::move(read_options)) {
+      read_options_(std::move(read_options)),
+      dtype_(dtype) {
   CHECK(max_loras >= 1 && max_loras <= max_cpu_loras)
       << "max_loras " << max_loras << ", max_cpu_loras " << max_cpu_loras;
 }
@@ -32,10 +34,10 @@ absl::StatusOr<std::pair<AdapterInfo, std::shared_ptr<const PackedLora>>> LoraRe
     return absl::FailedPreconditionError(
         absl::StrCat("adapter ", name, ": ", path, " changed since it was loaded"));
   }
-  auto packed = std::make_shared<const PackedLora>(adapter, config_);
+  auto packed = std::make_shared<const PackedLora>(adapter, config_, dtype_);
   LOG(INFO) << "LoRA adapter " << name << ": " << adapter.format << " rank " << adapter.rank
-            << " scale " << adapter.scale << ", " << packed->weight_bytes() / 1024 << " KiB, from "
-            << path;
+            << " scale " << adapter.scale << ", " << packed->weight_bytes() / 1024 << " KiB of "
+            << WeightDtypeName(dtype_) << ", from " << path;
   return std::make_pair(AdapterInfo{name, adapter.rank, adapter.digest}, std::move(packed));
 }
 

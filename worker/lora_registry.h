@@ -25,8 +25,9 @@ namespace pagoda {
 class LoraRegistry {
  public:
   // REQUIRES: 1 <= options.max_loras <= max_cpu_loras (WorkerOptions' parser checks the flags).
+  // `dtype`: what adapters are packed in (PackedLora's kF32 or kBf16).
   LoraRegistry(const ModelConfig& config, int max_cpu_loras, int max_loras,
-               LoraReadOptions read_options);
+               LoraReadOptions read_options, WeightDtype dtype = WeightDtype::kF32);
 
   // Reads, checks and packs the adapter at `path` as `name` (ReadLoraAdapter's errors),
   // evicting as Acquire does; ALREADY_EXISTS when `name` is taken, INVALID_ARGUMENT for a name
@@ -66,6 +67,7 @@ class LoraRegistry {
   const ModelConfig config_;
   const int max_cpu_loras_, max_loras_;
   const LoraReadOptions read_options_;
+  const WeightDtype dtype_;
 
   std::map<std::string, Entry> entries_;
   uint64_t clock_ = 0;

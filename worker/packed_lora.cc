@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "common/dtype_names.h"
 #include "glog/logging.h"
 
 namespace pagoda {
 
-PackedLora::PackedLora(const LoraAdapter& adapter, const ModelConfig& config)
+PackedLora::PackedLora(const LoraAdapter& adapter, const ModelConfig& config, WeightDtype dtype)
     : rank_(adapter.rank), layers_(adapter.layers.size()) {
   CHECK(rank_ >= 1 && rank_ <= kMaxLoraRank) << "rank " << rank_;
+  CHECK(dtype == WeightDtype::kF32 || dtype == WeightDtype::kBf16) << WeightDtypeName(dtype);
   CHECK_EQ(static_cast<int>(adapter.layers.size()), config.num_layers);
   std::vector<float> scaled;
   for (size_t l = 0; l < adapter.layers.size(); ++l) {
@@ -22,9 +24,9 @@ PackedLora::PackedLora(const LoraAdapter& adapter, const ModelConfig& config)
       for (size_t i = 0; i < scaled.size(); ++i) scaled[i] = adapter.scale * pair.b[i];
       Pair& packed = layers_[l][static_cast<int>(target)];
       packed.a = std::make_unique<Linear>(pair.a.data(), in, rank_, std::vector<float>(),
-                                          /*accumulate=*/false);
+                                          /*accumulate=*/false, dtype);
       packed.b = std::make_unique<Linear>(scaled.data(), rank_, out, std::vector<float>(),
-                                          /*accumulate=*/true);
+                                          /*accumulate=*/true, dtype);
     }
   }
 }

@@ -1,4 +1,4 @@
-// A LoRA adapter's matrices packed for the GEMM kernels, each A and B a Linear in f32, the
+// A LoRA adapter's matrices packed for the GEMM kernels, each A and B a Linear in f32 or bf16, the
 // scale folded into B (B' = scale · B), so a target's update over some rows of a step is two
 // small GEMMs: t (n, rank) = x · Aᵀ, then y += t · B'ᵀ. LlamaModel runs it per adapter over that
 // adapter's rows after the base matmul ran over all of them (issue 39 item 3).
@@ -33,8 +33,10 @@ struct LoraScratch {
 class PackedLora {
  public:
   // REQUIRES: adapter.rank in [1, kMaxLoraRank], its pairs the shapes of `config`'s targets
-  // (ReadLoraAdapter checked both).
-  PackedLora(const LoraAdapter& adapter, const ModelConfig& config);
+  // (ReadLoraAdapter checked both). `dtype`: kF32 or kBf16 (A and B' rounded to bf16, half the
+  // bytes a step reads; the products stay exact f32 ones of the rounded values).
+  PackedLora(const LoraAdapter& adapter, const ModelConfig& config,
+             WeightDtype dtype = WeightDtype::kF32);
 
   int rank() const { return rank_; }
   // Whether the adapter updates `target` of `layer`.

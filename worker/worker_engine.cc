@@ -105,8 +105,11 @@ absl::StatusOr<std::unique_ptr<WorkerEngine>> WorkerEngine::Create(const WeightS
       read.allowed_roots.push_back(dir.empty() ? std::string(".") : dir.string());
     }
   }
+  // auto: an f32 model's adapters in f32 (exact), any other's in bf16.
+  const WeightDtype lora_dtype = options.lora_dtype.value_or(
+      model->weight_dtype() == WeightDtype::kF32 ? WeightDtype::kF32 : WeightDtype::kBf16);
   auto loras = std::make_unique<LoraRegistry>(config, options.max_cpu_loras, options.max_loras,
-                                              std::move(read));
+                                              std::move(read), lora_dtype);
   for (const WorkerOptions::LoraModule& m : options.lora_modules) {
     if (absl::Status s = loras->Load(m.name, m.path); !s.ok()) {
       return absl::Status(s.code(),

@@ -36,6 +36,9 @@ ABSL_FLAG(int, max_loras, 4, "the most distinct LoRA adapters in one step");
 ABSL_FLAG(int, max_cpu_loras, 8,
           "the most LoRA adapters held in memory (least recently used evicted, never one in "
           "use; an evicted one is read again when asked for); at least --max-loras");
+ABSL_FLAG(std::string, lora_dtype, "auto",
+          "what LoRA adapters are held and multiplied in: f32, bf16 (half the bytes each step "
+          "reads), or auto: f32 over a model stored in f32, bf16 over any other");
 ABSL_FLAG(std::string, lora_dir, "",
           "the directory LoRA adapter paths must lie in, symlinks resolved (loads at run time "
           "too); empty: the directories of the --lora-modules paths");
@@ -56,6 +59,7 @@ std::vector<std::string> WorkerEngineFlagNames() {
           "lora_modules",
           "max_loras",
           "max_cpu_loras",
+          "lora_dtype",
           "lora_dir"};
 }
 
@@ -77,6 +81,10 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags(const std::vector<std::stri
         "--max-loras must be at least 1 and --max-cpu-loras at least --max-loras");
   }
   if (!absl::GetFlag(FLAGS_lora_dir).empty()) options.lora_dirs = {absl::GetFlag(FLAGS_lora_dir)};
+  absl::StatusOr<std::optional<WeightDtype>> lora_dtype =
+      ParseLoraDtype(absl::GetFlag(FLAGS_lora_dtype));
+  if (!lora_dtype.ok()) return lora_dtype.status();
+  options.lora_dtype = *lora_dtype;
   absl::StatusOr<std::optional<WeightDtype>> weight_dtype =
       ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
   if (!weight_dtype.ok()) return weight_dtype.status();

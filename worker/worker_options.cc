@@ -31,6 +31,14 @@ WeightDtype AutoWeightDtype(GgmlType stored) {
   return WeightDtype::kF32;
 }
 
+absl::StatusOr<std::optional<WeightDtype>> ParseLoraDtype(const std::string& flag) {
+  if (flag == "auto") return std::nullopt;
+  if (flag == "f32") return WeightDtype::kF32;
+  if (flag == "bf16") return WeightDtype::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--lora-dtype=", flag, ": expected auto, f32 or bf16"));
+}
+
 absl::StatusOr<WorkerOptions::LoraModule> ParseLoraModule(const std::string& flag) {
   const size_t eq = flag.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {

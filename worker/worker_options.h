@@ -48,6 +48,10 @@ struct WorkerOptions {
   std::vector<LoraModule> lora_modules;
   int max_cpu_loras = 8;
   int max_loras = 4;
+  // What adapters are packed in: kF32 or kBf16 (half the bytes each step reads; measured in
+  // tests/worker/lora_test.cc). Unset = auto: f32 over a model stored in f32 (its adapters'
+  // tokens exact), bf16 over any other (16-bit or quantized weights).
+  std::optional<WeightDtype> lora_dtype;
   std::vector<std::string> lora_dirs;
   // --layers=A:B (issue 40): a pipeline stage holding layers A..B-1; unset = every layer.
   std::optional<LayerRange> layers;
@@ -63,6 +67,9 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtype(const std::string& f
 // bits), BF16 → bf16, Q8_0 → int8, Q4_0 and Q4_K → int4, Q6_K → q6_k (each its blocks as
 // they are).
 WeightDtype AutoWeightDtype(GgmlType stored);
+
+// --lora-dtype: "auto" (nullopt), "f32" or "bf16"; INVALID_ARGUMENT naming the flag otherwise.
+absl::StatusOr<std::optional<WeightDtype>> ParseLoraDtype(const std::string& flag);
 
 // One --lora-modules value, NAME=PATH (both non-empty); INVALID_ARGUMENT naming the flag
 // otherwise. The name's characters are LoraRegistry's to check.

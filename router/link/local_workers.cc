@@ -86,6 +86,7 @@ std::vector<std::string> LocalWorkerArgs(const LocalWorkersOptions& options,
     args.push_back(absl::StrCat("--max_cpu_loras=", options.max_cpu_loras));
   }
   if (!options.lora_dir.empty()) args.push_back("--lora_dir=" + options.lora_dir);
+  if (options.lora_dtype != "auto") args.push_back("--lora_dtype=" + options.lora_dtype);
   if (!options.kv_cache_dir.empty()) {
     const std::string model_dir =
         router.num_models > 1 ? absl::StrCat("/", router.model_name) : std::string();

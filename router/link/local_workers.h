@@ -36,6 +36,7 @@ struct LocalWorkersOptions {
   int max_loras = 0;
   int max_cpu_loras = 0;
   std::string lora_dir = {};
+  std::string lora_dtype = "auto";  // --lora-dtype
 };
 
 // What every local worker is told about the router it serves.

@@ -24,6 +24,18 @@ TEST(WorkerOptionsTest, WeightDtypeIsAutoOrANameAndABadOneNamesTheFlag) {
   }
 }
 
+TEST(WorkerOptionsTest, LoraDtypeIsAutoF32OrBf16AndABadOneNamesTheFlag) {
+  EXPECT_FALSE(ParseLoraDtype("auto")->has_value());
+  EXPECT_EQ(**ParseLoraDtype("f32"), WeightDtype::kF32);
+  EXPECT_EQ(**ParseLoraDtype("bf16"), WeightDtype::kBf16);
+  for (const char* bad : {"", "int8", "float16", "BF16"}) {
+    absl::StatusOr<std::optional<WeightDtype>> d = ParseLoraDtype(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().message(),
+              std::string("--lora-dtype=") + bad + ": expected auto, f32 or bf16");
+  }
+}
+
 TEST(WorkerOptionsTest, AutoWeightDtypeKeepsEachStoredTypesValuesExactlyWhereAKernelCan) {
   EXPECT_EQ(AutoWeightDtype(GgmlType::kF32), WeightDtype::kF32);
   EXPECT_EQ(AutoWeightDtype(GgmlType::kF16), WeightDtype::kF32);  // bf16 would round it
