@@ -14,9 +14,9 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/load_report_client.h"
-#include "worker/transfer/grpc_stage_link.h"
 #include "worker/transfer/kv_puller_service.h"
 #include "worker/transfer/kv_transfer_service.h"
+#include "worker/transfer/stage_link_client.h"
 #include "worker/transfer/stage_link_service.h"
 
 namespace pagoda {

@@ -1,4 +1,4 @@
-#include "worker/transfer/grpc_stage_link.h"
+#include "worker/transfer/stage_link_client.h"
 
 #include <algorithm>
 

@@ -2,8 +2,8 @@
 // its transfer port's StageLinkService fills, and sends to the next stage's transfer port,
 // which the router names when it wires the group (StageWiring). Send is a client-streamed Push
 // of 1 MiB chunks with the worker link's token and TLS.
-#ifndef PAGODA_WORKER_TRANSFER_GRPC_STAGE_LINK_H_
-#define PAGODA_WORKER_TRANSFER_GRPC_STAGE_LINK_H_
+#ifndef PAGODA_WORKER_TRANSFER_STAGE_LINK_CLIENT_H_
+#define PAGODA_WORKER_TRANSFER_STAGE_LINK_CLIENT_H_
 
 #include <memory>
 #include <string>
@@ -54,4 +54,4 @@ class GrpcStageLink final : public StageLink {
 
 }  // namespace pagoda
 
-#endif  // PAGODA_WORKER_TRANSFER_GRPC_STAGE_LINK_H_
+#endif  // PAGODA_WORKER_TRANSFER_STAGE_LINK_CLIENT_H_
