@@ -97,30 +97,32 @@ int BenchCommand(const BenchOptions& o, std::ostream& out, std::ostream& err) {
     err << "error: --backend must be grpc or openai\n";
     return 2;
   }
-  if (!o.response_format.empty()) {
+  // --response-format and --extra-request-body: JSON objects sent in OpenAI requests.
+  const auto object_flag = [&](const char* flag, const std::string& value, const char* example,
+                               Json* parsed) {
     if (o.backend != "openai") {
-      err << "error: --response-format needs --backend=openai\n";
-      return 2;
+      err << "error: --" << flag << " needs --backend=openai\n";
+      return false;
     }
-    const Json format = Json::parse(o.response_format, nullptr, /*allow_exceptions=*/false);
-    if (!format.is_object()) {
-      err << "error: --response-format must be a JSON object, e.g. {\"type\":\"json_object\"}\n";
-      return 2;
+    *parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
+    if (!parsed->is_object()) {
+      err << "error: --" << flag << " must be a JSON object, e.g. " << example << "\n";
+      return false;
     }
+    return true;
+  };
+  Json parsed;
+  if (!o.response_format.empty() &&
+      !object_flag("response-format", o.response_format, R"({"type":"json_object"})", &parsed)) {
+    return 2;
   }
   if (!o.extra_request_body.empty()) {
-    if (o.backend != "openai") {
-      err << "error: --extra-request-body needs --backend=openai\n";
-      return 2;
-    }
-    const Json extra = Json::parse(o.extra_request_body, nullptr, /*allow_exceptions=*/false);
-    if (!extra.is_object()) {
-      err << "error: --extra-request-body must be a JSON object, e.g. "
-             "{\"logit_bias\":{\"3\":-100}}\n";
+    if (!object_flag("extra-request-body", o.extra_request_body, R"({"logit_bias":{"3":-100}})",
+                     &parsed)) {
       return 2;
     }
     for (const char* own : kOpenAiBenchFields) {
-      if (extra.contains(own)) {
+      if (parsed.contains(own)) {
         err << "error: --extra-request-body may not set \"" << own
             << "\": the bench sets it (use its own flag)\n";
         return 2;
