@@ -29,6 +29,8 @@
 #   OUTPUT      64                                output tokens of each request
 #   THREADS     2                                 each server's compute threads
 #   REPEATS     2                                 runs of every row
+#   SERVERS     "llama-server pagoda"             which servers run (e.g. SERVERS=pagoda:
+#                                                 Pagoda's rows against its own base only)
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -46,10 +48,14 @@ input=${INPUT:-128}
 output=${OUTPUT:-64}
 threads=${THREADS:-2}
 repeats=${REPEATS:-2}
+servers=${SERVERS:-llama-server pagoda}
+has() { [[ " $servers " == *" $1 "* ]]; }
+has pagoda || has llama-server || { echo "error: SERVERS names neither pagoda nor llama-server" >&2; exit 2; }
 for b in pagoda pagoda-router pagoda-worker write_test_lora; do
   [ -x "$bin/$b" ] || { echo "error: no $bin/$b (build it, or set PAGODA_BIN)" >&2; exit 2; }
 done
-[ -x "$llama/llama-server" ] || { echo "error: no $llama/llama-server" >&2; exit 2; }
+! has llama-server || [ -x "$llama/llama-server" ] ||
+  { echo "error: no $llama/llama-server" >&2; exit 2; }
 [ -f "$model" ] || { echo "error: no $model (tools/serve_long_context.sh makes one)" >&2; exit 2; }
 mkdir -p "$work"
 context=$((input + output + 64))
@@ -68,26 +74,31 @@ done
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 llama_port=$(port) pagoda_http=$(port) pagoda_grpc=$(port) pagoda_workers=$(port)
 pagoda_metrics=$(port)
-"$llama/llama-server" -m "$model" -t "$threads" -tb "$threads" -c $((context * streams)) \
-  -np "$streams" "${llama_loras[@]}" --lora-init-without-apply --host 127.0.0.1 \
-  --port "$llama_port" > "$work/llama-server.log" 2>&1 &
-llama_pid=$!
-"$bin/pagoda-router" --model="$model" --host=127.0.0.1 --port="$pagoda_grpc" \
-  --worker-port="$pagoda_workers" --http-port="$pagoda_http" --metrics-port="$pagoda_metrics" \
-  --spawn-workers=1 --worker-threads="$threads" --max-model-len="$context" \
-  --max-num-seqs="$streams" --speculative=off --step-timeout-s=600 "${pagoda_loras[@]}" \
-  --max-loras=$((most > 0 ? most : 1)) --max-cpu-loras=$((most > 0 ? most : 1)) \
-  > "$work/pagoda.log" 2>&1 &
-pagoda_pid=$!
+llama_pid= pagoda_pid=
+if has llama-server; then
+  "$llama/llama-server" -m "$model" -t "$threads" -tb "$threads" -c $((context * streams)) \
+    -np "$streams" "${llama_loras[@]}" --lora-init-without-apply --host 127.0.0.1 \
+    --port "$llama_port" > "$work/llama-server.log" 2>&1 &
+  llama_pid=$!
+fi
+if has pagoda; then
+  "$bin/pagoda-router" --model="$model" --host=127.0.0.1 --port="$pagoda_grpc" \
+    --worker-port="$pagoda_workers" --http-port="$pagoda_http" --metrics-port="$pagoda_metrics" \
+    --spawn-workers=1 --worker-threads="$threads" --max-model-len="$context" \
+    --max-num-seqs="$streams" --speculative=off --step-timeout-s=600 "${pagoda_loras[@]}" \
+    --max-loras=$((most > 0 ? most : 1)) --max-cpu-loras=$((most > 0 ? most : 1)) \
+    > "$work/pagoda.log" 2>&1 &
+  pagoda_pid=$!
+fi
 trap 'kill $llama_pid $pagoda_pid 2> /dev/null; wait $llama_pid $pagoda_pid 2> /dev/null' EXIT
 ready() {
   python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2> /dev/null
 }
 for _ in $(seq 900); do
-  ready "http://127.0.0.1:$llama_port/health" && ready "http://127.0.0.1:$pagoda_metrics/health" &&
-    break
-  kill -0 "$llama_pid" 2> /dev/null || { tail "$work/llama-server.log" >&2; exit 1; }
-  kill -0 "$pagoda_pid" 2> /dev/null || { tail "$work/pagoda.log" >&2; exit 1; }
+  { ! has llama-server || ready "http://127.0.0.1:$llama_port/health"; } &&
+    { ! has pagoda || ready "http://127.0.0.1:$pagoda_metrics/health"; } && break
+  [ -z "$llama_pid" ] || kill -0 "$llama_pid" 2> /dev/null || { tail "$work/llama-server.log" >&2; exit 1; }
+  [ -z "$pagoda_pid" ] || kill -0 "$pagoda_pid" 2> /dev/null || { tail "$work/pagoda.log" >&2; exit 1; }
   sleep 1
 done
 
@@ -116,8 +127,8 @@ row() {  # SERVER ADAPTERS REPEAT [BENCH_FLAGS...]
   fi
 }
 echo "== warm-up (not counted)" >&2
-row llama-server "$most" -1 --num-prompts=4 --output-len=8 --seed=7 > /dev/null
-row pagoda "$most" -1 --num-prompts=4 --output-len=8 --seed=7 > /dev/null
+! has llama-server || row llama-server "$most" -1 --num-prompts=4 --output-len=8 --seed=7 > /dev/null
+! has pagoda || row pagoda "$most" -1 --num-prompts=4 --output-len=8 --seed=7 > /dev/null
 : > "$results"
 for repeat in $(seq "$repeats"); do
   order="llama-server pagoda"
@@ -127,6 +138,7 @@ for repeat in $(seq "$repeats"); do
     # Prompts drawn afresh for each row and repeat, the same for both servers: no bench finds
     # another's prompts in a server's prefix cache (llama-server keeps each slot's last one).
     for server in $order; do
+      has "$server" || continue
       row "$server" "$a" "$repeat" --num-prompts=$((2 * streams)) --seed=$((1000 * repeat + a))
     done
   done
@@ -146,12 +158,12 @@ print("\n| adapters | llama-server tok/s | (of its base) | Pagoda tok/s | (of it
 print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for a in sorted({r["adapters"] for r in rows}):
     l, p = median("llama-server", a), median("pagoda", a)
-    if l is None or p is None:
-        continue
     lb, pb = median("llama-server", 0), median("pagoda", 0)
-    share = lambda x, b: f"{x / b:.2f}" if b else "—"
+    tok = lambda x: "—" if x is None else f"{x:.1f}"
+    share = lambda x, b: f"{x / b:.2f}" if x is not None and b else "—"
     ratios = [pr[key] / lr[key] for lr, pr in zip(runs("llama-server", a), runs("pagoda", a)) if lr[key]]
+    ratio = (f"{statistics.median(ratios):.2f}× ({', '.join(f'{x:.2f}' for x in ratios)})"
+             if ratios else "—")
     failed = sum(r["failed"] for r in runs("llama-server", a) + runs("pagoda", a))
-    print(f"| {a} | {l:.1f} | {share(l, lb)} | {p:.1f} | {share(p, pb)} | "
-          f"{statistics.median(ratios):.2f}× ({', '.join(f'{x:.2f}' for x in ratios)}) | {failed} |")
+    print(f"| {a} | {tok(l)} | {share(l, lb)} | {tok(p)} | {share(p, pb)} | {ratio} | {failed} |")
 PY

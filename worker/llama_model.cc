@@ -165,10 +165,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
       std::make_unique_for_overwrite<float[]>(static_cast<size_t>(max_logit_rows) * dim);
   model->logits_ =
       std::make_unique_for_overwrite<float[]>(static_cast<size_t>(max_logit_rows) * c.vocab_size);
-  const size_t widest = std::max({dim, q_dim, hidden});
-  model->lora_x_ = std::make_unique_for_overwrite<float[]>(t * widest);
   model->lora_t_ = std::make_unique_for_overwrite<float[]>(t * kMaxLoraRank);
-  model->lora_y_ = std::make_unique_for_overwrite<float[]>(t * widest);
   return model;
 }
 
@@ -246,29 +243,24 @@ void LlamaModel::ApplyRope(float* qkv, std::span<const int> positions, int rows)
 
 void LlamaModel::ApplyLoras(std::span<const LoraRows> loras, int layer, LoraTarget target,
                             const float* x, float* y, int ldy) const {
-  const size_t widest = std::max({config_.dim, config_.q_dim(), config_.hidden_dim});
-  if (loras.size() == 1) {  // its matmuls split between the threads
-    const LoraScratch scratch{lora_x_.get(), lora_t_.get(), lora_y_.get()};
-    loras[0].lora->Apply(layer, target, x, loras[0].rows, y, ldy, scratch);
+  if (loras.size() == 1) {  // its products split between the threads
+    loras[0].lora->Apply(layer, target, x, loras[0].rows, y, ldy, lora_t_.get());
     return;
   }
-  // Several adapters: each thread takes whole adapters (their matmuls run on it alone: nested
-  // regions get one thread), one region for all instead of two per adapter. Their rows are
-  // disjoint, and so are the slices of scratch each gets: its rows' offset among all.
+  // Several adapters: each thread takes whole adapters (their products run on it alone), one
+  // region for all instead of one per adapter. Their rows are disjoint, and so are the slices of
+  // scratch each gets: its rows' offset among all.
   int offsets[kMaxLorasPerStep + 1] = {0};
   const int n = static_cast<int>(std::min<size_t>(loras.size(), kMaxLorasPerStep));
   for (int g = 0; g < n; ++g) offsets[g + 1] = offsets[g] + static_cast<int>(loras[g].rows.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (int g = 0; g < n; ++g) {
-    const size_t at = offsets[g];
-    const LoraScratch scratch{lora_x_.get() + at * widest, lora_t_.get() + at * kMaxLoraRank,
-                              lora_y_.get() + at * widest};
-    loras[g].lora->Apply(layer, target, x, loras[g].rows, y, ldy, scratch);
+    float* t = lora_t_.get() + static_cast<size_t>(offsets[g]) * kMaxLoraRank;
+    loras[g].lora->Apply(layer, target, x, loras[g].rows, y, ldy, t);
   }
   // More adapters than that (past any --max-loras a worker takes) run one after another.
-  const LoraScratch scratch{lora_x_.get(), lora_t_.get(), lora_y_.get()};
   for (size_t g = n; g < loras.size(); ++g) {
-    loras[g].lora->Apply(layer, target, x, loras[g].rows, y, ldy, scratch);
+    loras[g].lora->Apply(layer, target, x, loras[g].rows, y, ldy, lora_t_.get());
   }
 }
 

@@ -159,9 +159,7 @@ class LlamaModel {
   Buffer final_x_;  // (max_logit_rows, dim): logit rows, then hidden rows
   Buffer logits_;   // (max_logit_rows, vocab)
   // LoRA's gathers (PackedLora::Apply), touched only by steps with adapters.
-  Buffer lora_x_;  // (max_tokens, max(dim, q_dim, hidden_dim))
   Buffer lora_t_;  // (max_tokens, kMaxLoraRank)
-  Buffer lora_y_;  // (max_tokens, max(q_dim, dim, hidden_dim))
 };
 
 }  // namespace pagoda

@@ -1,6 +1,6 @@
-// Every kernel table this CPU can run, against float64 references: RMSNorm and SwiGLU, and
-// QuantizeRows against its contract (kernels.h) value by value. Linear (packing + GEMM, every
-// precision) and paged attention have their own tests, which run each table too.
+// Every kernel table this CPU can run, against float64 references: RMSNorm, SwiGLU and LoRA's
+// two products, and QuantizeRows against its contract (kernels.h) value by value. Linear (packing +
+// GEMM, every precision) and paged attention have their own tests, which run each table too.
 
 #include "worker/kernels/kernels.h"
 
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -105,6 +106,96 @@ TEST_P(KernelsTest, QuantizeRowsStoresEachBlocksRoundedValues) {
           std::memcpy(&offset, block + 36 * tile + 4 * (r % tile), 4);
           EXPECT_EQ(scale, amax / 127.0f) << "row " << r << " block " << b;
           EXPECT_EQ(offset, -128 * sum) << "row " << r << " block " << b;
+        }
+      }
+    }
+  }
+}
+
+// LoRA's shrink and expand over scattered rows, in f32 and bf16, at ranks and widths that leave
+// tails (odd ranks, columns past the last vector), split as PackedLora splits them between
+// threads: each against a float64 reference, each row the same bits as when it runs alone, and
+// rows not named untouched.
+TEST_P(KernelsTest, LoraShrinkAndExpandEqualAFloat64ReferenceRowByRow) {
+  const auto bf16_round = [](float v) {  // the bf16 a matrix stores, as FloatToBf16 rounds
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  };
+  for (const bool bf16 : {false, true}) {
+    for (const auto& [rank, in, out] :
+         {std::tuple{1, 5, 3}, {7, 64, 172}, {16, 2048, 256}, {8, 172, 100}}) {
+      std::vector<float> a = Random(static_cast<size_t>(rank) * in);
+      std::vector<float> b = Random(static_cast<size_t>(rank) * out);
+      std::vector<uint16_t> a16(a.size()), b16(b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = bf16 ? bf16_round(a[i]) : a[i];
+        uint32_t bits;
+        std::memcpy(&bits, &a[i], 4);
+        a16[i] = static_cast<uint16_t>(bits >> 16);
+      }
+      for (size_t i = 0; i < b.size(); ++i) {
+        b[i] = bf16 ? bf16_round(b[i]) : b[i];
+        uint32_t bits;
+        std::memcpy(&bits, &b[i], 4);
+        b16[i] = static_cast<uint16_t>(bits >> 16);
+      }
+      const LoraMatrix am{bf16 ? static_cast<const void*>(a16.data()) : a.data(), rank, in, bf16};
+      const LoraMatrix bm{bf16 ? static_cast<const void*>(b16.data()) : b.data(), rank, out, bf16};
+      const int total_rows = 11, ldy = out + 3;
+      const std::vector<float> x = Random(static_cast<size_t>(total_rows) * in);
+      const std::vector<float> y0 = Random(static_cast<size_t>(total_rows) * ldy);
+      const std::vector<int> rows = {9, 0, 2, 3, 4, 7, 10};  // any order, gaps between
+      const int n = static_cast<int>(rows.size());
+      std::vector<float> t(static_cast<size_t>(n) * rank), y = y0;
+      kernels().lora_shrink(am, x.data(), in, rows.data(), n, 0, rank / 2, t.data());
+      kernels().lora_shrink(am, x.data(), in, rows.data(), n, rank / 2, rank, t.data());
+      kernels().lora_expand(bm, t.data(), rows.data(), n, 0, std::min(out, 32), y.data(), ldy);
+      kernels().lora_expand(bm, t.data(), rows.data(), n, std::min(out, 32), out, y.data(), ldy);
+      const std::string what = std::string(bf16 ? "bf16" : "f32") + " rank " +
+                               std::to_string(rank) + " in " + std::to_string(in) + " out " +
+                               std::to_string(out);
+      for (int i = 0; i < n; ++i) {
+        for (int k = 0; k < rank; ++k) {
+          double want = 0;
+          for (int c = 0; c < in; ++c) {
+            want += static_cast<double>(x[static_cast<size_t>(rows[i]) * in + c]) *
+                    a[static_cast<size_t>(k) * in + c];
+          }
+          ASSERT_NEAR(t[static_cast<size_t>(i) * rank + k], want, 1e-4 * std::sqrt(in)) << what;
+        }
+        for (int j = 0; j < out; ++j) {
+          double want = y0[static_cast<size_t>(rows[i]) * ldy + j];
+          for (int k = 0; k < rank; ++k) {
+            want += static_cast<double>(t[static_cast<size_t>(i) * rank + k]) *
+                    b[static_cast<size_t>(k) * out + j];
+          }
+          ASSERT_NEAR(y[static_cast<size_t>(rows[i]) * ldy + j], want, 1e-4 * (1 + rank)) << what;
+        }
+        // Alone, the row's t and y are the same bits.
+        std::vector<float> t1(rank), y1 = y0;
+        kernels().lora_shrink(am, x.data(), in, &rows[i], 1, 0, rank, t1.data());
+        kernels().lora_expand(bm, t1.data(), &rows[i], 1, 0, out, y1.data(), ldy);
+        for (int k = 0; k < rank; ++k) {
+          ASSERT_EQ(t1[k], t[static_cast<size_t>(i) * rank + k]) << what << " row " << rows[i];
+        }
+        for (int j = 0; j < out; ++j) {
+          const size_t at = static_cast<size_t>(rows[i]) * ldy + j;
+          ASSERT_EQ(y1[at], y[at]) << what << " row " << rows[i] << " column " << j;
+        }
+      }
+      for (const int untouched : {1, 5, 6, 8}) {  // rows not named, and columns past out
+        for (int j = 0; j < ldy; ++j) {
+          const size_t at = static_cast<size_t>(untouched) * ldy + j;
+          ASSERT_EQ(y[at], y0[at]) << what << " row " << untouched;
+        }
+      }
+      for (const int r : rows) {
+        for (int j = out; j < ldy; ++j) {
+          const size_t at = static_cast<size_t>(r) * ldy + j;
+          ASSERT_EQ(y[at], y0[at]) << what << " row " << r << " column " << j;
         }
       }
     }

@@ -135,6 +135,14 @@ struct AttentionTile {
   bool finish = true;   // normalise into out (else leave the states in scratch)
 };
 
+// A LoRA matrix (worker/packed_lora.h): (rows, cols) row-major and unpadded, f32 or bf16 (the
+// top halves of f32s).
+struct LoraMatrix {
+  const void* data = nullptr;
+  int rows = 0, cols = 0;
+  bool bf16 = false;
+};
+
 struct Kernels {
   const char* name;  // "avx2", "avx512"
   int panel_width;   // of PackedShape, for this ISA's GEMM tile
@@ -188,6 +196,14 @@ struct Kernels {
   // h = SiLU(gate) · up.
   void (*swiglu)(const float* gate, const float* up, int n, float* h);
   void (*attention)(const AttentionTile& tile);
+  // LoRA's low-rank products over the rows rows[0..n) of x and y (row i of x at
+  // x + rows[i]·ldx). lora_shrink: t[i][k] = x[rows[i]] · a[k] for ranks [k_begin, k_end), with
+  // t (n, a.rows) dense. lora_expand: y[rows[i]][j] += Σ_k t[i][k] · b[k][j] for columns
+  // [j_begin, j_end) (b: rank × out). A row's sums are the same whatever rows share the call.
+  void (*lora_shrink)(const LoraMatrix& a, const float* x, int ldx, const int* rows, int n,
+                      int k_begin, int k_end, float* t);
+  void (*lora_expand)(const LoraMatrix& b, const float* t, const int* rows, int n, int j_begin,
+                      int j_end, float* y, int ldy);
 };
 
 // Whether `kernels` can multiply bf16 weights in bf16 (gemm_bf16dot).
