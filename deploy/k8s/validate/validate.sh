@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Renders deploy/k8s (the base), deploy/k8s/overlays/dev and deploy/k8s/overlays/prometheus-keda
-# with `kubectl kustomize`, checks each against the Kubernetes schemas (and the ServiceMonitor
-# and ScaledObject CRDs) and Pagoda's rules (validate.mjs), and checks that the validator
-# catches broken manifests (selftest.mjs); renders deploy/grafana and checks the dashboard's
-# ConfigMap and PromQL (dashboard.mjs). A ctest test runs it.
+# Renders deploy/k8s (the base), deploy/k8s/overlays/dev, deploy/k8s/overlays/prometheus-keda
+# and the pipeline stage overlays (deploy/k8s/overlays/stage-group-{lws,statefulset}-{2,3}) with
+# `kubectl kustomize`, checks each against the Kubernetes schemas (and the ServiceMonitor,
+# ScaledObject and LeaderWorkerSet CRDs) and Pagoda's rules (validate.mjs: for stage groups,
+# every stage pod started as the kubelet would start it gets --layers and --kv-transfer-port,
+# and the ranges tile the model), and checks that the validator catches broken manifests
+# (selftest.mjs); renders deploy/grafana and checks the dashboard's ConfigMap and PromQL
+# (dashboard.mjs). A ctest test runs it.
 #   deploy/k8s/validate/validate.sh [WORK_DIR]   (node_modules are installed there once)
 # The manifests need kustomize v4.1+ (kubectl 1.21+); with an older kubectl, such as Debian 12's
 # 1.20, it prints SKIPPED and exits 77 (ctest's SKIP_RETURN_CODE).
@@ -22,7 +25,7 @@ if [ "${minor:-0}" -lt 21 ]; then
   exit 77
 fi
 cp "$here/package.json" "$here/package-lock.json" "$here/validate.mjs" "$here/selftest.mjs" \
-  "$here/dashboard.mjs" "$work/"
+  "$here/dashboard.mjs" "$here/leaderworkerset.schema.json" "$work/"
 if [ ! -d "$work/node_modules/kubernetes-models" ] ||
    ! cmp -s "$here/package-lock.json" "$work/node_modules/.package-lock.json.pagoda"; then
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
@@ -31,8 +34,14 @@ fi
 kubectl kustomize "$here/.." > "$work/base.yaml"
 kubectl kustomize "$here/../overlays/dev" > "$work/dev.yaml"
 kubectl kustomize "$here/../overlays/prometheus-keda" > "$work/prometheus-keda.yaml"
-node "$work/validate.mjs" "$work/base.yaml" "$work/dev.yaml" "$work/prometheus-keda.yaml"
-node "$work/selftest.mjs" "$work/prometheus-keda.yaml"
+# A model split over 2 and 3 machines, with each stage group component.
+stages=()
+for overlay in stage-group-lws-2 stage-group-lws-3 stage-group-statefulset-2 stage-group-statefulset-3; do
+  kubectl kustomize "$here/../overlays/$overlay" > "$work/$overlay.yaml"
+  stages+=("$work/$overlay.yaml")
+done
+node "$work/validate.mjs" "$work/base.yaml" "$work/dev.yaml" "$work/prometheus-keda.yaml" "${stages[@]}"
+node "$work/selftest.mjs" "$work/prometheus-keda.yaml" "${stages[@]}"
 # The Grafana dashboard's ConfigMap (generated from its JSON file) and its PromQL.
 kubectl kustomize "$here/../../grafana" > "$work/grafana.yaml"
 node "$work/dashboard.mjs" "$work/grafana.yaml" "$here/../../grafana/pagoda-dashboard.json"
