@@ -56,11 +56,32 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(
   return std::unique_ptr<StageGroup>(new StageGroup(std::move(stages), std::move(info)));
 }
 
+int64_t StageGroup::TakeTicket() {
+  absl::MutexLock lock(&mu_);
+  return next_ticket_++;
+}
+
+template <class Call>
+auto StageGroup::InTurn(size_t i, int64_t ticket, Call call) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto my_turn = [this, i, ticket]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return turn_[i] == ticket; };
+    mu_.Await(absl::Condition(&my_turn));
+  }
+  auto result = call(stages_[i].get());
+  absl::MutexLock lock(&mu_);
+  ++turn_[i];
+  return result;
+}
+
 absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
   // A stage that fails abandons every stage at once: the others, waiting for activations that
   // will not come, fail now instead of at their step timeout.
-  auto run = [this, &command](Executor* stage) {
-    absl::StatusOr<StepResult> r = stage->Execute(command);
+  const int64_t ticket = TakeTicket();
+  auto run = [this, &command, ticket](size_t i) {
+    absl::StatusOr<StepResult> r =
+        InTurn(i, ticket, [&command](Executor* stage) { return stage->Execute(command); });
     if (!r.ok()) Abandon();
     return r;
   };
@@ -68,9 +89,9 @@ absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
   std::vector<std::future<absl::StatusOr<StepResult>>> others;
   others.reserve(stages_.size() - 1);
   for (size_t i = 0; i + 1 < stages_.size(); ++i) {
-    others.push_back(std::async(std::launch::async, run, stages_[i].get()));
+    others.push_back(std::async(std::launch::async, run, i));
   }
-  absl::StatusOr<StepResult> last = run(stages_.back().get());
+  absl::StatusOr<StepResult> last = run(stages_.size() - 1);
   absl::Status first_error;
   for (size_t i = 0; i < others.size(); ++i) {
     absl::StatusOr<StepResult> r = others[i].get();
@@ -88,14 +109,27 @@ absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
 }
 
 absl::StatusOr<AdapterInfo> StageGroup::ChangeAdapter(const AdapterChange& change) {
-  absl::StatusOr<AdapterInfo> answer;
+  absl::MutexLock adapters(&adapters_mu_);
+  auto held = std::find_if(info_.adapters.begin(), info_.adapters.end(),
+                           [&change](const AdapterInfo& a) { return a.name == change.name; });
+  if (!change.path.empty() && held != info_.adapters.end()) return *held;
+  if (change.path.empty() && held == info_.adapters.end())
+    return AdapterInfo{.name = change.name, .rank = 0, .digest = ""};
+  // In every stage's order, as a step: one stage's change never overtakes a step in flight.
+  const int64_t ticket = TakeTicket();
+  absl::StatusOr<AdapterInfo> answer = AdapterInfo{.name = change.name, .rank = 0, .digest = ""};
   for (size_t i = 0; i < stages_.size(); ++i) {
-    answer = stages_[i]->ChangeAdapter(change);
-    if (!answer.ok()) {
-      return absl::Status(answer.status().code(),
-                          absl::StrCat("stage ", i, ": ", answer.status().message()));
+    absl::StatusOr<AdapterInfo> r = InTurn(i, ticket, [&change, &answer](Executor* stage) {
+      return answer.ok() ? stage->ChangeAdapter(change) : answer;  // after an error: its turn only
+    });
+    if (!r.ok() && answer.ok()) {
+      answer =
+          absl::Status(r.status().code(), absl::StrCat("stage ", i, ": ", r.status().message()));
+    } else if (answer.ok()) {
+      answer = std::move(r);
     }
   }
+  if (!answer.ok()) return answer;
   std::erase_if(info_.adapters, [&change](const AdapterInfo& a) { return a.name == change.name; });
   if (!change.path.empty()) info_.adapters.push_back(*answer);
   return answer;

@@ -1,9 +1,13 @@
 #include "router/link/stage_groups.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/model/layer_range.h"
 #include "glog/logging.h"
 #include "router/core/stage_group.h"
+#include "router/core/stage_slice.h"
 #include "router/core/worker_limits.h"
 
 namespace pagoda {
@@ -72,26 +76,37 @@ void StageGroups::Join(Cluster* cluster, Stage stage) {
   }
   absl::StatusOr<std::unique_ptr<StageGroup>> group =
       StageGroup::Create(executors, cluster->config().num_layers);
-  absl::StatusOr<int> id = absl::UnknownError("no group");
-  if (!group.ok()) {
-    id = group.status();
-  } else {
+  // The group joins as its slices (StageSlice), each a worker of the Cluster.
+  std::vector<int> ids;
+  absl::Status added = group.status();
+  if (group.ok()) {
     // Each stage learns where its activations go before the group's first step.
     for (size_t i = 0; i < stages.size(); ++i) {
       stages[i].wire(i + 1 < stages.size() ? stages[i + 1].connection->info().kv_transfer_address
                                            : std::string());
     }
-    id = cluster->AddWorker(std::shared_ptr<Executor>(*std::move(group)));
+    for (std::shared_ptr<StageSlice>& slice : StageSlice::Split(
+             std::shared_ptr<StageGroup>(*std::move(group)), cluster->max_model_len())) {
+      absl::StatusOr<int> id = cluster->AddWorker(std::move(slice));
+      if (!id.ok()) {
+        added = id.status();
+        break;
+      }
+      ids.push_back(*id);
+    }
   }
-  if (!id.ok()) {
-    LOG(WARNING) << "pipeline stages " << names
-                 << " cannot serve as one group: " << id.status().message() << "; each joins again";
+  if (!added.ok()) {
+    LOG(WARNING) << "pipeline stages " << names << " cannot serve as one group: " << added.message()
+                 << "; each joins again";
+    for (int id : ids) cluster->RemoveWorker(id);
     for (const Stage& s : stages) s.connection->Abandon();
     return;
   }
-  LOG(INFO) << "pipeline stages " << names << " serve as worker " << *id;
+  LOG(INFO) << "pipeline stages " << names << " serve as worker" << (ids.size() > 1 ? "s " : " ")
+            << absl::StrJoin(ids, ", ") << " (" << ids.size()
+            << (ids.size() > 1 ? " micro-batch slices" : " slice") << ")";
   auto g = std::make_shared<Group>();
-  g->worker_id = *id;
+  g->worker_ids = std::move(ids);
   g->stages = std::move(stages);
   absl::MutexLock lock(&mu_);
   for (const Stage& s : g->stages) groups_[s.connection.get()] = g;
@@ -112,9 +127,10 @@ void StageGroups::Leave(Cluster* cluster, const Executor* stage) {
     if (g->left) return;
     g->left = true;
   }
-  LOG(WARNING) << "a pipeline stage of worker " << g->worker_id
+  LOG(WARNING) << "a pipeline stage of worker" << (g->worker_ids.size() > 1 ? "s " : " ")
+               << absl::StrJoin(g->worker_ids, ", ")
                << " is gone: the group leaves, its other stages join again";
-  cluster->RemoveWorker(g->worker_id);
+  for (int id : g->worker_ids) cluster->RemoveWorker(id);
   for (const Stage& s : g->stages) s.connection->Abandon();
 }
 
@@ -134,9 +150,14 @@ void StageGroups::Drain(Cluster* cluster, const Executor* stage) {
   }
   if (drained) drained();
   if (g == nullptr) return;
-  cluster->DrainWorker(g->worker_id, [g] {
-    for (const Stage& s : g->stages) s.drained();
-  });
+  // Drained once every slice is.
+  auto left = std::make_shared<std::atomic<int>>(static_cast<int>(g->worker_ids.size()));
+  for (int id : g->worker_ids) {
+    cluster->DrainWorker(id, [g, left] {
+      if (left->fetch_sub(1) != 1) return;
+      for (const Stage& s : g->stages) s.drained();
+    });
+  }
 }
 
 }  // namespace pagoda

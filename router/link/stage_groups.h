@@ -1,7 +1,8 @@
 // The router's side of pipeline stages (issue 40): workers whose Hello holds a range of their
 // model's layers. Each waits (StageAssembler, one per model) until stages of its model tile
 // every layer; the stages then form one StageGroup: each is told where to send its activations
-// (the next stage's transfer address), and the group joins the model's Cluster as one worker.
+// (the next stage's transfer address), and the group joins the model's Cluster as its
+// micro-batch slices (StageSlice), each a worker of the Cluster.
 // A stage whose stream ends takes its group out of the Cluster (its sequences move, as a dead
 // worker's) and ends its fellow stages' calls, so that all of them join afresh: a group lives
 // and dies whole. A stage that asks to drain drains its group. Thread-safe: every stage's
@@ -56,7 +57,7 @@ class StageGroups {
 
  private:
   struct Group {
-    int worker_id = -1;  // the Cluster's
+    std::vector<int> worker_ids;  // the Cluster's, one per slice
     std::vector<Stage> stages;
     bool left = false;      // taken out of the Cluster
     bool draining = false;  // DrainWorker asked

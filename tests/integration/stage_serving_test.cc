@@ -1,6 +1,7 @@
 // Issue 40 through real processes on loopback: pagoda-worker --layers=A:B runs a pipeline stage
 // of stories260K (5 layers); the router serves the stages whose ranges tile the model as one
-// worker, and their activations go worker to worker on the transfer ports. 2 and 3 stages give
+// group (a worker per micro-batch slice: one per stage here, the pools being large enough), and
+// their activations go worker to worker on the transfer ports. 2 and 3 stages give
 // run.c's greedy tokens and a whole worker's seeded ones; a stage killed mid-stream loses no
 // request and changes no token (its group's sequences move to a whole worker); a stage of
 // another model, or of layers the model does not have, is refused.
@@ -34,12 +35,13 @@ class StageServingTest : public ServingTest {
   }
 };
 
-TEST_F(StageServingTest, TwoStagesServeAsOneWorker) {
+TEST_F(StageServingTest, TwoStagesServeAsOneGroup) {
   const pid_t last = StartStage("2:5");
   WaitForRouterLog("waits for the stages of layers 0:2");
   EXPECT_EQ(Info().num_workers(), 0) << "half a model serves nothing";
   const pid_t first = StartStage("0:2");
-  WaitForWorkers(1);
+  WaitForWorkers(2);  // its two slices
+  WaitForRouterLog("serve as workers 0, 1 (2 micro-batch slices)");
   for (const testing::GoldenCase& g : golden_) {
     const testing::StreamOutput out = Generate(Greedy(g.prompt));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
@@ -49,7 +51,7 @@ TEST_F(StageServingTest, TwoStagesServeAsOneWorker) {
 
   // The same seeded requests on one whole worker, once the stages are gone.
   StartWorker();
-  WaitForWorkers(2);
+  WaitForWorkers(3);
   Kill(first);
   Kill(last);
   std::erase(workers_, first);
@@ -62,13 +64,13 @@ TEST_F(StageServingTest, AStageKilledMidStreamLosesNoToken) {
   StartStage("0:1");
   const pid_t middle = StartStage("1:3");
   StartStage("3:5");
-  WaitForWorkers(1);
-  StartWorker();  // a whole worker beside the group: another replica
-  WaitForWorkers(2);
+  WaitForWorkers(3);  // its three slices
+  StartWorker();      // a whole worker beside the group: another replica
+  WaitForWorkers(4);
   ExpectNoTokenLostWhen([&] { kill(middle, SIGKILL); });
-  // The group (worker 0: its stages joined first) had sequences, and they moved.
+  // The group (workers 0-2: its stages joined first) had sequences, and they moved.
   EXPECT_THAT(testing::ReadFile(dir_ + "/router.log"),
-              ::testing::HasSubstr("moving the sequences of worker 0"));
+              ::testing::ContainsRegex("moving the sequences of worker [012]"));
   // The group left; its two stages left alive wait for the middle one.
   WaitForWorkers(1);
   WaitForRouterLog("waits for the stages of layers 1:3");

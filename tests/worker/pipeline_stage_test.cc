@@ -7,6 +7,7 @@
 // greedy tokens, and a whole worker's tokens when sampled with seeds, preempted, and with
 // drafts.
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/model/layer_range.h"
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "router/core/engine.h"
 #include "router/core/stage_group.h"
+#include "router/core/stage_slice.h"
 #include "tests/test_util.h"
 #include "worker/in_process_executor.h"
 #include "worker/llama_model.h"
@@ -255,8 +257,10 @@ struct Workers {
 };
 
 // Runs run.c's golden prompts, all in one continuous batch, through `executor`: greedy, or
-// sampled with a seed per request; with drafts when `speculative`. The tokens of each.
-std::vector<std::vector<int>> Serve(Executor* executor, bool sampled, bool speculative) {
+// sampled with a seed per request; with drafts when `speculative`. The tokens of each. With
+// `parts`, only the prompts i with i % parts == part (the others' tokens stay empty).
+std::vector<std::vector<int>> Serve(Executor* executor, bool sampled, bool speculative,
+                                    size_t part = 0, size_t parts = 1) {
   absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
   CHECK(w.ok());
   EngineOptions eo;
@@ -265,7 +269,7 @@ std::vector<std::vector<int>> Serve(Executor* executor, bool sampled, bool specu
   if (speculative) eo.speculative.method = SpeculativeMethod::kNgram;
   Engine engine(w->config, executor, eo);
   const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
-  for (size_t i = 0; i < golden.size(); ++i) {
+  for (size_t i = part; i < golden.size(); i += parts) {
     GenerationRequest r;
     r.prompt_ids = golden[i].prompt_ids;
     r.sampling.temperature = sampled ? 0.8f : 0.0f;
@@ -312,6 +316,27 @@ TEST_P(StageGroupServingTest, MatchesAWholeWorkerSampledPreemptedAndWithDrafts) 
     Workers group(GetParam(), GroupOptions(24));
     EXPECT_EQ(Serve(group.group.get(), true, speculative),
               Serve(whole.group.get(), true, speculative));
+  }
+}
+
+// Micro-batches: the group split into a slice per stage, each slice driven by an Engine of its
+// own on a thread of its own (as the Cluster runs each slice's loop), each over its share of
+// run.c's prompts, all at once: run.c's tokens.
+TEST_P(StageGroupServingTest, ItsSlicesServeRunCsGreedyTokensAtOnce) {
+  Workers group(GetParam(), GroupOptions(128));
+  std::shared_ptr<StageGroup> shared(static_cast<StageGroup*>(group.group.release()));
+  const std::vector<std::shared_ptr<StageSlice>> slices = StageSlice::Split(shared, 257);
+  ASSERT_EQ(slices.size(), GetParam().size());
+  std::vector<std::vector<std::vector<int>>> outs(slices.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { outs[i] = Serve(slices[i].get(), false, false, i, slices.size()); });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  for (size_t i = 0; i < golden.size(); ++i) {
+    EXPECT_EQ(outs[i % slices.size()][i], golden[i].greedy_ids) << i;
   }
 }
 
