@@ -144,6 +144,16 @@ struct Embedding {
   std::vector<float> values;
 };
 
+// A pipeline stage's step (issue 40): the time it waited for the stage before's activations
+// (the pipeline's bubble, seen from this stage), and the time and bytes of sending its own on.
+// All zero on a whole worker, and on a stage for the part it lacks (the first receives nothing,
+// the last sends nothing).
+struct StageTiming {
+  double wait_seconds = 0.0;
+  double send_seconds = 0.0;
+  int64_t sent_bytes = 0;
+};
+
 struct StepResult {
   int64_t step_id = 0;
   // One per scheduled sequence with sample = true, in scheduling order; a sequence with a draft
@@ -157,6 +167,7 @@ struct StepResult {
   double forward_seconds = 0.0;  // time in the worker's forward pass + sampling
   // Pulls (StepCommand::pulls) that ended since the last result, each reported once.
   std::vector<TransferResult> transfers;
+  StageTiming stage;
 };
 
 }  // namespace pagoda

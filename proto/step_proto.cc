@@ -198,12 +198,21 @@ void ToProto(const StepResult& in, v1::StepResult* out) {
     p->mutable_values()->Add(e.values.begin(), e.values.end());
   }
   TransfersToProto(in, out);
+  if (in.stage.wait_seconds != 0 || in.stage.send_seconds != 0 || in.stage.sent_bytes != 0) {
+    v1::StageTiming* stage = out->mutable_stage();
+    stage->set_wait_seconds(in.stage.wait_seconds);
+    stage->set_send_seconds(in.stage.send_seconds);
+    stage->set_sent_bytes(in.stage.sent_bytes);
+  }
 }
 
 StepResult FromProto(const v1::StepResult& in) {
   StepResult out;
   out.step_id = in.step_id();
   out.forward_seconds = in.forward_seconds();
+  out.stage = {.wait_seconds = in.stage().wait_seconds(),
+               .send_seconds = in.stage().send_seconds(),
+               .sent_bytes = in.stage().sent_bytes()};
   for (const v1::SampledToken& p : in.sampled()) {
     SampledToken& t = out.sampled.emplace_back();
     t.seq_id = p.seq_id();

@@ -288,17 +288,24 @@ absl::StatusOr<StepResult> WorkerEngine::Execute(const StepCommand& cmd) {
     ForwardBatch batch{token_ids_,   positions_,        slots_, attention_, logit_rows_,
                        hidden_rows_, lora_batch_.rows()};
     const int dim = model_->config().dim;
+    const auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
     if (!model_->holds_first_layer()) {  // the stage before's residual stream
       hidden_in_.resize(token_ids_.size() * dim);
+      const auto waited = std::chrono::steady_clock::now();
       RETURN_IF_ERROR(stage_link_->Receive(cmd.step_id, hidden_in_));
+      result.stage.wait_seconds = since(waited);
       batch.hidden_in = hidden_in_.data();
     }
     float* logits = model_->Forward(batch, kv_);  // sampled in place, row by row
     if (!model_->holds_last_layer()) {            // the next stage samples
-      RETURN_IF_ERROR(stage_link_->Send(
-          cmd.step_id, std::span<const float>(model_->residual(), token_ids_.size() * dim)));
-      result.forward_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::span<const float> out(model_->residual(), token_ids_.size() * dim);
+      const auto sent = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(stage_link_->Send(cmd.step_id, out));
+      result.stage.send_seconds = since(sent);
+      result.stage.sent_bytes = static_cast<int64_t>(out.size_bytes());
+      result.forward_seconds = since(start);
       return result;
     }
     const int vocab = model_->config().vocab_size;

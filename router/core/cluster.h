@@ -130,6 +130,7 @@ class Cluster final : private WorkerLoopListener {
   ClusterStats stats() const;
   std::vector<WorkerStats> worker_stats() const;  // connected workers
   const ModelConfig& config() const { return config_; }
+  RouterMetrics* metrics() const { return options_.metrics; }  // may be null
   // Loads (change.path set) or unloads a LoRA adapter on every live worker
   // (LoraCatalog::Change); `done` runs on a loop's thread, or here when no worker is live or
   // the unload is refused: FAILED_PRECONDITION while requests of the adapter are in flight.

@@ -89,6 +89,31 @@ Counter* RouterMetrics::SpecAcceptedAtPosition(int position) {
   return spec_accepted_per_position_[position];
 }
 
+const RouterMetrics::StageSeries& RouterMetrics::Stage(int stage) {
+  absl::MutexLock lock(&mu_);
+  while (static_cast<int>(stages_.size()) <= stage) {
+    const MetricLabels label = {{"stage", std::to_string(stages_.size())}};
+    stages_.push_back({
+        .compute_seconds = registry->AddHistogram(
+            "pagoda_stage_compute_seconds",
+            "Pipeline stages: a step's compute on the stage (less its wait and its send).",
+            LatencyBuckets(), label),
+        .wait_seconds = registry->AddHistogram(
+            "pagoda_stage_wait_seconds",
+            "Pipeline stages: a step's wait for the stage before's activations (the bubble).",
+            LatencyBuckets(), label),
+        .sent_bytes = registry->AddCounter(
+            "pagoda_stage_sent_bytes_total",
+            "Pipeline stages: activation bytes sent to the next stage.", label),
+        .send_seconds = registry->AddHistogram(
+            "pagoda_stage_send_seconds",
+            "Pipeline stages: a step's send of its activations to the next stage.",
+            LatencyBuckets(), label),
+    });
+  }
+  return stages_[stage];
+}
+
 void RouterMetrics::CountFinished(std::string_view finished_reason) {
   if (finished_reason == "stop") {
     request_success_stop->Add(1);

@@ -6,6 +6,7 @@
 #ifndef PAGODA_ROUTER_CORE_ROUTER_METRICS_H_
 #define PAGODA_ROUTER_CORE_ROUTER_METRICS_H_
 
+#include <deque>
 #include <string_view>
 #include <vector>
 
@@ -62,11 +63,23 @@ struct RouterMetrics {
   Counter* const kv_migrated_sequences;
   Counter* const recomputed_tokens;
 
+  // Pipeline stages (issue 40), per stage of a group (0 = the first): its step's compute (the
+  // worker's forward time less its wait and its send), the bubble (time it waited for the stage
+  // before's activations), and what it sent on (bytes; seconds a step).
+  struct StageSeries {
+    Histogram* compute_seconds;
+    Histogram* wait_seconds;
+    Counter* sent_bytes;
+    Histogram* send_seconds;
+  };
+  const StageSeries& Stage(int stage);  // thread-safe; made on first use
+
   void CountFinished(std::string_view finished_reason);
 
  private:
   absl::Mutex mu_;
   std::vector<Counter*> spec_accepted_per_position_ ABSL_GUARDED_BY(mu_);
+  std::deque<StageSeries> stages_ ABSL_GUARDED_BY(mu_);  // deque: references stay valid
 };
 
 }  // namespace pagoda

@@ -39,8 +39,7 @@ void StageAssembler::Leave(const Executor* stage) {
   std::erase_if(waiting_, [stage](const std::shared_ptr<Executor>& w) { return w.get() == stage; });
 }
 
-std::string StageAssembler::Missing() const {
-  absl::MutexLock lock(&mu_);
+std::vector<bool> StageAssembler::Held() const {
   std::vector<bool> held(num_layers_, false);
   for (const std::shared_ptr<Executor>& w : waiting_) {
     const WorkerInfo& info = w->info();
@@ -48,6 +47,12 @@ std::string StageAssembler::Missing() const {
       held[l] = true;
     }
   }
+  return held;
+}
+
+std::string StageAssembler::Missing() const {
+  absl::MutexLock lock(&mu_);
+  const std::vector<bool> held = Held();
   std::string out;
   for (int l = 0; l < num_layers_;) {
     if (held[l]) {
@@ -60,6 +65,13 @@ std::string StageAssembler::Missing() const {
     l = end;
   }
   return out;
+}
+
+int StageAssembler::NumMissing() const {
+  absl::MutexLock lock(&mu_);
+  if (waiting_.empty()) return 0;
+  const std::vector<bool> held = Held();
+  return static_cast<int>(std::count(held.begin(), held.end(), false));
 }
 
 int StageAssembler::num_waiting() const {

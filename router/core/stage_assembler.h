@@ -29,12 +29,16 @@ class StageAssembler {
   void Leave(const Executor* stage) ABSL_LOCKS_EXCLUDED(mu_);
   // The ranges of layers no waiting stage holds, as "2:5, 7:8"; "" when none is missing.
   std::string Missing() const ABSL_LOCKS_EXCLUDED(mu_);
+  // How many layers no waiting stage holds; 0 while no stage waits (nothing is missing then).
+  int NumMissing() const ABSL_LOCKS_EXCLUDED(mu_);
   int num_waiting() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Indices into waiting_ of stages whose ranges run from `from` to the last layer, in order
   // (the earliest joined first); empty when there are none.
   std::vector<size_t> ChainFrom(int from) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Per layer, whether a waiting stage holds it.
+  std::vector<bool> Held() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int num_layers_;
   mutable absl::Mutex mu_;

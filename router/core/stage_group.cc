@@ -1,6 +1,7 @@
 #include "router/core/stage_group.h"
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +14,7 @@ std::string RangeOf(const WorkerInfo& w) { return absl::StrCat(w.layer_begin, ":
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(
-    std::vector<std::shared_ptr<Executor>> stages, int num_layers) {
+    std::vector<std::shared_ptr<Executor>> stages, int num_layers, RouterMetrics* metrics) {
   if (stages.empty()) return absl::InvalidArgumentError("a stage group needs a stage");
   const WorkerInfo& first = stages.front()->info();
   int next = 0;
@@ -53,7 +54,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(
       });
     });
   }
-  return std::unique_ptr<StageGroup>(new StageGroup(std::move(stages), std::move(info)));
+  return std::unique_ptr<StageGroup>(new StageGroup(std::move(stages), std::move(info), metrics));
 }
 
 int64_t StageGroup::TakeTicket() {
@@ -99,13 +100,33 @@ absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
       first_error =
           absl::Status(r.status().code(), absl::StrCat("stage ", i, ": ", r.status().message()));
     }
+    if (r.ok()) Record(i, *r);
   }
   if (!first_error.ok()) return first_error;
   if (!last.ok()) {
     return absl::Status(last.status().code(),
                         absl::StrCat("stage ", stages_.size() - 1, ": ", last.status().message()));
   }
+  Record(stages_.size() - 1, *last);
   return last;
+}
+
+void StageGroup::Record(size_t i, const StepResult& result) {
+  if (metrics_ == nullptr) return;
+  const StageTiming& t = result.stage;
+  const auto sane = [](double s) { return std::isfinite(s) && s >= 0 && s < 1e6; };
+  if (!sane(result.forward_seconds) || !sane(t.wait_seconds) || !sane(t.send_seconds) ||
+      t.sent_bytes < 0) {
+    return;
+  }
+  const RouterMetrics::StageSeries& series = metrics_->Stage(static_cast<int>(i));
+  series.compute_seconds->Observe(
+      std::max(0.0, result.forward_seconds - t.wait_seconds - t.send_seconds));
+  if (i > 0) series.wait_seconds->Observe(t.wait_seconds);
+  if (i + 1 < stages_.size()) {
+    series.send_seconds->Observe(t.send_seconds);
+    series.sent_bytes->Add(static_cast<double>(t.sent_bytes));
+  }
 }
 
 absl::StatusOr<AdapterInfo> StageGroup::ChangeAdapter(const AdapterChange& change) {

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/executor.h"
+#include "router/core/router_metrics.h"
 
 namespace pagoda {
 
@@ -27,9 +28,11 @@ class StageGroup final : public Executor {
  public:
   // `stages` in layer order. INVALID_ARGUMENT, naming the
   // stage, unless their ranges tile [0, num_layers) and they agree on the model fingerprint,
-  // block size and K/V dtype.
+  // block size and K/V dtype. `metrics` (not owned; may be null) gets each stage's timing of
+  // every step (RouterMetrics::Stage).
   static absl::StatusOr<std::unique_ptr<StageGroup>> Create(
-      std::vector<std::shared_ptr<Executor>> stages, int num_layers);
+      std::vector<std::shared_ptr<Executor>> stages, int num_layers,
+      RouterMetrics* metrics = nullptr);
 
   // Its adapters change in ChangeAdapter: read it on the thread that calls that, or through a
   // StageSlice (which keeps its own).
@@ -47,8 +50,13 @@ class StageGroup final : public Executor {
   int num_stages() const { return static_cast<int>(stages_.size()); }
 
  private:
-  StageGroup(std::vector<std::shared_ptr<Executor>> stages, WorkerInfo info)
-      : stages_(std::move(stages)), info_(std::move(info)), turn_(stages_.size(), 0) {}
+  StageGroup(std::vector<std::shared_ptr<Executor>> stages, WorkerInfo info, RouterMetrics* metrics)
+      : stages_(std::move(stages)),
+        metrics_(metrics),
+        info_(std::move(info)),
+        turn_(stages_.size(), 0) {}
+  // Stage i's timing of a step, where its values are sane (a worker's result is untrusted).
+  void Record(size_t i, const StepResult& result);
 
   // Takes the next place in every stage's order.
   int64_t TakeTicket() ABSL_LOCKS_EXCLUDED(mu_);
@@ -57,6 +65,7 @@ class StageGroup final : public Executor {
   auto InTurn(size_t i, int64_t ticket, Call call) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::vector<std::shared_ptr<Executor>> stages_;
+  RouterMetrics* const metrics_;
   absl::Mutex adapters_mu_;  // held through a whole ChangeAdapter
   WorkerInfo info_;          // its adapters change only under adapters_mu_
   absl::Mutex mu_;

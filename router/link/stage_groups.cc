@@ -15,7 +15,23 @@ namespace pagoda {
 StageGroups::StageGroups(const std::vector<Cluster*>& clusters, int max_waiting)
     : max_waiting_(max_waiting) {
   for (Cluster* c : clusters) {
-    assemblers_[c] = std::make_unique<StageAssembler>(c->config().num_layers);
+    auto assembler = std::make_shared<StageAssembler>(c->config().num_layers);
+    assemblers_[c] = assembler;
+    if (c->metrics() == nullptr) continue;
+    MetricsRegistry* registry = c->metrics()->registry;
+    registry->AddGaugeFamily("pagoda_stages_waiting",
+                             "Pipeline stages waiting for the rest of their group.", [assembler] {
+                               return std::vector<std::pair<MetricLabels, double>>{
+                                   {{}, static_cast<double>(assembler->num_waiting())}};
+                             });
+    registry->AddGaugeFamily(
+        "pagoda_stage_missing_layers",
+        "Layers of the model that no waiting pipeline stage holds (0 while none waits): a "
+        "group forms when its stages tile every layer.",
+        [assembler] {
+          return std::vector<std::pair<MetricLabels, double>>{
+              {{}, static_cast<double>(assembler->NumMissing())}};
+        });
   }
 }
 
@@ -75,7 +91,7 @@ void StageGroups::Join(Cluster* cluster, Stage stage) {
                     s.connection->info().layer_begin, ":", s.connection->info().layer_end, ")");
   }
   absl::StatusOr<std::unique_ptr<StageGroup>> group =
-      StageGroup::Create(executors, cluster->config().num_layers);
+      StageGroup::Create(executors, cluster->config().num_layers, cluster->metrics());
   // The group joins as its slices (StageSlice), each a worker of the Cluster.
   std::vector<int> ids;
   absl::Status added = group.status();

@@ -34,7 +34,9 @@ class StageGroups {
     std::function<void()> drained;                            // sends its Drained
   };
 
-  // One StageAssembler per Cluster (not owned; they outlive this).
+  // One StageAssembler per Cluster (not owned; they outlive this). A Cluster with metrics gets
+  // the gauges pagoda_stages_waiting and pagoda_stage_missing_layers (the layers its waiting
+  // stages lack), and its groups' per-stage series (RouterMetrics::Stage).
   explicit StageGroups(const std::vector<Cluster*>& clusters, int max_waiting = 256);
 
   // Whether a Hello's range makes a worker of `cluster`'s model a stage (not every layer). A
@@ -65,7 +67,8 @@ class StageGroups {
 
   const int max_waiting_;  // per model
   absl::Mutex mu_;
-  absl::flat_hash_map<Cluster*, std::unique_ptr<StageAssembler>> assemblers_;  // constant
+  // Constant; shared with the gauges, which a registry may read after this is gone.
+  absl::flat_hash_map<Cluster*, std::shared_ptr<StageAssembler>> assemblers_;
   // Stages waiting, by connection, with what their transport does (the assembler holds only
   // the executors).
   absl::flat_hash_map<const Executor*, Stage> waiting_ ABSL_GUARDED_BY(mu_);

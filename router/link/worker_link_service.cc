@@ -315,6 +315,9 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
     LOG(INFO) << "worker " << *id << " (" << name << ") connected from " << context->peer();
   }
 
+  // How the log names it: a stage has no worker id of its own (its group's slices have them).
+  const std::string who =
+      stage ? absl::StrCat("pipeline stage ", name) : absl::StrCat("worker ", *id, " (", name, ")");
   v1::WorkerMessage message;
   while (stream->Read(&message)) {
     watchdog.Beat(options_.heartbeat_timeout);
@@ -323,7 +326,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
     } else if (message.has_adapter_loaded()) {
       connection->OnAdapterLoaded(message.adapter_loaded());
     } else if (message.has_drain()) {
-      LOG(INFO) << "worker " << *id << " (" << name << ") asks to drain";
+      LOG(INFO) << who << " asks to drain";
       if (stage) {
         stages_.Drain(cluster, connection.get());
       } else {
@@ -331,7 +334,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
       }
     }
   }
-  if (watchdog.fired()) LOG(WARNING) << "worker " << *id << " missed its heartbeats";
+  if (watchdog.fired()) LOG(WARNING) << who << " missed its heartbeats";
   connection->Close();
   if (stage) {
     stages_.Leave(cluster, connection.get());
@@ -339,7 +342,7 @@ grpc::Status WorkerLinkService::Connect(grpc::ServerContext* context, Stream* st
     cluster->RemoveWorker(*id);
   }
   --num_connected_;
-  LOG(WARNING) << "worker " << *id << " (" << name << ") disconnected";
+  LOG(WARNING) << who << " disconnected";
   return grpc::Status::OK;
 }
 

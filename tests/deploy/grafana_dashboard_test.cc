@@ -204,9 +204,12 @@ class GrafanaDashboardTest : public ServingTest {
 };
 
 TEST_F(GrafanaDashboardTest, ReadsEveryMetricTheRouterExportsAndNoOther) {
-  // The golden story twice: the second time the suffix index holds it and drafts are kept.
-  StartWorker();
-  WaitForWorkers(1);
+  // The worker as a group of two pipeline stages (its two slices are the router's workers), so
+  // the per-stage series exist too. The golden story twice: the second time the suffix index
+  // holds it and drafts are kept.
+  StartWorker("", {"--layers=0:2", "--kv-transfer-port=-1"});
+  StartWorker("", {"--layers=2:5", "--kv-transfer-port=-1"});
+  WaitForWorkers(2);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(Generate(Greedy(golden_[0].prompt)).status.ok());
   WaitForNoUsedBlocks();
   const std::string metrics = Metrics();

@@ -39,14 +39,23 @@ TEST_F(StageServingTest, TwoStagesServeAsOneGroup) {
   const pid_t last = StartStage("2:5");
   WaitForRouterLog("waits for the stages of layers 0:2");
   EXPECT_EQ(Info().num_workers(), 0) << "half a model serves nothing";
+  EXPECT_EQ(ScrapeMetric("pagoda_stages_waiting"), 1);
+  EXPECT_EQ(ScrapeMetric("pagoda_stage_missing_layers"), 2);
   const pid_t first = StartStage("0:2");
   WaitForWorkers(2);  // its two slices
   WaitForRouterLog("serve as workers 0, 1 (2 micro-batch slices)");
+  EXPECT_EQ(ScrapeMetric("pagoda_stage_missing_layers"), 0);
   for (const testing::GoldenCase& g : golden_) {
     const testing::StreamOutput out = Generate(Greedy(g.prompt));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     EXPECT_EQ(out.ids[0], g.greedy_ids) << g.prompt;
   }
+  // The stages reported their steps: stage 0 sent activations (dim 64 floats a token), and
+  // stage 1 waited for them.
+  const std::string metrics = Metrics();
+  EXPECT_GT(ScrapeMetric("pagoda_stage_sent_bytes_total"), 64 * 4 * golden_.size()) << metrics;
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           "pagoda_stage_wait_seconds_count\\{[^}]*stage=\"1\"\\} [1-9]"));
   const std::vector<std::vector<int>> staged = SeededRuns();
 
   // The same seeded requests on one whole worker, once the stages are gone.

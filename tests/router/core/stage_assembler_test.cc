@@ -34,15 +34,19 @@ std::vector<std::pair<int, int>> Ranges(const std::vector<std::shared_ptr<Execut
 TEST(StageAssemblerTest, StagesLeaveTogetherOnceTheyTileTheModel) {
   StageAssembler a(8);
   EXPECT_EQ(a.Missing(), "0:8");
+  EXPECT_EQ(a.NumMissing(), 0) << "no stage waits: nothing is missing";
   EXPECT_TRUE(a.Join(Stage(5, 8)).empty());
   EXPECT_EQ(a.Missing(), "0:5");
+  EXPECT_EQ(a.NumMissing(), 5);
   EXPECT_TRUE(a.Join(Stage(0, 2)).empty());
   EXPECT_EQ(a.Missing(), "2:5");
+  EXPECT_EQ(a.NumMissing(), 3);
   EXPECT_EQ(a.num_waiting(), 2);
   const std::vector<std::shared_ptr<Executor>> group = a.Join(Stage(2, 5));
   EXPECT_EQ(Ranges(group), (std::vector<std::pair<int, int>>{{0, 2}, {2, 5}, {5, 8}}));
   EXPECT_EQ(a.num_waiting(), 0);
   EXPECT_EQ(a.Missing(), "0:8");
+  EXPECT_EQ(a.NumMissing(), 0);
 }
 
 TEST(StageAssemblerTest, ALeavingStageNoLongerCountsAndSparesWait) {

@@ -5,6 +5,8 @@
 #include "router/core/stage_group.h"
 
 #include <atomic>
+#include <limits>
+#include <string>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -46,6 +48,8 @@ class ScriptedStage final : public Executor {
     if (!error.ok()) return error;
     StepResult r;
     r.step_id = command.step_id;
+    r.forward_seconds = forward_seconds;
+    r.stage = timing;
     SampledToken& t = r.sampled.emplace_back();
     t.seq_id = info_.layer_begin;
     t.token_id = info_.layer_end;
@@ -59,6 +63,8 @@ class ScriptedStage final : public Executor {
   bool wait_for_abandon = false;
   absl::Status error;
   std::atomic<bool> abandoned{false};
+  double forward_seconds = 0;
+  StageTiming timing;
 
  private:
   WorkerInfo info_;
@@ -154,6 +160,34 @@ TEST(StageGroupTest, AStagesErrorIsTheGroupsAndAbandonsTheOthers) {
   r = (*group)->Execute(StepCommand());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(r.status().message(), HasSubstr("stage 1: worker rejected step: bad block"));
+}
+
+// Each stage's timing of a step goes to its own series (RouterMetrics::Stage): compute is its
+// forward time less its wait and its send; the first stage waits for nothing, the last sends
+// nothing. A stage's insane figures (a worker's result is untrusted) are not recorded.
+TEST(StageGroupTest, RecordsEachStagesComputeWaitAndSend) {
+  MetricsRegistry registry;
+  RouterMetrics metrics(&registry);
+  Stages s({{0, 2}, {2, 5}});
+  s.stages[0]->forward_seconds = 0.5;
+  s.stages[0]->timing = {.wait_seconds = 0, .send_seconds = 0.125, .sent_bytes = 4096};
+  s.stages[1]->forward_seconds = 0.75;
+  s.stages[1]->timing = {.wait_seconds = 0.25, .send_seconds = 0, .sent_bytes = 0};
+  absl::StatusOr<std::unique_ptr<StageGroup>> group =
+      StageGroup::Create(s.executors(), 5, &metrics);
+  ASSERT_TRUE(group.ok());
+  ASSERT_TRUE((*group)->Execute(StepCommand()).ok());
+  s.stages[1]->timing.wait_seconds = std::numeric_limits<double>::quiet_NaN();
+  ASSERT_TRUE((*group)->Execute(StepCommand()).ok());
+  const std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_compute_seconds_sum{stage=\"0\"} 0.75\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_compute_seconds_sum{stage=\"1\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_compute_seconds_count{stage=\"1\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_wait_seconds_sum{stage=\"1\"} 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_wait_seconds_count{stage=\"0\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_send_seconds_sum{stage=\"0\"} 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_sent_bytes_total{stage=\"0\"} 8192\n"));
+  EXPECT_THAT(text, HasSubstr("pagoda_stage_sent_bytes_total{stage=\"1\"} 0\n"));
 }
 
 }  // namespace
