@@ -25,6 +25,10 @@ class StageLink {
   // A new router connection (WorkerEngine::Reset): what arrived for the old one's steps is
   // dropped, and so is the way to the next stage until the new router wires the group again.
   virtual void Reset() {}
+  // The router's call ended while a step may be waiting in Receive: that Receive returns
+  // CANCELLED now rather than at its timeout, so the stage can join its group again at once.
+  // Thread-safe (the connection's heartbeat thread calls it while a step runs).
+  virtual void Interrupt() {}
 };
 
 }  // namespace pagoda

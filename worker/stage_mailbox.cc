@@ -15,11 +15,16 @@ void StageMailbox::Put(int64_t step_id, std::vector<float> hidden) {
 
 absl::Status StageMailbox::Take(int64_t step_id, std::span<float> out, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
+  const int64_t interrupts = interrupts_;
   auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ || pending_.contains(step_id);
+    return closed_ || interrupts_ != interrupts || pending_.contains(step_id);
   };
   mu_.AwaitWithTimeout(absl::Condition(&arrived), timeout);
   if (closed_) return absl::CancelledError("the stage link is closed");
+  if (interrupts_ != interrupts) {
+    return absl::CancelledError(
+        absl::StrCat("step ", step_id, ": abandoned while waiting for the previous stage"));
+  }
   auto it = pending_.find(step_id);
   if (it == pending_.end()) {
     return absl::DeadlineExceededError(
@@ -41,6 +46,11 @@ void StageMailbox::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   pending_.clear();
+}
+
+void StageMailbox::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  ++interrupts_;
 }
 
 void StageMailbox::Clear() {

@@ -30,6 +30,9 @@ class StageMailbox {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes every Take with CANCELLED, now and later (the worker is going).
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes the Takes waiting now with CANCELLED (the router's call ended mid-step: the step they
+  // serve is abandoned); later Takes wait as usual.
+  void Interrupt() ABSL_LOCKS_EXCLUDED(mu_);
   // Drops everything pending (a new router connection: its step ids start again).
   void Clear() ABSL_LOCKS_EXCLUDED(mu_);
   int num_pending() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -39,6 +42,7 @@ class StageMailbox {
   mutable absl::Mutex mu_;
   std::map<int64_t, std::vector<float>> pending_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t interrupts_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pagoda

@@ -69,6 +69,11 @@ class WorkerEngine {
     transfers_.CancelAll();
     if (stage_link_) stage_link_->Reset();
   }
+  // The router's call ended: a step waiting for a stage before's activations gives up now
+  // (StageLink::Interrupt). Thread-safe, unlike the rest: any thread may call it mid-step.
+  void InterruptStage() {
+    if (stage_link_) stage_link_->Interrupt();
+  }
 
   // KV block transfers (issue 28; the pulls in flight are KvTransfers'). Pulls (StepCommand.pulls)
   // are refused until this is called; `advertise_address` goes in info().kv_transfer_address.

@@ -159,7 +159,12 @@ WorkerService::Outcome WorkerService::ServeOneConnection() {
         message.mutable_heartbeat()->set_sent_unix_micros(NowMicros());
       }
       absl::MutexLock write_lock(&write_mu);
-      if (!stream->Write(message)) return;
+      if (!stream->Write(message)) {
+        // The call is over (the router ended it, or left): a stage's step waiting for
+        // activations that will not come stops waiting, so the worker rejoins at once.
+        engine_->InterruptStage();
+        return;
+      }
     }
   });
   {

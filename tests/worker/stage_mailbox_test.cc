@@ -1,9 +1,10 @@
 // StageMailbox (issue 40): the receiving end of a stage's link. A step takes the activations
 // put for its id, in any order of arrival, waiting for them if need be; it gets an error, never
-// the wrong data, when they do not come, do not fit, or the mailbox closes; and what no step
-// takes is bounded.
+// the wrong data, when they do not come, do not fit, the mailbox closes or its wait is
+// interrupted; and what no step takes is bounded.
 #include "worker/stage_mailbox.h"
 
+#include <atomic>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -58,6 +59,28 @@ TEST(StageMailboxTest, MissingMisfitOrClosedIsAnError) {
   closer.join();
   box.Put(8, {8, 8});  // ignored once closed
   EXPECT_EQ(box.num_pending(), 0);
+}
+
+// The router's call ended mid-step: the step waiting for activations gives up at once (not at
+// its timeout); the steps after wait as usual.
+TEST(StageMailboxTest, AnInterruptEndsTheWaitingTakeOnly) {
+  StageMailbox box;
+  std::vector<float> out(2);
+  std::atomic<bool> done{false};
+  std::thread interrupter([&] {
+    while (!done.load()) {
+      box.Interrupt();
+      std::this_thread::yield();
+    }
+  });
+  const absl::Status s = box.Take(8, out, absl::Seconds(60));
+  done = true;
+  interrupter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(s.message(), HasSubstr("step 8: abandoned while waiting for the previous stage"));
+  box.Put(9, {9, 9});
+  EXPECT_TRUE(box.Take(9, out, absl::Seconds(1)).ok());
+  EXPECT_THAT(out, ElementsAre(9, 9));
 }
 
 }  // namespace

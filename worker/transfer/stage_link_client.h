@@ -38,6 +38,7 @@ class GrpcStageLink final : public StageLink {
   // next stage, otherwise.
   absl::Status Send(int64_t step_id, std::span<const float> hidden) override;
   void Reset() override;
+  void Interrupt() override { mailbox_.Interrupt(); }
 
   // Where Send goes (StageWiring.next_stage_address); "" = nowhere. Thread-safe.
   void SetNext(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
