@@ -29,13 +29,16 @@ before(async () => {
     `--lora-dir=${loras}`,
   ]);
   client = router.client;
-  // /health is ready with the first model's worker: wait for the second's too.
-  for (let i = 0; ; ++i) {
-    const r = await client.completions.create({ model: "gguf", prompt: "Once", max_tokens: 1 })
-        .catch((e) => e);
-    if (!(r instanceof Error)) break;
-    if (i === 400) throw r;
-    await new Promise((resolve) => setTimeout(resolve, 25));
+  // /health is ready once any model's worker is: wait until each model answers (this
+  // test flaked when the second model's worker was up first).
+  for (const m of [model, "gguf"]) {
+    for (let i = 0; ; ++i) {
+      const r = await client.completions.create({ model: m, prompt: "Once", max_tokens: 1 })
+          .catch((e) => e);
+      if (!(r instanceof Error)) break;
+      if (i === 400) throw r;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
   }
 });
 after(() => router?.stop());
