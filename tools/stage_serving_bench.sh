@@ -5,7 +5,8 @@
 # output tokens per second at STREAMS streams, and one stream's time per output token (the hops'
 # cost). Each configuration runs REPEATS times, interleaved (whole, stages, whole, stages, ...),
 # each time with fresh processes. Prints each bench's JSON line, each worker's resident memory
-# after its benches, then a table of medians and the stages' share of the whole worker's.
+# after its benches, then a table of medians and the stages' share of the whole worker's, and
+# each stage's mean compute, wait (the bubble) and send a step from the router's metrics.
 #
 #   tools/stage_serving_bench.sh [--help]
 #
@@ -99,9 +100,28 @@ run() {
   one=$("$bin/pagoda" bench "${common[@]}" --output-len="$output" --num-prompts=3 \
     --max-concurrency=1 --seed=$((2000 + repeat)))
   rss=$(for p in "${worker_pids[@]}"; do awk '/VmRSS/ {printf "%d ", $2 / 1024}' "/proc/$p/status"; done)
+  # The stages' own account of both benches (the router's per-stage series): mean compute,
+  # wait (the bubble) and send a step, and bytes sent, per stage.
+  local stages_json
+  stages_json=$(python3 - "http://127.0.0.1:$metrics/metrics" << 'PY'
+import json, re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+v = {}
+for m in re.finditer(r'^pagoda_stage_(\w+?)(_sum|_count|_total)\{[^}]*stage="(\d+)"[^}]*\} (\S+)$', text, re.M):
+    v[(int(m.group(3)), m.group(1) + m.group(2))] = float(m.group(4))
+out = []
+for s in sorted({k[0] for k in v}):
+    mean = lambda n: v.get((s, n + "_sum"), 0) / v[(s, n + "_count")] if v.get((s, n + "_count")) else None
+    out.append({"stage": s, "compute_ms": mean("compute_seconds") and 1e3 * mean("compute_seconds"),
+                "wait_ms": mean("wait_seconds") and 1e3 * mean("wait_seconds"),
+                "send_ms": mean("send_seconds") and 1e3 * mean("send_seconds"),
+                "sent_mb": v.get((s, "sent_bytes_total"), 0) / 1e6})
+print(json.dumps(out))
+PY
+)
   for line in "$streamed" "$one"; do
-    python3 -c 'import json, sys; j = json.loads(sys.argv[1]); j.update(config=sys.argv[2], repeat=int(sys.argv[3]), worker_rss_mib=[int(x) for x in sys.argv[4].split()]); print(json.dumps(j))' \
-      "$line" "$config" "$repeat" "$rss" | tee -a "$results"
+    python3 -c 'import json, sys; j = json.loads(sys.argv[1]); j.update(config=sys.argv[2], repeat=int(sys.argv[3]), worker_rss_mib=[int(x) for x in sys.argv[4].split()], stages=json.loads(sys.argv[5])); print(json.dumps(j))' \
+      "$line" "$config" "$repeat" "$rss" "$stages_json" | tee -a "$results"
   done
   stop
 }
@@ -127,6 +147,13 @@ w, s = med("whole", 1, "median_tpot_ms"), med("stages", 1, "median_tpot_ms")
 print(f"| 1 stream: time per output token | {w:.1f} ms | {s:.1f} ms | {s / w:.2f}× (+{s - w:.1f} ms) |")
 rss = {c: [r["worker_rss_mib"] for r in rows if r["config"] == c] for c in ("whole", "stages")}
 print(f"| workers' resident memory (MiB, last run) | {rss['whole'][-1]} | {rss['stages'][-1]} | |")
+last = [r for r in rows if r["config"] == "stages"][-1].get("stages") or []
+if last:
+    print("\nPer stage, both benches of the last run (the router's pagoda_stage_* series), a step:")
+    for s in last:
+        f = lambda x: "—" if x is None else f"{x:.1f} ms"
+        print(f"- stage {s['stage']}: compute {f(s['compute_ms'])}, wait {f(s['wait_ms'])}, "
+              f"send {f(s['send_ms'])}; {s['sent_mb']:.1f} MB sent")
 failed = sum(r["failed"] for r in rows)
 print(f"\n{failed} requests failed")
 PY
