@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "worker/kernels/elements.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
@@ -17,47 +18,6 @@ namespace PAGODA_ISA {
 namespace {
 
 constexpr float kNegInf = -__builtin_inff();
-
-// How a K/V element type loads as f32: kWidth elements at a time (LoadRow) or one (LoadOne).
-struct F32 {
-  using Elem = float;
-  static V LoadRow(const float* p) { return Load(p); }
-  static float LoadOne(const float* p) { return *p; }
-};
-
-// bf16 is the top half of an f32: zero-extend to 32 bits and shift left by 16.
-struct Bf16 {
-  using Elem = uint16_t;
-#if defined(__AVX512F__)
-  static V LoadRow(const uint16_t* p) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-#else
-  static V LoadRow(const uint16_t* p) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-#endif
-  static float LoadOne(const uint16_t* p) {
-    return __builtin_bit_cast(float, static_cast<uint32_t>(*p) << 16);
-  }
-};
-
-// IEEE half: vcvtph2ps (F16C, in both x86-64-v3 and v4).
-struct F16 {
-  using Elem = uint16_t;
-#if defined(__AVX512F__)
-  static V LoadRow(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-#else
-  static V LoadRow(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-#endif
-  static float LoadOne(const uint16_t* p) { return _cvtsh_ss(*p); }
-};
 
 // int8 rows with an f16 scale each (worker/kv_dtype.h): a (block, KV head) run is block_size
 // rows of head_dim bytes, then their block_size scales. WidenInt8 reads it.

@@ -7,6 +7,7 @@
 // the call: a sequence's update is the same alone or batched.
 #include <cstdint>
 
+#include "worker/kernels/elements.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
@@ -18,35 +19,10 @@ namespace {
 // accumulators.
 constexpr int kRows = 4;
 
-struct F32 {
-  using T = float;
-  static V LoadRow(const float* p) { return Load(p); }
-  static float LoadOne(const float* p) { return *p; }
-};
-
-// bf16 is the top half of an f32: zero-extend to 32 bits and shift left by 16.
-struct Bf16 {
-  using T = uint16_t;
-#if defined(__AVX512F__)
-  static V LoadRow(const uint16_t* p) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-#else
-  static V LoadRow(const uint16_t* p) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-#endif
-  static float LoadOne(const uint16_t* p) {
-    return __builtin_bit_cast(float, static_cast<uint32_t>(*p) << 16);
-  }
-};
-
 // t[i][k] for the M rows x[0..M) and ranks k0, k1 (k1 may equal k0 for an odd last rank).
 template <class W, int M>
-void ShrinkTile(const float* const* x, const typename W::T* a0, const typename W::T* a1, int in,
-                float* s0, float* s1) {
+void ShrinkTile(const float* const* x, const typename W::Elem* a0, const typename W::Elem* a1,
+                int in, float* s0, float* s1) {
   V acc0[M], acc1[M];
   for (int r = 0; r < M; ++r) acc0[r] = acc1[r] = Zero();
   int i = 0;
@@ -71,7 +47,7 @@ void ShrinkTile(const float* const* x, const typename W::T* a0, const typename W
 
 template <class W, int M>
 void ShrinkRows(const LoraMatrix& a, const float* const* x, int k_begin, int k_end, float* t) {
-  const auto* w = static_cast<const typename W::T*>(a.data);
+  const auto* w = static_cast<const typename W::Elem*>(a.data);
   const int rank = a.rows, in = a.cols;
   for (int k = k_begin; k < k_end; k += 2) {
     const int k1 = k + 1 < k_end ? k + 1 : k;
@@ -112,7 +88,7 @@ void Shrink(const LoraMatrix& a, const float* x, int ldx, const int* rows, int n
 
 // y[r][j0, j0 + C·kWidth) += Σ_k t[r][k] · b[k][...] for the M rows, C vectors of columns.
 template <class W, int M, int C>
-void ExpandTile(const typename W::T* b, int rank, int out, const float* t, float* const* y,
+void ExpandTile(const typename W::Elem* b, int rank, int out, const float* t, float* const* y,
                 int j0) {
   V acc[M][C];
   for (int r = 0; r < M; ++r) {
@@ -134,7 +110,7 @@ void ExpandTile(const typename W::T* b, int rank, int out, const float* t, float
 
 template <class W, int M>
 void ExpandRows(const LoraMatrix& b, const float* t, float* const* y, int j_begin, int j_end) {
-  const auto* w = static_cast<const typename W::T*>(b.data);
+  const auto* w = static_cast<const typename W::Elem*>(b.data);
   const int rank = b.rows, out = b.cols;
   int j = j_begin;
   for (; j + 2 * kWidth <= j_end; j += 2 * kWidth) ExpandTile<W, M, 2>(w, rank, out, t, y, j);
