@@ -111,15 +111,24 @@ absl::StatusOr<StepResult> StageGroup::Execute(const StepCommand& command) {
   return last;
 }
 
+std::vector<const RouterMetrics::StageSeries*> StageGroup::SeriesOf(RouterMetrics* metrics,
+                                                                    size_t num_stages) {
+  std::vector<const RouterMetrics::StageSeries*> series;
+  for (size_t i = 0; metrics != nullptr && i < num_stages; ++i) {
+    series.push_back(&metrics->Stage(static_cast<int>(i)));
+  }
+  return series;
+}
+
 void StageGroup::Record(size_t i, const StepResult& result) {
-  if (metrics_ == nullptr) return;
+  if (series_.empty()) return;
   const StageTiming& t = result.stage;
   const auto sane = [](double s) { return std::isfinite(s) && s >= 0 && s < 1e6; };
   if (!sane(result.forward_seconds) || !sane(t.wait_seconds) || !sane(t.send_seconds) ||
       t.sent_bytes < 0) {
     return;
   }
-  const RouterMetrics::StageSeries& series = metrics_->Stage(static_cast<int>(i));
+  const RouterMetrics::StageSeries& series = *series_[i];
   series.compute_seconds->Observe(
       std::max(0.0, result.forward_seconds - t.wait_seconds - t.send_seconds));
   if (i > 0) series.wait_seconds->Observe(t.wait_seconds);

@@ -52,7 +52,7 @@ class StageGroup final : public Executor {
  private:
   StageGroup(std::vector<std::shared_ptr<Executor>> stages, WorkerInfo info, RouterMetrics* metrics)
       : stages_(std::move(stages)),
-        metrics_(metrics),
+        series_(SeriesOf(metrics, stages_.size())),
         info_(std::move(info)),
         turn_(stages_.size(), 0) {}
   // Stage i's timing of a step, where its values are sane (a worker's result is untrusted).
@@ -65,7 +65,11 @@ class StageGroup final : public Executor {
   auto InTurn(size_t i, int64_t ticket, Call call) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::vector<std::shared_ptr<Executor>> stages_;
-  RouterMetrics* const metrics_;
+  // Each stage's metric series, looked up once (RouterMetrics::Stage takes a lock); empty
+  // without metrics.
+  static std::vector<const RouterMetrics::StageSeries*> SeriesOf(RouterMetrics* metrics,
+                                                                 size_t num_stages);
+  const std::vector<const RouterMetrics::StageSeries*> series_;
   absl::Mutex adapters_mu_;  // held through a whole ChangeAdapter
   WorkerInfo info_;          // its adapters change only under adapters_mu_
   absl::Mutex mu_;
