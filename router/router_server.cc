@@ -159,6 +159,7 @@ absl::Status RouterServer::Listen() {
   link.heartbeat_timeout = options_.heartbeat_timeout;
   link.step_timeout = options_.step_timeout;
   link.metrics = hosts_.front()->metrics();
+  link.max_calls = options_.cluster.worker_limits.max_workers + 64;
   if (options_.insecure_worker_port) {
     LOG(WARNING) << "--insecure-worker-port: anyone who reaches port " << options_.worker_port
                  << " can join as a worker";
@@ -177,11 +178,11 @@ absl::Status RouterServer::Listen() {
   worker_builder.AddListeningPort(absl::StrCat(host, ":", options_.worker_port),
                                   ServerCredentialsFor(options_.worker_tls), &worker_port_);
   worker_builder.RegisterService(worker_link_.get());
-  // One handler thread per connected worker, and brief ones for calls refused or timed out
-  // before their Hello: bounded, so strangers cannot keep a real worker out.
+  // Workers' calls take no thread (the callback API; WorkerLinkService bounds them by
+  // max_calls); the sync threads serve Loading reports, one brief call each.
   GrpcPortLimits worker_limits;
   worker_limits.name = "pagoda-worker-port";
-  worker_limits.max_threads = options_.cluster.worker_limits.max_workers + 64;
+  worker_limits.max_threads = 64;
   worker_limits.max_streams_per_connection = 4;  // a worker needs one
   ApplyGrpcPortLimits(worker_limits, &worker_builder);
   worker_server_ = worker_builder.BuildAndStart();
@@ -224,12 +225,14 @@ absl::Status RouterServer::Listen() {
   }
   if (proxied) {
     const int own_port = port_;
-    ASSIGN_OR_RETURN(h2_proxy_,
-                     H2Proxy::Start({.haproxy = options_.h2_proxy,
-                                     .host = host,
-                                     .port = options_.port,
-                                     .backend_port = own_port,
-                                     .max_requests_per_s = options_.h2_proxy_max_requests_per_s}));
+    ASSIGN_OR_RETURN(
+        h2_proxy_,
+        H2Proxy::Start({.haproxy = options_.h2_proxy,
+                        .host = host,
+                        .port = options_.port,
+                        .backend_port = own_port,
+                        .max_requests_per_s = options_.h2_proxy_max_requests_per_s,
+                        .max_streams_per_connection = options_.max_streams_per_connection}));
     port_ = h2_proxy_->port();
     LOG(INFO) << "HTTP/2 flood guard: HAProxy (" << options_.h2_proxy << ", pid "
               << h2_proxy_->pid() << ") serves the public gRPC port " << host << ":" << port_

@@ -11,7 +11,8 @@
 #     lib/text/ may include common/model/, never the other way;
 #   - oneDNN only in worker/ (the router's binary does not load it);
 #   - in router/ and worker/, gRPC and generated protos only in the transports: *_service.*,
-#     *_client.* (a call's calling side), *_main.cc, router_server.*, worker_server.* and
+#     *_client.* (a call's calling side), *_connection.* (one peer's side of a service's
+#     call), *_main.cc, router_server.*, worker_server.* and
 #     grpc_port_limits.cc (STYLE: the core is plain C++).
 # Exits 1 listing every include that breaks a rule.
 set -uo pipefail
@@ -41,6 +42,6 @@ forbid worker 'lib/' "worker/ includes lib/ (tokenizers, templates, grammars: it
 forbid common/model 'lib/text/' "common/model/ includes lib/text/ (text/ may read model files; the worker links model/ alone)"
 forbid "common lib router cli" 'oneapi/|dnnl' "oneDNN outside worker/ (only the worker links it)"
 forbid "router worker" 'grpcpp/|grpc/|google/protobuf/|pagoda/v1/' \
-  "gRPC or protobuf outside the transports" '[^:]*(_service\.(h|cc)|_client\.(h|cc)|_main\.cc|(router|worker)_server\.(h|cc)|grpc_port_limits\.cc)'
+  "gRPC or protobuf outside the transports" '[^:]*(_service\.(h|cc)|_client\.(h|cc)|_connection\.(h|cc)|_main\.cc|(router|worker)_server\.(h|cc)|grpc_port_limits\.cc)'
 [ "$status" -eq 0 ] && echo "layering: every include follows the rules"
 exit "$status"

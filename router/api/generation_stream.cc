@@ -100,7 +100,10 @@ GenerationStream::Taken GenerationStream::Take(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]()
                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || DoneLocked(); };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  // A zero wait only looks: Abseil's AwaitWithTimeout would still queue this thread as a waiter
+  // and sleep in the kernel for no time, a futex round trip per token written (perf: 8% of the
+  // router's CPU under the fleet benchmark, gRPC's reactor taking after each write).
+  if (timeout > absl::ZeroDuration()) mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   Taken taken;
   taken.chunks = std::exchange(queue_, {});
   taken.done = DoneLocked();

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,7 +104,7 @@ std::string H2ProxyConfig(const H2ProxyOptions& options) {
       R"(global
   maxconn 4096
   tune.bufsize 32768                 # a request's headers, CONTINUATIONs included
-  tune.h2.max-concurrent-streams 100 # per client connection
+  tune.h2.max-concurrent-streams %d # per client connection
 
 defaults
   mode http
@@ -121,7 +122,7 @@ frontend grpc
   tcp-request connection track-sc0 src unless { src 127.0.0.1 ::1 }
   tcp-request connection reject if { sc_conn_cur(0) gt 64 }
 )",
-      kListenFd);
+      std::max(1, options.max_streams_per_connection), kListenFd);
   if (options.max_requests_per_s > 0) {
     absl::StrAppendFormat(&config,
                           "  http-request deny deny_status 429 if { sc_http_req_rate(0) gt %d }\n",

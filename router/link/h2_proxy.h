@@ -50,6 +50,9 @@ struct H2ProxyOptions {
   int port = 0;                           // the public port; 0: any free one (port())
   int backend_port = 0;                   // the router's own server, on 127.0.0.1
   int max_requests_per_s = 200;           // per client address; 0: no limit
+  // Concurrent calls on one client connection (SETTINGS_MAX_CONCURRENT_STREAMS): the router's
+  // --max-streams-per-connection, so that a client sees the same bound with the proxy or without.
+  int max_streams_per_connection = 100;
 };
 
 // What --h2-proxy's value means: "auto" (HAProxy when kDefaultHaproxy is installed, else none),

@@ -235,9 +235,9 @@ TEST_F(DeployProxyTest, EndlessContinuationFramesAreCutOffByTheDeployProxy) {
   EXPECT_LT(HonestCallMs(*proxied_), 5000);
 }
 
-// Row 8: calls on the worker port that never send their Hello hold a router thread only until
-// the Hello deadline (10 s), and calls without the token none at all; a real worker joins
-// meanwhile and afterwards, and the thread count comes back.
+// Row 8: calls on the worker port that never send their Hello are ended at the Hello deadline
+// (10 s), and calls without the token at once; none holds a router thread; a real worker joins
+// meanwhile.
 TEST_F(HostileGrpcTest, IdleWorkerStreamsAreEndedAndHoldNoThreadsForLong) {
   const std::string address = absl::StrCat("127.0.0.1:", worker_port_);
   const int64_t threads_before = RouterThreads();
@@ -260,8 +260,9 @@ TEST_F(HostileGrpcTest, IdleWorkerStreamsAreEndedAndHoldNoThreadsForLong) {
   strangers.clear();
   idle.clear();
   ExpectGoldenStory();
-  testing::WaitUntil([&] { return RouterThreads() < threads_peak; }, std::chrono::seconds(30),
-                     "the idle calls' threads end");
+  // Calls take no thread (gRPC's callback API): 100 idle calls and 200 refused ones add at most
+  // the few threads of a worker joining, where a thread per call would add 100.
+  EXPECT_LT(threads_peak - threads_before, 32);
   Report("worker_port_threads_before", threads_before);
   Report("worker_port_threads_peak", threads_peak);
   Report("worker_port_threads_after", RouterThreads());

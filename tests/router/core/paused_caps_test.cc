@@ -14,11 +14,11 @@ using ::testing::IsEmpty;
 
 MATCHER_P2(Cancels, id, cap, "") { return arg.request_id == id && arg.cap == cap; }
 
-const absl::Time kT0 = absl::FromUnixSeconds(1000);
+const absl::Time kCapsT0 = absl::FromUnixSeconds(1000);
 
 PausedRequest Paused(int64_t id, int seconds_ago, int n, const RequestPeer* peer) {
   return {.request_id = id,
-          .paused_since = kT0 - absl::Seconds(seconds_ago),
+          .paused_since = kCapsT0 - absl::Seconds(seconds_ago),
           .num_sequences = n,
           .peer = peer};
 }
@@ -80,23 +80,23 @@ TEST(PausedCapsTest, UnnamedPeersAreNotCounted) {
 
 // ReviewPaused: the Tick's rule over every request it holds.
 TEST(ReviewPausedTest, StartsStallClocksAndStopsThemWhenTheClientReads) {
-  absl::Time since1 = absl::InfiniteFuture(), since2 = kT0 - absl::Seconds(3);
+  absl::Time since1 = absl::InfiniteFuture(), since2 = kCapsT0 - absl::Seconds(3);
   const std::vector<PauseState> states = {
       {.request_id = 1, .paused = true, .paused_since = &since1, .num_sequences = 2},
       {.request_id = 2, .paused = false, .paused_since = &since2, .num_sequences = 1}};
-  const PauseReview review = ReviewPaused(states, kT0, absl::Seconds(60), PausedCaps{});
-  EXPECT_EQ(since1, kT0);                     // paused now: its clock starts
+  const PauseReview review = ReviewPaused(states, kCapsT0, absl::Seconds(60), PausedCaps{});
+  EXPECT_EQ(since1, kCapsT0);                 // paused now: its clock starts
   EXPECT_EQ(since2, absl::InfiniteFuture());  // reads again: its clock stops
   EXPECT_THAT(review.end, IsEmpty());
   EXPECT_EQ(review.num_paused, 2);
 }
 
 TEST(ReviewPausedTest, EndsAStalledRequestAndCountsItNoLongerAsPaused) {
-  absl::Time stalled = kT0 - absl::Seconds(60), recent = kT0 - absl::Seconds(59);
+  absl::Time stalled = kCapsT0 - absl::Seconds(60), recent = kCapsT0 - absl::Seconds(59);
   const std::vector<PauseState> states = {
       {.request_id = 7, .paused = true, .paused_since = &stalled, .num_sequences = 4},
       {.request_id = 8, .paused = true, .paused_since = &recent, .num_sequences = 1}};
-  const PauseReview review = ReviewPaused(states, kT0, absl::Seconds(60), PausedCaps{});
+  const PauseReview review = ReviewPaused(states, kCapsT0, absl::Seconds(60), PausedCaps{});
   ASSERT_EQ(review.end.size(), 1u);
   EXPECT_EQ(review.end[0].first, 7);
   EXPECT_EQ(review.end[0].second.code(), absl::StatusCode::kDeadlineExceeded);
@@ -108,12 +108,12 @@ TEST(ReviewPausedTest, EndsAStalledRequestAndCountsItNoLongerAsPaused) {
 
 TEST(ReviewPausedTest, EndsTheOldestPastACapNamingTheFlag) {
   const RequestPeer a{"ipv4:10.0.0.1", "ipv4:10.0.0.1:1"};
-  absl::Time old = kT0 - absl::Seconds(5), young = kT0 - absl::Seconds(1);
+  absl::Time old = kCapsT0 - absl::Seconds(5), young = kCapsT0 - absl::Seconds(1);
   const std::vector<PauseState> states = {
       {.request_id = 1, .paused = true, .paused_since = &old, .num_sequences = 2, .peer = &a},
       {.request_id = 2, .paused = true, .paused_since = &young, .num_sequences = 2, .peer = &a}};
   const PauseReview review =
-      ReviewPaused(states, kT0, absl::Seconds(60), PausedCaps{.max_per_connection = 3});
+      ReviewPaused(states, kCapsT0, absl::Seconds(60), PausedCaps{.max_per_connection = 3});
   ASSERT_EQ(review.end.size(), 1u);
   EXPECT_EQ(review.end[0].first, 1);  // the oldest goes; the newest is likeliest to be read
   EXPECT_EQ(review.end[0].second.code(), absl::StatusCode::kResourceExhausted);

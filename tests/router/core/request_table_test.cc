@@ -13,7 +13,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1000);
+const absl::Time kTableT0 = absl::FromUnixSeconds(1000);
 
 GenerationRequest Prompt(int n) {
   GenerationRequest r;
@@ -158,19 +158,19 @@ TEST(RequestTableTest, ResumeIfOnOnlyForAnUnfinishedSequenceOnThatWorker) {
 TEST(RequestTableTest, ExpiredAndPausedAtATick) {
   RequestTable table;
   Seen a, b, c;
-  const int64_t early = table.Add(Prompt(1), a.Sink(), kT0 - absl::Seconds(1));
-  const int64_t late = table.Add(Prompt(1), b.Sink(), kT0 + absl::Seconds(1));
+  const int64_t early = table.Add(Prompt(1), a.Sink(), kTableT0 - absl::Seconds(1));
+  const int64_t late = table.Add(Prompt(1), b.Sink(), kTableT0 + absl::Seconds(1));
   GenerationRequest paused_request = Prompt(1);
   auto paused = std::make_shared<std::atomic<bool>>(true);
   paused_request.paused = paused;
   const int64_t reader = table.Add(paused_request, c.Sink(), absl::InfiniteFuture());
-  EXPECT_THAT(table.Expired({early, late, 999}, kT0), ElementsAre(early));
+  EXPECT_THAT(table.Expired({early, late, 999}, kTableT0), ElementsAre(early));
   // Paused at the first review; stalled once the timeout passed at every review since.
-  PauseReview first = table.ReviewPaused(kT0, absl::Seconds(10), PausedCaps{}, {early});
+  PauseReview first = table.ReviewPaused(kTableT0, absl::Seconds(10), PausedCaps{}, {early});
   EXPECT_EQ(first.num_paused, 1);
   EXPECT_THAT(first.end, IsEmpty());
   PauseReview later =
-      table.ReviewPaused(kT0 + absl::Seconds(11), absl::Seconds(10), PausedCaps{}, {early});
+      table.ReviewPaused(kTableT0 + absl::Seconds(11), absl::Seconds(10), PausedCaps{}, {early});
   ASSERT_EQ(later.end.size(), 1u);
   EXPECT_EQ(later.end[0].first, reader);
   EXPECT_EQ(later.end[0].second.code(), absl::StatusCode::kDeadlineExceeded);
