@@ -6,7 +6,7 @@
 // A stage whose stream ends takes its group out of the Cluster (its sequences move, as a dead
 // worker's) and ends its fellow stages' calls, so that all of them join afresh: a group lives
 // and dies whole. A stage that asks to drain drains its group. Thread-safe: every stage's
-// handler thread calls it.
+// call calls it, on gRPC's threads.
 #ifndef PAGODA_ROUTER_LINK_STAGE_GROUPS_H_
 #define PAGODA_ROUTER_LINK_STAGE_GROUPS_H_
 
