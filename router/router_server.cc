@@ -1,5 +1,6 @@
 #include "router/router_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 #include <vector>
@@ -232,7 +233,8 @@ absl::Status RouterServer::Listen() {
                         .port = options_.port,
                         .backend_port = own_port,
                         .max_requests_per_s = options_.h2_proxy_max_requests_per_s,
-                        .max_streams_per_connection = options_.max_streams_per_connection}));
+                        .max_streams_per_connection = std::min(options_.max_streams_per_connection,
+                                                               kMaxProxiedStreamsPerConnection)}));
     port_ = h2_proxy_->port();
     LOG(INFO) << "HTTP/2 flood guard: HAProxy (" << options_.h2_proxy << ", pid "
               << h2_proxy_->pid() << ") serves the public gRPC port " << host << ":" << port_

@@ -21,7 +21,8 @@ struct LoadOptions {
   int max_tokens = 128;
   int token_lo = 259;  // prompt ids are uniform in [token_lo, token_hi)
   int token_hi = 512;
-  int streams_per_connection = 200;  // under the router's --max-streams-per-connection
+  // Under the router's --max-streams-per-connection (256) and what its HAProxy allows (100).
+  int streams_per_connection = 100;
 };
 
 // The clients' counts. Samples are recorded only while `recording`.

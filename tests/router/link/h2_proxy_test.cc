@@ -36,10 +36,10 @@ TEST(H2ProxyTest, TheConfigurationBoundsFloodsAndPassesTheClientOn) {
   EXPECT_THAT(config, HasSubstr("server router 127.0.0.1:41234 proto h2 maxconn 4096 max-reuse 0"));
   EXPECT_THAT(H2ProxyConfig({.backend_port = 1, .max_requests_per_s = 0}),
               Not(HasSubstr("http_req_rate(0) gt")));
-  // A client gets the router's bound on calls per connection, proxy or not.
+  // Calls per client connection: 100 unless the router allows fewer.
   EXPECT_THAT(config, HasSubstr("tune.h2.max-concurrent-streams 100 "));
-  EXPECT_THAT(H2ProxyConfig({.backend_port = 1, .max_streams_per_connection = 256}),
-              HasSubstr("tune.h2.max-concurrent-streams 256 "));
+  EXPECT_THAT(H2ProxyConfig({.backend_port = 1, .max_streams_per_connection = 16}),
+              HasSubstr("tune.h2.max-concurrent-streams 16 "));
 }
 
 }  // namespace
