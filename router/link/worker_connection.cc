@@ -144,9 +144,9 @@ void WorkerConnection::OnWriteDone(bool ok) {
   WriteNextLocked();
 }
 
-void WorkerConnection::OnResult(const v1::StepResult& result) {
+void WorkerConnection::OnResult(v1::StepResult result) {
   absl::MutexLock lock(&mu_);
-  if (result.step_id() == waiting_for_) result_ = result;
+  if (result.step_id() == waiting_for_) result_ = std::move(result);
 }
 
 void WorkerConnection::OnAdapterLoaded(const v1::AdapterLoaded& answer) {

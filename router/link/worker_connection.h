@@ -53,7 +53,7 @@ class WorkerConnection final : public Executor {
 
   // From the call's reactor.
   void OnWriteDone(bool ok);
-  void OnResult(const v1::StepResult& result);
+  void OnResult(v1::StepResult result);  // moved in: a step's result is read once
   void OnAdapterLoaded(const v1::AdapterLoaded& answer);
   // The call is over: nothing more is written or cancelled, and waiters see it closed.
   void Close();

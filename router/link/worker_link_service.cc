@@ -75,7 +75,7 @@ class WorkerLinkService::Call final
     if (connection_ == nullptr) {
       if (!Hello()) return;
     } else if (in_.has_result()) {
-      connection_->OnResult(in_.result());
+      connection_->OnResult(std::move(*in_.mutable_result()));  // the next read parses afresh
     } else if (in_.has_adapter_loaded()) {
       connection_->OnAdapterLoaded(in_.adapter_loaded());
     } else if (in_.has_drain()) {
