@@ -21,6 +21,16 @@ def rss_mib(pid):
     return None
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds a live process has used; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def parse_metrics(text):
     """Prometheus text to {"name{labels}": value}, and {"name": [values]} for labelled series."""
     values = {}

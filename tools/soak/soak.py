@@ -7,7 +7,11 @@ drained (SIGTERM) halfway; then checks that nothing leaked, drifted, was lost or
   - RSS of the router and of each worker slot after warm-up (the end of the first window)
     against the end, after the traffic: growth <= --max-rss-growth-mib (50);
   - p99 TTFT (streamed requests, first token) of the last --window against the first:
-    <= --max-ttft-ratio (1.2); the window is 5 minutes, or a third of a shorter run;
+    <= --max-ttft-ratio (1.2); the window is 5 minutes, or a third of a shorter run. A window
+    with too few requests to have 20 above its p99 is judged at the highest percentile that
+    has (p95 for 400 requests). When other
+    processes load the machine past its CPUs, the bound grows by that contention's growth
+    (the load average less our processes' CPU; ours counted as in the first window);
   - every request answered, or failed with an error a fault explains (the request was in
     flight when a worker was killed or drained); a client abort is an abort; every seeded or
     greedy request answered exactly as in the reference run on the quiet cluster at the start
@@ -33,7 +37,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import client  # noqa: E402
 import mix  # noqa: E402
-from cluster import Cluster, rss_mib  # noqa: E402
+from cluster import Cluster, cpu_seconds, rss_mib  # noqa: E402
 
 
 def parse_args(argv):
@@ -84,7 +88,10 @@ class Soak:
         self.records = []  # (start, end, spec name, Outcome, mismatch or None); times from t0
         self.faults = []  # (time, what, slot, seconds to rejoin, detail)
         self.rss = []  # (time, process name, pid, MiB, seconds since the process started)
-        self.load = []  # (time, the machine's 1-minute load average): the neighbours' share
+        # (time, the machine's 1-minute load average, the CPUs our processes used since the
+        # last sample): the load less ours is the neighbours'
+        self.load = []
+        self.cpu_seen = {}  # pid: (time, CPU seconds) at the last sample
         self.failures = []
         self.t0 = None
         self.stop = threading.Event()
@@ -182,8 +189,18 @@ class Soak:
 
     def sample_rss(self):
         t = self.now()
+        ours = 0.0
+        seen = {}
+        for pid in self.cluster.pids().values():
+            used = cpu_seconds(pid)
+            if used is None:
+                continue
+            seen[pid] = (t, used)
+            if pid in self.cpu_seen and t > self.cpu_seen[pid][0]:
+                ours += (used - self.cpu_seen[pid][1]) / (t - self.cpu_seen[pid][0])
+        self.cpu_seen = seen
         with self.lock:
-            self.load.append((t, os.getloadavg()[0]))
+            self.load.append((t, os.getloadavg()[0], ours))
         for name, pid in self.cluster.pids().items():
             mib = rss_mib(pid)
             if mib is not None:
@@ -248,11 +265,25 @@ class Soak:
             time.sleep(0.5)
 
 
-def p99(values):
+def percentile(values, q):
     if not values:
         return float("nan")
     values = sorted(values)
-    return values[min(len(values) - 1, int(0.99 * len(values)))]
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def p99(values):
+    return percentile(values, 0.99)
+
+
+# The tail percentile a TTFT window is judged by: p99, unless the window is too short to have
+# kTailSamples above it; then the highest percentile that does (a 60 s window of ~400 requests
+# is judged by its p95: its p99 is its 4th-slowest request, one scheduler hiccup).
+kTailSamples = 20
+
+
+def tail_quantile(n):
+    return max(0.5, min(0.99, 1 - kTailSamples / n)) if n else 0.99
 
 
 def report(soak):
@@ -289,20 +320,36 @@ def report(soak):
     first = [r[3].ttft for r in soak.records if r[3].ttft is not None and r[0] < w]
     last = [r[3].ttft for r in soak.records
             if r[3].ttft is not None and r[0] >= soak.traffic_end - w]
-    p_first, p_last = p99(first), p99(last)
-    load_first = [x for t, x in soak.load if t <= w]
-    load_last = [x for t, x in soak.load if soak.traffic_end - w <= t <= soak.traffic_end]
+    q = tail_quantile(min(len(first), len(last)))
+    p_first, p_last = percentile(first, q), percentile(last, q)
+    in_first = [x for x in soak.load if x[0] <= w]
+    in_last = [x for x in soak.load if soak.traffic_end - w <= x[0] <= soak.traffic_end]
 
     def mean(xs):
         return sum(xs) / len(xs) if xs else float("nan")
 
     ratio = p_last / p_first if first and last else float("nan")
-    row(f"p99 TTFT, first vs last {w:.0f} s",
+    # When the neighbours (other tests, other builds) load the machine past its CPUs, our
+    # processes get a smaller share of them and every step takes longer. The bound grows by the
+    # contention's growth: max(CPUs, neighbours' load + our first window's CPUs), last over
+    # first. Our own CPUs count as in the first window in both, so a router that burns more as
+    # it ages buys itself no slack.
+    cpus = os.cpu_count()
+    ours = mean([x[2] for x in in_first])
+    neighbours_first = max(0.0, mean([x[1] for x in in_first]) - ours)
+    neighbours_last = max(0.0, mean([x[1] - x[2] for x in in_last]))
+    contention = max(cpus, neighbours_last + ours) / max(cpus, neighbours_first + ours)
+    allowed = a.max_ttft_ratio * max(1.0, contention) if contention == contention else \
+        a.max_ttft_ratio
+    row(f"p{q * 100:.0f} TTFT, first vs last {w:.0f} s",
         f"{p_first * 1e3:.0f} ms (n={len(first)}) → {p_last * 1e3:.0f} ms (n={len(last)}), "
-        f"×{ratio:.2f}; load average {mean(load_first):.1f} → {mean(load_last):.1f} on "
-        f"{os.cpu_count()} CPUs",
-        f"≤ ×{a.max_ttft_ratio}" + (f" or +{a.ttft_slack_ms:g} ms" if a.ttft_slack_ms else ""),
-        ratio <= a.max_ttft_ratio or (p_last - p_first) * 1e3 <= a.ttft_slack_ms)
+        f"×{ratio:.2f}; load average {mean([x[1] for x in in_first]):.1f} → "
+        f"{mean([x[1] for x in in_last]):.1f} on {cpus} CPUs, ours {ours:.1f} → "
+        f"{mean([x[2] for x in in_last]):.1f}",
+        f"≤ ×{allowed:.2f}" + (" (×{:g} × contention ×{:.2f})".format(a.max_ttft_ratio, contention)
+                               if allowed != a.max_ttft_ratio else "") +
+        (f" or +{a.ttft_slack_ms:g} ms" if a.ttft_slack_ms else ""),
+        ratio <= allowed or (p_last - p_first) * 1e3 <= a.ttft_slack_ms)
 
     # Requests.
     answered = sum(1 for r in soak.records if r[3].ok and not r[3].aborted)
@@ -335,7 +382,7 @@ def report(soak):
     for b in range(buckets):
         lo, hi = soak.traffic_end * b / buckets, soak.traffic_end * (b + 1) / buckets
         xs = sorted(r[3].ttft for r in soak.records if r[3].ttft is not None and lo <= r[0] < hi)
-        load = mean([x for t, x in soak.load if lo <= t < hi])
+        load = mean([x[1] for x in soak.load if lo <= x[0] < hi])
         if xs:
             lines.append(f"  {lo:7.0f}-{hi:.0f} s: {xs[len(xs) // 2] * 1e3:.0f} / "
                          f"{p99(xs) * 1e3:.0f} ms, n={len(xs)}, load {load:.1f}")
