@@ -4,13 +4,18 @@
 //                                 1 = bf16, 2 = f16, 3 = int8; the label names it), the first P
 //                                 tokens' blocks shared by all (a common system prompt)
 //   BM_DecodeAttention1B/S/C/D    one layer of TinyLlama-1.1B's (32 query heads of 64 over 4 KV
-//                                 heads), the depths of issue 42: 4k to 16k
-// Reports the K/V bytes per second and `roof`, the bytes read's share of the read bandwidth sampled
-// (tools/roofline.h) between the timed calls: the kernel's roof is memory bandwidth.
+//                                 heads), the depths of issue 42: 4k to 16k, and 512 (in cache)
+// Reports the K/V bytes per second; `roof`, the bytes read's share of the read bandwidth sampled
+// (tools/roofline.h) between the timed calls; and `fma_share`, the attention's multiply-adds
+// (2 · head_dim per query head and token: q·k and p·v) as f32 FMAs over this machine's f32 FMA
+// peak, measured once at start. Attention computes in f32 whatever K/V's type: a GQA group of
+// 8 query heads spends 16 FMAs per K/V element pair, so on a core whose FMA rate is low next to
+// its share of the read bandwidth, `fma_share`, not `roof`, is the one that reaches its top.
 #include <algorithm>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -55,6 +60,13 @@ class Bandwidth {
  private:
   double bytes_ = 0, seconds_ = 0;
 };
+
+// This machine's f32 FMA peak on every thread, GFLOP/s: measured once.
+double PeakGflops() {
+  static const double peak =
+      roofline::PeakGflops(std::string(ActiveKernels().name) == "avx512", 50'000'000);
+  return peak;
+}
 
 void RunDecodeAttention(benchmark::State& state, const AttentionShape& shape, int num_seqs, int ctx,
                         KvDtype dtype, int shared_tokens) {
@@ -103,6 +115,11 @@ void RunDecodeAttention(benchmark::State& state, const AttentionShape& shape, in
       token_bytes * tokens_read * static_cast<double>(state.iterations()) / (bandwidth.gbs() * 1e9),
       benchmark::Counter::kIsRate);
   state.counters["read_GBps"] = bandwidth.gbs();
+  // q·k and p·v: 2 · head_dim multiply-adds per query head and token, 2 flops each.
+  const double flops = 4.0 * shape.num_heads * shape.head_dim * ctx * num_seqs;
+  state.counters["fma_share"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) / (PeakGflops() * 1e9),
+                         benchmark::Counter::kIsRate);
 }
 
 void BM_DecodeAttention(benchmark::State& state) {
@@ -121,7 +138,7 @@ BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{32}, {133, 512}, {0, 1, 2}, {0}})
     ->ArgsProduct({{32}, {512}, {0, 1, 2}, {352}});
 BENCHMARK(BM_DecodeAttention1B)
-    ->ArgsProduct({{1, 8}, {4096, 8192, 16384}, {0, 1, 3}})
+    ->ArgsProduct({{1, 8}, {512, 4096, 8192, 16384}, {0, 1, 3}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
