@@ -9,9 +9,9 @@ drained (SIGTERM) halfway; then checks that nothing leaked, drifted, was lost or
   - p99 TTFT (streamed requests, first token) of the last --window against the first:
     <= --max-ttft-ratio (1.2); the window is 5 minutes, or a third of a shorter run. A window
     with too few requests to have 20 above its p99 is judged at the highest percentile that
-    has (p95 for 400 requests). When other
-    processes load the machine past its CPUs, the bound grows by that contention's growth
-    (the load average less our processes' CPU; ours counted as in the first window);
+    has (p95 for 400 requests). When other processes load the machine past its CPUs, the
+    bound grows by that contention's growth (the load average less our processes' CPU; ours
+    counted as in the first window);
   - every request answered, or failed with an error a fault explains (the request was in
     flight when a worker was killed or drained); a client abort is an abort; every seeded or
     greedy request answered exactly as in the reference run on the quiet cluster at the start
