@@ -191,22 +191,20 @@ class Soak:
         t = self.now()
         ours = 0.0
         seen = {}
-        for pid in self.cluster.pids().values():
-            used = cpu_seconds(pid)
-            if used is None:
-                continue
-            seen[pid] = (t, used)
-            if pid in self.cpu_seen and t > self.cpu_seen[pid][0]:
-                ours += (used - self.cpu_seen[pid][1]) / (t - self.cpu_seen[pid][0])
-        self.cpu_seen = seen
-        with self.lock:
-            self.load.append((t, os.getloadavg()[0], ours))
         for name, pid in self.cluster.pids().items():
+            used = cpu_seconds(pid)
+            if used is not None:
+                seen[pid] = (t, used)
+                if pid in self.cpu_seen and t > self.cpu_seen[pid][0]:
+                    ours += (used - self.cpu_seen[pid][1]) / (t - self.cpu_seen[pid][0])
             mib = rss_mib(pid)
             if mib is not None:
                 age = time.monotonic() - self.cluster.started_at[pid]
                 with self.lock:
                     self.rss.append((t, name, pid, mib, age))
+        self.cpu_seen = seen
+        with self.lock:
+            self.load.append((t, os.getloadavg()[0], ours))
 
     def run(self):
         a = self.args
@@ -338,9 +336,9 @@ def report(soak):
     ours = mean([x[2] for x in in_first])
     neighbours_first = max(0.0, mean([x[1] for x in in_first]) - ours)
     neighbours_last = max(0.0, mean([x[1] - x[2] for x in in_last]))
+    # (max() keeps its first argument against a NaN: a window without samples adds nothing.)
     contention = max(cpus, neighbours_last + ours) / max(cpus, neighbours_first + ours)
-    allowed = a.max_ttft_ratio * max(1.0, contention) if contention == contention else \
-        a.max_ttft_ratio
+    allowed = a.max_ttft_ratio * max(1.0, contention)
     row(f"p{q * 100:.0f} TTFT, first vs last {w:.0f} s",
         f"{p_first * 1e3:.0f} ms (n={len(first)}) → {p_last * 1e3:.0f} ms (n={len(last)}), "
         f"×{ratio:.2f}; load average {mean([x[1] for x in in_first]):.1f} → "
