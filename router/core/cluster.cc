@@ -47,11 +47,11 @@ Cluster::~Cluster() {
   {
     absl::MutexLock place(&place_mu_);
     absl::MutexLock lock(&mu_);
-    for (auto& w : workers_) {
-      w->alive = false;
-      reporting_[w->loop->id()] = nullptr;  // delivers nothing more
-      w->loop->Stop();
-      loops.push_back(w->loop.get());
+    loops = workers_.Loops();
+    for (WorkerLoop* loop : loops) {
+      workers_[loop->id()].alive = false;
+      reporting_[loop->id()] = nullptr;  // delivers nothing more
+      loop->Stop();
     }
   }
   // Outside the locks: a loop may be reporting a last step, which takes them.
@@ -80,29 +80,22 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   const std::vector<CachedBlock> cached = executor->TakeCachedBlocks();
   RETURN_IF_ERROR(ValidateCachedBlocks(cached, info, config_.vocab_size));
   absl::MutexLock place(&place_mu_);
-  ReapLocked();
-  int live = 0;
-  int64_t live_blocks = 0;
-  for (const auto& o : workers_) {
-    live += o->alive;
-    live_blocks += o->alive ? o->loop->info().num_blocks : 0;
-  }
-  RETURN_IF_ERROR(CheckRoomFor(info, live, live_blocks, options_.worker_limits));
-  const int id = static_cast<int>(workers_.size());
+  workers_.Reap();
+  RETURN_IF_ERROR(
+      CheckRoomFor(info, workers_.NumLive(), workers_.NumLiveBlocks(), options_.worker_limits));
+  const int id = workers_.next_id();
   RETURN_IF_ERROR(loras_.AddWorker(id, info.adapters));
-  auto w = std::make_unique<Worker>();
-  w->loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
-                                         options_.metrics, static_cast<WorkerLoopListener*>(this),
-                                         cached);
+  auto loop = std::make_unique<WorkerLoop>(id, std::move(executor), config_, options_.engine,
+                                           options_.metrics, static_cast<WorkerLoopListener*>(this),
+                                           cached);
   // Placement sends prompts with these prefixes to it, as the last router did.
-  const std::vector<uint64_t> adopted = w->loop->TakeAdoptedHashes();
-  placement_.Remember(adopted, id);
+  placement_.Remember(loop->TakeAdoptedHashes(), id);
   {
     absl::MutexLock lock(&mu_);
-    reporting_.push_back(w->loop.get());  // before it has work: it reports nothing until then
+    reporting_.push_back(loop.get());  // before it has work: it reports nothing until then
   }
-  loras_.CatchUp(id, w->loop.get(), info.adapters);
-  workers_.push_back(std::move(w));
+  loras_.CatchUp(id, loop.get(), info.adapters);
+  workers_.Add(std::move(loop));
   LOG(INFO) << "worker " << id << " joined: " << info.num_blocks << " blocks of " << info.block_size
             << " tokens = " << int64_t{info.num_blocks} * info.block_size << " tokens of "
             << (info.kv_cache_dtype.empty() ? "?" : info.kv_cache_dtype) << " KV, " << cached.size()
@@ -119,18 +112,10 @@ absl::StatusOr<int> Cluster::AddWorker(std::shared_ptr<Executor> executor) {
   return id;
 }
 
-void Cluster::ReapLocked() {
-  for (auto& w : workers_) {
-    if (w->alive || w->joined || !w->loop->exited()) continue;
-    w->loop->Join();  // the loop has exited: this returns at once
-    w->joined = true;
-  }
-}
-
 void Cluster::RemoveWorker(int worker_id) {
   absl::MutexLock place(&place_mu_);
-  if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
-  Worker* w = workers_[worker_id].get();
+  if (!workers_.contains(worker_id)) return;
+  WorkerSet::Worker* w = &workers_[worker_id];
   if (!w->alive) return;
   LOG(WARNING) << "worker " << worker_id << " is gone";
   RemoveLocked(w);
@@ -138,12 +123,11 @@ void Cluster::RemoveWorker(int worker_id) {
 
 void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
   absl::MutexLock place(&place_mu_);
-  if (worker_id < 0 || worker_id >= static_cast<int>(workers_.size())) return;
-  Worker* w = workers_[worker_id].get();
+  if (!workers_.contains(worker_id)) return;
+  WorkerSet::Worker* w = &workers_[worker_id];
   if (!w->alive || w->draining) return;
   w->draining = true;
-  const bool others = std::any_of(workers_.begin(), workers_.end(),
-                                  [](const auto& o) { return o->alive && !o->draining; });
+  const bool others = workers_.AnyAccepting();
   int held;  // sequences placed on it and not finished
   {
     absl::MutexLock lock(&mu_);
@@ -166,11 +150,7 @@ void Cluster::DrainWorker(int worker_id, std::function<void()> on_drained) {
 
 int Cluster::NumWaitingLocked() const {
   int waiting = static_cast<int>(parked_.size());
-  waiting += planner_.NumWaiting(/*dst=*/-1);
-  for (const auto& w : workers_) {
-    if (w->alive) waiting += w->loop->load().num_waiting;
-  }
-  return waiting;
+  return waiting + planner_.NumWaiting(/*dst=*/-1) + workers_.NumWaiting();
 }
 
 absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, RequestSink sink,
@@ -181,7 +161,7 @@ absl::StatusOr<int64_t> Cluster::Submit(const GenerationRequest& request, Reques
   salted.prefix_root =
       PrefixRoot(options_.engine.prefix_cache_key, request.cache_salt, request.adapter);
   absl::MutexLock place(&place_mu_);
-  ReapLocked();
+  workers_.Reap();
   if (const int waiting = NumWaitingLocked(); waiting >= options_.max_waiting) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the router has ", waiting, " requests waiting; try again later"));
@@ -206,7 +186,7 @@ void Cluster::EndLocked(int64_t request_id, const absl::Status& error) {
     const std::optional<std::vector<int>> workers = requests_.End(request_id, error);
     if (!workers.has_value()) return;
     for (int worker : *workers) {
-      if (worker >= 0) workers_[worker]->loop->Abort(request_id);
+      if (worker >= 0) workers_[worker].loop->Abort(request_id);
     }
   }
   std::erase_if(parked_, [&](const QueuedRequest& work) { return work.request_id == request_id; });
@@ -233,11 +213,7 @@ void Cluster::ChangeAdapter(const AdapterChange& change, std::function<void(absl
     }
     loras_.Forget(change.name);
   }
-  std::vector<LoraCatalog::Worker> live;
-  for (const auto& w : workers_) {
-    if (w->alive) live.emplace_back(w->loop->id(), w->loop.get());
-  }
-  loras_.Change(change, live, std::move(done));
+  loras_.Change(change, workers_.Live(), std::move(done));
 }
 
 void Cluster::Resume(int64_t request_id) {
@@ -303,7 +279,7 @@ void Cluster::PlaceLocked(QueuedRequest work) {
   QueueLocked(std::move(work), chosen);
 }
 
-void Cluster::RemoveLocked(Worker* w) {
+void Cluster::RemoveLocked(WorkerSet::Worker* w) {
   const int worker_id = w->loop->id();
   {
     absl::MutexLock lock(&mu_);
@@ -331,7 +307,7 @@ void Cluster::RemoveLocked(Worker* w) {
 
 void Cluster::OnFailed(int worker_id) {
   TimedMutexLock place(&place_mu_, &loop_waits_);
-  Worker* w = workers_[worker_id].get();
+  WorkerSet::Worker* w = &workers_[worker_id];
   if (w->alive) RemoveLocked(w);
 }
 
@@ -377,33 +353,19 @@ void Cluster::OnUpdates(int worker_id, const std::vector<SequenceUpdate>& update
   }
 }
 
-TransferSnapshot Cluster::SnapshotLocked() const {
-  TransferSnapshot s;
-  s.now = absl::Now();
-  s.loras = &loras_;
-  s.workers.reserve(workers_.size());
-  for (const auto& w : workers_) {
-    WorkerView& v = s.workers.emplace_back();
-    v.id = w->loop->id();
-    v.alive = w->alive;
-    v.draining = w->draining;
-    v.info = &w->loop->info();
-    if (w->alive) v.load = w->loop->load();
-  }
-  return s;
-}
+TransferSnapshot Cluster::SnapshotLocked() const { return workers_.Snapshot(&loras_); }
 
 void Cluster::ApplyLocked(TransferActions actions) {
   for (TransferAction& a : actions) {
     switch (a.kind) {
       case TransferAction::Kind::kHold:
-        workers_[a.worker]->loop->Hold(std::move(a.hold));
+        workers_[a.worker].loop->Hold(std::move(a.hold));
         break;
       case TransferAction::Kind::kQueue:
         QueueLocked(std::move(*a.work), a.worker);
         break;
       case TransferAction::Kind::kRelease:
-        workers_[a.worker]->loop->Release(std::move(a.blocks));
+        workers_[a.worker].loop->Release(std::move(a.blocks));
         break;
       case TransferAction::Kind::kPlace:
         if (a.unassign) AssignLocked(*a.work, -1);
@@ -419,17 +381,17 @@ void Cluster::AssignLocked(const QueuedRequest& work, int worker_id) {
 }
 
 void Cluster::QueueLocked(QueuedRequest work, int dst) {
-  if (!workers_[dst]->alive) {
+  if (!workers_[dst].alive) {
     PlaceLocked(std::move(work));
     return;
   }
   AssignLocked(work, dst);
-  workers_[dst]->loop->Add(std::move(work));
+  workers_[dst].loop->Add(std::move(work));
 }
 
 void Cluster::MovePreemptedLocked(int worker_id) {
   // The cheap test first: a snapshot reads every worker's load.
-  const Worker& w = *workers_[worker_id];
+  const WorkerSet::Worker& w = workers_[worker_id];
   if (!w.alive || w.draining || w.loop->load().num_preempted == 0) return;
   const int room = planner_.PreemptedRoom(SnapshotLocked(), worker_id);
   if (room > 0) w.loop->DetachPreempted(room);
@@ -457,21 +419,7 @@ void Cluster::OnDetached(int worker_id, std::vector<Scheduler::Detached> detache
 
 std::vector<WorkerStats> Cluster::worker_stats() const {
   absl::MutexLock place(&place_mu_);
-  std::vector<WorkerStats> out;
-  for (const auto& w : workers_) {
-    if (!w->alive) continue;
-    out.push_back({.id = w->loop->id(),
-                   .draining = w->draining,
-                   .num_blocks = w->loop->info().num_blocks,
-                   .block_size = w->loop->info().block_size,
-                   .kv_cache_dtype = w->loop->info().kv_cache_dtype,
-                   .load = w->loop->load(),
-                   .max_loras = w->loop->info().max_loras});
-    WorkerLoop::Adapters adapters = w->loop->adapters();
-    out.back().running_adapters = std::move(adapters.running);
-    out.back().waiting_adapters = std::move(adapters.waiting);
-  }
-  return out;
+  return workers_.Stats();
 }
 
 ClusterStats Cluster::stats() const {
@@ -483,21 +431,7 @@ ClusterStats Cluster::stats() const {
   s.loop_lock_wait_seconds = static_cast<double>(loop_waits_.wait_ns.load()) * 1e-9;
   s.num_waiting = static_cast<int>(parked_.size());
   s.num_paused = num_paused_;
-  for (const auto& w : workers_) {
-    const WorkerLoop::Load load = w->loop->load();
-    // Cumulative counters include workers that left, so deltas between two calls never drop.
-    s.num_steps += load.num_steps;
-    s.step_seconds += load.step_seconds;
-    s.forward_seconds += load.forward_seconds;
-    if (!w->alive) continue;
-    ++s.num_workers;
-    if (w->draining) ++s.num_draining_workers;
-    s.block_size = w->loop->info().block_size;
-    s.num_blocks += w->loop->info().num_blocks;
-    s.num_used_blocks += load.num_used_blocks;
-    s.num_running += load.num_running;
-    s.num_waiting += load.num_waiting;
-  }
+  workers_.AddTo(&s);
   return s;
 }
 

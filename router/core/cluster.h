@@ -48,6 +48,7 @@
 #include "router/core/timed_lock.h"
 #include "router/core/worker_limits.h"
 #include "router/core/worker_loop.h"
+#include "router/core/worker_set.h"
 #include "router/transfer/planner.h"
 
 namespace pagoda {
@@ -142,16 +143,6 @@ class Cluster final : private WorkerLoopListener {
   int max_n() const { return options_.engine.max_n; }  // samples per request at most
 
  private:
-  // A member of the cluster. The loop object stays after the worker dies (its cumulative step
-  // counters still count); ReapLocked joins its thread. Guarded by Cluster::place_mu_ (reached
-  // only through workers_, which the analysis checks).
-  struct Worker {
-    std::unique_ptr<WorkerLoop> loop;
-    bool alive = true;
-    bool draining = false;  // shutting down: gets no new request
-    bool joined = false;
-  };
-
   // WorkerLoopListener, on a worker's loop thread.
   void OnUpdates(int worker_id, const std::vector<SequenceUpdate>& updates) override
       ABSL_LOCKS_EXCLUDED(place_mu_, mu_);
@@ -176,10 +167,8 @@ class Cluster final : private WorkerLoopListener {
   // asks it to hand them over (OnDetached moves them with the blocks they had computed).
   void MovePreemptedLocked(int worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
 
-  // Joins the threads of dead workers whose loops have exited.
-  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Marks a worker dead and requeues every unfinished sequence that was on it.
-  void RemoveLocked(Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
+  void RemoveLocked(WorkerSet::Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
   // Chooses a live worker for `work` and queues it there (or parks it). New requests never go
   // to a draining worker; resumed sequences may, rather than wait.
   void PlaceLocked(QueuedRequest work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(place_mu_);
@@ -194,7 +183,7 @@ class Cluster final : private WorkerLoopListener {
   const ClusterOptions options_;
 
   mutable absl::Mutex place_mu_;
-  std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(place_mu_);  // by id
+  WorkerSet workers_ ABSL_GUARDED_BY(place_mu_);
   std::deque<QueuedRequest> parked_ ABSL_GUARDED_BY(place_mu_);  // waiting for a live worker
   Placement placement_ ABSL_GUARDED_BY(place_mu_);
   TransferPlanner planner_ ABSL_GUARDED_BY(place_mu_);  // after placement_, whose hints it keeps
