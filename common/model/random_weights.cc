@@ -49,6 +49,8 @@ bool NamedModelConfig(const std::string& name, ModelConfig* c) {
   struct Shape {
     const char* name;
     int dim, hidden, layers, heads, kv_heads, vocab, seq;
+    float rope_theta = 10000.0f;
+    bool tied = true;
   };
   static constexpr Shape kShapes[] = {
       {"stories260K", 64, 172, 5, 8, 4, 512, 512},
@@ -56,6 +58,9 @@ bool NamedModelConfig(const std::string& name, ModelConfig* c) {
       {"stories42M", 512, 1376, 8, 8, 8, 32000, 1024},
       {"stories110M", 768, 2048, 12, 12, 12, 32000, 1024},
       {"1B", 2048, 5632, 22, 32, 4, 32000, 2048},  // TinyLlama-1.1B
+      // Llama-3-8B: 16 GB in 16 bits, so pagoda-make-model streams it to a GGUF file
+      // (--format=gguf) rather than holding it (RandomModelWeights's f32 would take 32 GB).
+      {"8B", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, false},
   };
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
@@ -69,8 +74,9 @@ bool NamedModelConfig(const std::string& name, ModelConfig* c) {
     c->head_dim = s.dim / s.heads;
     c->vocab_size = s.vocab;
     c->max_seq_len = s.seq;
-    c->tied_embeddings = true;
-    c->eos_ids = {1, 2};
+    c->rope_theta = s.rope_theta;
+    c->tied_embeddings = s.tied;
+    c->eos_ids = s.vocab > 128001 ? std::vector<int>{128001, 128009} : std::vector<int>{1, 2};
     return true;
   }
   return false;

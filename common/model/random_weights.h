@@ -11,8 +11,8 @@ namespace pagoda {
 // Weights ~ U(-scale, scale) with scale ≈ 1/sqrt(fan_in) (so activations stay O(1)); norms are 1.
 ModelWeights RandomModelWeights(const ModelConfig& config, uint64_t seed);
 
-// llama2.c-style config for a named shape: "stories260K", "stories15M", "stories110M", "1B"
-// (TinyLlama's shape). Returns false for an unknown name.
+// llama2.c-style config for a named shape: "stories260K", "stories15M", "stories42M",
+// "stories110M", "1B" (TinyLlama's shape) or "8B" (Llama 3's). Returns false for an unknown name.
 bool NamedModelConfig(const std::string& name, ModelConfig* config);
 
 }  // namespace pagoda

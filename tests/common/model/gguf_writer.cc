@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/model/random_weights.h"
@@ -33,72 +32,10 @@ std::vector<uint8_t> QuantizeQ8_0(std::span<const float> values) {
   return out;
 }
 
-namespace {
-
-template <typename T>
-void Put(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-
-void PutString(std::string* out, const std::string& s) {
-  Put<uint64_t>(out, s.size());
-  out->append(s);
-}
-
-std::string Typed(GgufType type, const void* v, size_t bytes) {
-  std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(type));
-  out.append(static_cast<const char*>(v), bytes);
-  return out;
-}
-
-// An array's type and header: kArray, the element type, the count.
-std::string ArrayHeader(GgufType element, size_t count) {
-  std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kArray));
-  Put<uint32_t>(&out, static_cast<uint32_t>(element));
-  Put<uint64_t>(&out, count);
-  return out;
-}
-
-}  // namespace
-
-void GgufWriter::AddU32(const std::string& key, uint32_t v) {
-  kvs_.push_back({key, Typed(GgufType::kU32, &v, 4)});
-}
-void GgufWriter::AddI32(const std::string& key, int32_t v) {
-  kvs_.push_back({key, Typed(GgufType::kI32, &v, 4)});
-}
-void GgufWriter::AddF32(const std::string& key, float v) {
-  kvs_.push_back({key, Typed(GgufType::kF32, &v, 4)});
-}
-void GgufWriter::AddBool(const std::string& key, bool v) {
-  const uint8_t b = v;
-  kvs_.push_back({key, Typed(GgufType::kBool, &b, 1)});
-}
-void GgufWriter::AddString(const std::string& key, const std::string& v) {
-  std::string out;
-  Put<uint32_t>(&out, static_cast<uint32_t>(GgufType::kString));
-  PutString(&out, v);
-  kvs_.push_back({key, out});
-}
-void GgufWriter::AddStringArray(const std::string& key, const std::vector<std::string>& v) {
-  std::string out = ArrayHeader(GgufType::kString, v.size());
-  for (const std::string& s : v) PutString(&out, s);
-  kvs_.push_back({key, out});
-}
-void GgufWriter::AddF32Array(const std::string& key, const std::vector<float>& v) {
-  kvs_.push_back({key, ArrayHeader(GgufType::kF32, v.size()) +
-                           std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
-}
-void GgufWriter::AddI32Array(const std::string& key, const std::vector<int32_t>& v) {
-  kvs_.push_back({key, ArrayHeader(GgufType::kI32, v.size()) +
-                           std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
-}
-
 void GgufWriter::AddTensor(const std::string& name, std::vector<int64_t> shape, GgmlType type,
                            std::vector<uint8_t> data) {
-  tensors_.push_back({name, std::move(shape), type, std::move(data)});
+  stream_.AddTensorInfo(name, std::move(shape), type);
+  data_.push_back(std::move(data));
 }
 
 void GgufWriter::AddF32Tensor(const std::string& name, std::vector<int64_t> shape,
@@ -108,34 +45,12 @@ void GgufWriter::AddF32Tensor(const std::string& name, std::vector<int64_t> shap
   AddTensor(name, std::move(shape), GgmlType::kF32, std::move(data));
 }
 
-absl::Status GgufWriter::Write(const std::string& path) const {
-  constexpr size_t kAlign = 32;
-  std::string out;
-  Put<uint32_t>(&out, kGgufMagic);
-  Put<uint32_t>(&out, 3);
-  Put<uint64_t>(&out, tensors_.size());
-  Put<uint64_t>(&out, kvs_.size());
-  for (const auto& [key, value] : kvs_) {
-    PutString(&out, key);
-    out += value;
+absl::Status GgufWriter::Write(const std::string& path) {
+  if (absl::Status s = stream_.Open(path); !s.ok()) return s;
+  for (const std::vector<uint8_t>& data : data_) {
+    if (absl::Status s = stream_.Append(data); !s.ok()) return s;
   }
-  uint64_t offset = 0;
-  for (const Tensor& t : tensors_) {
-    PutString(&out, t.name);
-    Put<uint32_t>(&out, static_cast<uint32_t>(t.shape.size()));
-    for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) Put<uint64_t>(&out, *d);
-    Put<uint32_t>(&out, static_cast<uint32_t>(t.type));
-    Put<uint64_t>(&out, offset);
-    offset += (t.data.size() + kAlign - 1) / kAlign * kAlign;
-  }
-  out.resize((out.size() + kAlign - 1) / kAlign * kAlign, '\0');
-  for (const Tensor& t : tensors_) {
-    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
-    out.resize((out.size() + kAlign - 1) / kAlign * kAlign, '\0');
-  }
-  std::ofstream file(path, std::ios::binary);
-  file << out;
-  return file ? absl::OkStatus() : absl::InternalError(absl::StrCat(path, ": cannot write"));
+  return stream_.Close();
 }
 
 std::vector<uint8_t> EncodeGgml(const std::vector<float>& v, GgmlType type) {
@@ -160,25 +75,7 @@ void WriteGgufModel(const ModelWeights& w, const std::string& arch, GgmlType typ
   GgufWriter g;
   g.AddString("general.architecture", arch);
   g.AddString("general.name", "random-" + arch);
-  const RopeScaling& rs = c.rope_scaling;
-  const bool stretched = rs.type == RopeScalingType::kLinear || rs.type == RopeScalingType::kYarn;
-  // As llama.cpp's converter writes YaRN and linear scaling: the unscaled context, the type,
-  // the factor and the original context (the attention factor left to its default).
-  g.AddU32(arch + ".context_length", stretched ? rs.original_max_position : c.max_seq_len);
-  if (stretched) {
-    g.AddString(arch + ".rope.scaling.type", rs.type == RopeScalingType::kYarn ? "yarn" : "linear");
-    g.AddF32(arch + ".rope.scaling.factor", static_cast<float>(rs.factor));
-    g.AddU32(arch + ".rope.scaling.original_context_length", rs.original_max_position);
-  }
-  g.AddU32(arch + ".embedding_length", c.dim);
-  g.AddU32(arch + ".feed_forward_length", c.hidden_dim);
-  g.AddU32(arch + ".block_count", c.num_layers);
-  g.AddU32(arch + ".attention.head_count", c.num_heads);
-  g.AddU32(arch + ".attention.head_count_kv", c.num_kv_heads);
-  g.AddU32(arch + ".attention.key_length", c.head_dim);
-  g.AddU32(arch + ".attention.value_length", c.head_dim);
-  g.AddF32(arch + ".attention.layer_norm_rms_epsilon", c.rms_norm_eps);
-  g.AddF32(arch + ".rope.freq_base", c.rope_theta);
+  g.AddHyperparameters(c, arch);
   g.AddU32("tokenizer.ggml.bos_token_id", 1);
   g.AddU32("tokenizer.ggml.eos_token_id", 2);
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape,
@@ -188,7 +85,7 @@ void WriteGgufModel(const ModelWeights& w, const std::string& arch, GgmlType typ
   auto vec = [&](const std::string& name, const std::vector<float>& v) {
     g.AddF32Tensor(name, {static_cast<int64_t>(v.size())}, v);
   };
-  if (rs.type == RopeScalingType::kLlama3) {
+  if (c.rope_scaling.type == RopeScalingType::kLlama3) {
     // Llama 3.1's scaling as llama.cpp's converter stores it: a factor per frequency.
     ModelConfig plain = c;
     plain.rope_scaling = {};
@@ -246,8 +143,9 @@ BadGguf MutatedGguf(const std::string& good, const std::string& name,
 }
 
 size_t GgufTensorInfoAt(const std::string& bytes, const std::string& name) {
-  std::string encoded;  // as the file spells the name: length, then bytes
-  PutString(&encoded, name);
+  std::string encoded(8, '\0');  // as the file spells the name: length, then bytes
+  PutAt<uint64_t>(&encoded, 0, name.size());
+  encoded += name;
   const size_t at = bytes.find(encoded);
   CHECK_NE(at, std::string::npos) << name;
   return at + 8 + name.size();
