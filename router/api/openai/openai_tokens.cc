@@ -1,6 +1,7 @@
 #include "router/api/openai/openai_tokens.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -15,17 +16,23 @@ namespace pagoda {
 
 absl::StatusOr<OrderedJson> TokenizeReply(const OrderedJson& body, const OpenAiContext& context) {
   const int max_model_len = context.cluster->max_model_len();
+  // A null member reads as absent, as every endpoint reads it (openai_fields.h).
+  OrderedJson present = body;
+  for (auto it = present.begin(); it != present.end();) {
+    it = it->is_null() ? present.erase(it) : std::next(it);
+  }
   std::string text;
   bool add_special_tokens = true;
-  if (body.contains("messages")) {
-    ASSIGN_OR_RETURN(text, RenderChat(body, context));
+  if (present.contains("messages")) {
+    ASSIGN_OR_RETURN(text, RenderChat(present, context));
     add_special_tokens = false;
-  } else if (const auto prompt = body.find("prompt"); prompt != body.end() && prompt->is_string()) {
+  } else if (const auto prompt = present.find("prompt");
+             prompt != present.end() && prompt->is_string()) {
     text = prompt->get<std::string>();
   } else {
     return BadField("prompt", "must be a string (or send messages)");
   }
-  if (auto it = body.find("add_special_tokens"); it != body.end()) {
+  if (auto it = present.find("add_special_tokens"); it != present.end()) {
     if (!it->is_boolean()) {
       return BadField("add_special_tokens", "must be true or false", kInvalidType);
     }

@@ -34,6 +34,17 @@ TEST_F(OpenAiTokensTest, MessagesAreRenderedAsChatRendersThem) {
             OrderedJson(Encode("<|user|>Hi<|end|><|assistant|>", /*add_special_tokens=*/false)));
 }
 
+TEST_F(OpenAiTokensTest, NullFieldsReadAsAbsent) {
+  absl::StatusOr<OrderedJson> plain = TokenizeReply({{"prompt", "Once upon"}}, context_);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<OrderedJson> nulls = TokenizeReply(
+      {{"prompt", "Once upon"}, {"messages", nullptr}, {"add_special_tokens", nullptr}}, context_);
+  ASSERT_TRUE(nulls.ok()) << nulls.status();
+  EXPECT_EQ(*nulls, *plain);
+  EXPECT_TRUE(
+      Refused(TokenizeReply({{"prompt", nullptr}}, context_).status(), "prompt", kInvalidValue));
+}
+
 TEST_F(OpenAiTokensTest, ABadTokenizeBodyIsRefusedByName) {
   EXPECT_TRUE(
       Refused(TokenizeReply(OrderedJson::object(), context_).status(), "prompt", kInvalidValue));
