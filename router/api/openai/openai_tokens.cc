@@ -1,11 +1,11 @@
 #include "router/api/openai/openai_tokens.h"
 
 #include <algorithm>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "router/api/openai/chat_prompt.h"
 #include "router/api/openai/openai_error.h"
@@ -15,28 +15,24 @@
 namespace pagoda {
 
 absl::StatusOr<OrderedJson> TokenizeReply(const OrderedJson& body, const OpenAiContext& context) {
+  // Fields are read through JsonMember: a null one is absent (openai_fields.h).
   const int max_model_len = context.cluster->max_model_len();
-  // A null member reads as absent, as every endpoint reads it (openai_fields.h).
-  OrderedJson present = body;
-  for (auto it = present.begin(); it != present.end();) {
-    it = it->is_null() ? present.erase(it) : std::next(it);
-  }
   std::string text;
   bool add_special_tokens = true;
-  if (present.contains("messages")) {
-    ASSIGN_OR_RETURN(text, RenderChat(present, context));
+  if (JsonMember(body, "messages") != nullptr) {
+    ASSIGN_OR_RETURN(text, RenderChat(body, context));
     add_special_tokens = false;
-  } else if (const auto prompt = present.find("prompt");
-             prompt != present.end() && prompt->is_string()) {
+  } else if (const OrderedJson* prompt = JsonMember(body, "prompt");
+             prompt != nullptr && prompt->is_string()) {
     text = prompt->get<std::string>();
   } else {
     return BadField("prompt", "must be a string (or send messages)");
   }
-  if (auto it = present.find("add_special_tokens"); it != present.end()) {
-    if (!it->is_boolean()) {
+  if (const OrderedJson* add = JsonMember(body, "add_special_tokens")) {
+    if (!add->is_boolean()) {
       return BadField("add_special_tokens", "must be true or false", kInvalidType);
     }
-    add_special_tokens = it->get<bool>();
+    add_special_tokens = add->get<bool>();
   }
   ASSIGN_OR_RETURN(std::vector<int> ids, EncodePrompt(*context.tokenizer, text, max_model_len,
                                                       "prompt", add_special_tokens));
