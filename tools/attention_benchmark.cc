@@ -5,6 +5,8 @@
 //                                 tokens' blocks shared by all (a common system prompt)
 //   BM_DecodeAttention1B/S/C/D    one layer of TinyLlama-1.1B's (32 query heads of 64 over 4 KV
 //                                 heads), the depths of issue 42: 4k to 16k, and 512 (in cache)
+//   BM_PrefillAttention1B/C/D     the same layer for a prefill chunk of 512 rows whose last is at
+//                                 depth C: the last chunk of a C-token prompt
 // Reports the K/V bytes per second; `roof`, the bytes read's share of the read bandwidth sampled
 // (tools/roofline.h) between the timed calls; and `fma_share`, the attention's multiply-adds
 // (2 · head_dim per query head and token: q·k and p·v) as f32 FMAs over this machine's f32 FMA
@@ -15,6 +17,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,6 +125,44 @@ void RunDecodeAttention(benchmark::State& state, const AttentionShape& shape, in
                          benchmark::Counter::kIsRate);
 }
 
+// One sequence's chunk of `rows` query rows at positions [ctx - rows, ctx), each seeing every
+// position before it: `fma_share` counts the multiply-adds of the causal scores and P·V.
+void RunPrefillAttention(benchmark::State& state, const AttentionShape& shape, int rows, int ctx,
+                         KvDtype dtype) {
+  const int num_blocks = (ctx + shape.block_size - 1) / shape.block_size;
+  const size_t runs = static_cast<size_t>(num_blocks) * shape.num_kv_heads;
+  const HugePageBuffer k = RandomPool(runs, shape, dtype, 1);
+  const HugePageBuffer v = RandomPool(runs, shape, dtype, 2);
+  std::vector<int> ids(num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(1));
+  const AttentionSequence seq{0, rows, ctx - rows, ids.data()};
+  const int row = shape.num_heads * shape.head_dim;
+  std::vector<float> q(static_cast<size_t>(rows) * row), out(q.size());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : q) x = dist(rng);
+  const KvLayerView kv{k.data(), v.data(), dtype};
+  for (auto _ : state) {
+    PagedAttention(ActiveKernels(), shape, std::span(&seq, 1), q.data(), row, kv, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Row r sees ctx - rows + r + 1 positions.
+  const double seen = static_cast<double>(rows) * (ctx - rows) + rows * (rows + 1) / 2.0;
+  const double flops = 4.0 * shape.num_heads * shape.head_dim * seen;
+  state.SetLabel(KvDtypeName(dtype));
+  state.counters["fma_share"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) / (PeakGflops() * 1e9),
+                         benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_PrefillAttention1B(benchmark::State& state) {
+  RunPrefillAttention(state, AttentionShape{32, 4, 64, 16}, 512, static_cast<int>(state.range(0)),
+                      static_cast<KvDtype>(state.range(1)));
+}
+
 void BM_DecodeAttention(benchmark::State& state) {
   RunDecodeAttention(state, AttentionShape{12, 12, 64, 16}, static_cast<int>(state.range(0)),
                      static_cast<int>(state.range(1)), static_cast<KvDtype>(state.range(2)),
@@ -137,6 +178,10 @@ BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{1}, {512}, {0, 1, 2}, {0}})
     ->ArgsProduct({{32}, {133, 512}, {0, 1, 2}, {0}})
     ->ArgsProduct({{32}, {512}, {0, 1, 2}, {352}});
+BENCHMARK(BM_PrefillAttention1B)
+    ->ArgsProduct({{512, 4096, 8192}, {0, 1, 3}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_DecodeAttention1B)
     ->ArgsProduct({{1, 8}, {512, 4096, 8192, 16384}, {0, 1, 3}})
     ->Unit(benchmark::kMicrosecond)

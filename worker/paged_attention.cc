@@ -15,6 +15,10 @@ namespace {
 
 // Query rows of one sequence handled together, sharing every K/V block load.
 constexpr int kTileRows = 16;
+// A sequence's step of at least this many rows (a prefill chunk) runs attention_prefill, rows
+// in lanes; fewer (a decode, a verification of at most kMaxDraftTokens drafts, a short chunk)
+// run attention, so a verification's rows round as the decodes they check.
+constexpr int kPrefillKernelRows = 64;
 // A part of a context split across threads has at least this many blocks (of 16 tokens: 512),
 // so merging the parts costs nothing next to reading them.
 constexpr int kMinSplitBlocks = 32;
@@ -93,8 +97,11 @@ int GroupSharedPrefixes(std::span<const AttentionSequence> seqs, int bs, Buffers
   b.groups.clear();
   order.resize(num_seqs);
   std::iota(order.begin(), order.end(), 0);
+  // A prefill chunk reads its blocks alone: its rows' kernel rounds otherwise.
   auto first_block = [&](int s) {
-    return FullBlocksBefore(seqs[s], bs) > 0 ? seqs[s].block_table[0] : -1;
+    return FullBlocksBefore(seqs[s], bs) > 0 && seqs[s].num_rows < kPrefillKernelRows
+               ? seqs[s].block_table[0]
+               : -1;
   };
   std::sort(order.begin(), order.end(), [&](int x, int y) {
     return std::pair(first_block(x), x) < std::pair(first_block(y), y);
@@ -319,6 +326,16 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
                          .kv_dtype = kv.dtype};
   };
 
+  // A prefill chunk's kernel: bf16 products for a cache already in fewer than 32 bits, where
+  // the CPU has them; f32 else.
+  const auto prefill =
+      kv.dtype != KvDtype::kF32 && kernels.attention_prefill_bf16dot != nullptr && hd % 2 == 0
+          ? kernels.attention_prefill_bf16dot
+          : kernels.attention_prefill;
+  auto kernel_of = [&](const AttentionSequence& seq) {
+    return seq.num_rows >= kPrefillKernelRows ? prefill : kernels.attention;
+  };
+
   const int num_shared_items = static_cast<int>(shared_items.size());
   const int num_items = static_cast<int>(items.size());
   const int num_parts = static_cast<int>(parts.size());
@@ -356,7 +373,7 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
         t.block_begin = groups[group_of[item.seq]].num_blocks;
         t.resume = true;
       }
-      kernels.attention(t);
+      kernel_of(seq)(t);
     }
     // The parts of split contexts, each left unnormalised in part_states, then merged.
 #pragma omp for schedule(dynamic, 1)
@@ -372,7 +389,7 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
       t.block_begin = item.block_begin;
       t.block_end = item.block_end;
       t.finish = false;
-      kernels.attention(t);
+      kernel_of(seq)(t);
       std::copy_n(scratch.data(), static_cast<size_t>(tile_states) * (hd + 2),
                   part_states.data() + item.part_states);
     }

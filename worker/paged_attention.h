@@ -1,4 +1,4 @@
-// Paged attention: one kernel for prefill chunks and decodes (DESIGN §6).
+// Paged attention over the KV pool's blocks, for prefill chunks and decodes (DESIGN §6).
 //
 // For each sequence and KV head it walks the sequence's block table and merges one block at a
 // time into a running softmax (running max m, running sum l, rescaled output o):
@@ -42,7 +42,11 @@ struct AttentionSequence {
 // kv: one layer's pool, [num_blocks, num_kv_heads, block_size, head_dim] of kv.dtype; 16-bit
 // rows are widened to f32 block by block as the kernel reads them.
 // out: (T, num_heads * head_dim). Rows not covered by `seqs` are left untouched.
-// Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`.
+// Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`:
+// kernels.attention for a sequence's step of fewer than 64 rows (decodes, verifications of
+// drafts, short chunks), kernels.attention_prefill (or its bf16 form, for a cache in fewer than
+// 32 bits where the CPU has AVX512_BF16) for longer ones, which read the blocks of a shared
+// prefix on their own. Each kernel computes a row the same whatever else shares the step.
 // With fewer of those than threads, a long context (of sequences sharing no blocks) is split
 // into parts of consecutive blocks on different threads, whose (m, l, o) are merged by the rule
 // above: the same result up to f32 rounding (the sums are grouped otherwise), not bit for bit.

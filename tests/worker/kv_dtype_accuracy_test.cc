@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,59 @@ TEST_P(KvDtypeAccuracyTest, SixteenBitAndInt8KvAgreeWithF32OnTheGoldenContinuati
     EXPECT_GE(top1, kBounds[d].min_top1) << name;
     EXPECT_LT(mean_kl, kBounds[d].max_mean_kl) << name;
   }
+}
+
+// What the bf16 prefill attention kernel (q and p rounded to bf16, bf16 pair products) costs
+// against the f32 prefill kernel over the same bf16 cache: every position of the golden
+// continuations is computed in prefill chunks of 128 rows, so each reads attention_prefill's
+// rows; the two runs differ in that kernel alone.
+TEST_P(KvDtypeAccuracyTest, Bf16PrefillAttentionAgreesWithTheF32KernelOnTheGoldenContinuations) {
+  if (GetParam()->attention_prefill_bf16dot == nullptr) {
+    GTEST_SKIP() << GetParam()->name << " has no bf16 prefill attention (needs AVX512_BF16)";
+  }
+  constexpr int kChunk = 128;
+  const std::vector<testing::GoldenCase> golden = testing::LoadGoldenCases();
+  ASSERT_FALSE(golden.empty());
+  // A model keeps the kernels active when it is made: one with each.
+  Kernels f32_prefill = *GetParam();
+  f32_prefill.attention_prefill_bf16dot = nullptr;
+  auto make_model = [&](const Kernels* kernels) {
+    SetActiveKernelsForTesting(kernels);
+    absl::StatusOr<ModelWeights> w = LoadLlama2cCheckpoint(testing::Stories260KModel());
+    EXPECT_TRUE(w.ok()) << w.status();
+    auto model = LlamaModel::Create(*std::move(w), kChunk, kChunk);
+    EXPECT_TRUE(model.ok()) << model.status();
+    SetActiveKernelsForTesting(GetParam());
+    return *std::move(model);
+  };
+  const std::unique_ptr<LlamaModel> reference_model = make_model(&f32_prefill);
+  const std::unique_ptr<LlamaModel> model = make_model(GetParam());
+  const ModelConfig& config = model->config();
+  const int num_blocks = config.max_seq_len / kBlockSize + 1;
+  testing::Agreement agreement;
+  int prefill_rows = 0;
+  for (const testing::GoldenCase& c : golden) {
+    std::vector<int> ids = c.prompt_ids;
+    ids.insert(ids.end(), c.greedy_ids.begin(), c.greedy_ids.end());
+    ids.resize(std::min<size_t>(ids.size(), config.max_seq_len));
+    const int n = static_cast<int>(ids.size());
+    if (n < 64) continue;  // shorter chunks run the other kernel
+    KvPool kv(config, num_blocks, kBlockSize, KvDtype::kBf16);
+    const auto reference = testing::TeacherForcedLogits(*reference_model, kv, ids, n, kChunk);
+    const auto logits = testing::TeacherForcedLogits(*model, kv, ids, n, kChunk);
+    for (int p = 0; p < n; ++p) agreement.Add(reference[p], logits[p]);
+    prefill_rows += n;
+  }
+  ASSERT_GT(prefill_rows, 1000) << "too few golden positions to measure";
+  const double mean_kl = agreement.mean_kl(), top1 = agreement.top1();
+  RecordProperty("mean_kl_bf16_prefill", absl::StrCat(mean_kl));
+  RecordProperty("top1_agreement_bf16_prefill", absl::StrCat(top1));
+  std::printf(
+      "[%s] bf16 prefill attention vs f32, bf16 KV, %d positions: mean KL %.3g nats, "
+      "top-1 agreement %.2f%%\n",
+      GetParam()->name, agreement.positions(), mean_kl, 100 * top1);
+  EXPECT_GE(top1, 0.97);
+  EXPECT_LT(mean_kl, 0.01);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvDtypeAccuracyTest, ::testing::ValuesIn(SupportedKernels()),

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "worker/kernels/elements.h"
 #include "worker/kernels/kernels.h"
+#include "worker/kernels/kv_rows.h"
 #include "worker/kernels/vec.h"
 
 namespace pagoda {
@@ -18,19 +18,6 @@ namespace PAGODA_ISA {
 namespace {
 
 constexpr float kNegInf = -__builtin_inff();
-
-// int8 rows with an f16 scale each (worker/kv_dtype.h): a (block, KV head) run is block_size
-// rows of head_dim bytes, then their block_size scales. WidenInt8 reads it.
-struct Int8 {
-  using Elem = int8_t;
-};
-
-// Elements of Elem between two (block, KV head) runs, block_size rows each.
-template <typename T>
-long RunElems(int bs, int hd) {
-  if constexpr (std::is_same_v<T, Int8>) return static_cast<long>(bs) * (hd + 2);
-  return static_cast<long>(bs) * hd;
-}
 
 // scores[j] = q · k_j · scale for keys [j, n) of a block (k: (n, hd)), one at a time; returns
 // the max of them and `max`.
@@ -205,42 +192,6 @@ void AccumulateValuesOfTwo(const float* p0, const float* p1, const float* v, int
   }
 }
 
-// dst = the first `count` elements of src as f32.
-template <typename T>
-void Widen(const typename T::Elem* src, long count, float* dst) {
-  long i = 0;
-  for (; i + kWidth <= count; i += kWidth) Store(dst + i, T::LoadRow(src + i));
-  for (; i < count; ++i) dst[i] = T::LoadOne(src + i);
-}
-
-// kWidth int8 values as f32.
-[[gnu::always_inline]] inline V LoadInt8(const int8_t* p) {
-#if defined(__AVX512F__)
-  return _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#else
-  return _mm256_cvtepi32_ps(
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-#endif
-}
-
-// dst (keys, hd) = the first `keys` rows of an int8 run (bs rows, then bs f16 scales) as f32,
-// each row times its scale: the scale is applied once here, for every query head that reads it.
-void WidenInt8(const int8_t* run, int keys, int hd, int bs, float* dst) {
-  const int8_t* scales = run + static_cast<long>(bs) * hd;
-  for (int j = 0; j < keys; ++j) {
-    uint16_t half;
-    __builtin_memcpy(&half, scales + 2 * j, sizeof(half));
-    const float s = _cvtsh_ss(half);
-    const V sv = Set1(s);
-    const int8_t* q = run + static_cast<long>(j) * hd;
-    float* out = dst + static_cast<long>(j) * hd;
-    int d = 0;
-    for (; d + kWidth <= hd; d += kWidth) Store(out + d, Mul(LoadInt8(q + d), sv));
-    for (; d < hd; ++d) out[d] = static_cast<float>(q[d]) * s;
-  }
-}
-
 // One state's merge of a block whose scores are in `scores` (n of them, max block_max).
 [[gnu::always_inline]] inline float Rescale(float block_max, float* scores, int n, float* m,
                                             float* l) {
@@ -285,12 +236,7 @@ void AttentionOf(const AttentionTile& t) {
     if (b + 1 < num_blocks) {
       // Blocks are scattered: fetch the next one's run while this one is computed.
       const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
-      const char* nk = reinterpret_cast<const char*>(k_pool + next);
-      const char* nv = reinterpret_cast<const char*>(v_pool + next);
-      for (long off = 0; off < run_bytes; off += 64) {
-        _mm_prefetch(nk + off, _MM_HINT_T0);
-        _mm_prefetch(nv + off, _MM_HINT_T0);
-      }
+      PrefetchRun(k_pool + next, v_pool + next, run_bytes);
     }
     const int base = b * bs;
     const int keys = MinInt(bs, last_pos - base + 1);  // the most any row of the tile sees
@@ -298,20 +244,7 @@ void AttentionOf(const AttentionTile& t) {
       const long at = t.block_table[b] * block_stride + h * head_stride;
       const float* kb;  // (keys, hd)
       const float* vb;  // (keys, hd)
-      if constexpr (std::is_same_v<T, F32>) {
-        kb = k_pool + at;
-        vb = v_pool + at;
-      } else if constexpr (std::is_same_v<T, Int8>) {
-        WidenInt8(k_pool + at, keys, hd, bs, k_wide);
-        WidenInt8(v_pool + at, keys, hd, bs, v_wide);
-        kb = k_wide;
-        vb = v_wide;
-      } else {
-        Widen<T>(k_pool + at, static_cast<long>(keys) * hd, k_wide);
-        Widen<T>(v_pool + at, static_cast<long>(keys) * hd, v_wide);
-        kb = k_wide;
-        vb = v_wide;
-      }
+      RowsOf<T>(k_pool, v_pool, at, keys, hd, bs, k_wide, v_wide, &kb, &vb);
       for (int r = t.row_begin; r < t.row_end; ++r) {
         const int n = MinInt(bs, t.start_pos + r - base + 1);  // causal limit in this block
         if (n <= 0) continue;

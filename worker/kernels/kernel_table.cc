@@ -23,12 +23,14 @@ void GemmInt4(const uint8_t* packed_x, int rows, const uint8_t* packed, const Pa
 void GemmQ6K(const uint8_t* packed_x, int rows, const uint8_t* packed, const PackedShape& shape,
              int panel_begin, int panel_end, const float* bias, bool accumulate, float* y, int ldy);
 void Attention(const AttentionTile& tile);
+void AttentionPrefill(const AttentionTile& tile);
 void LoraShrink(const LoraMatrix& a, const float* x, int ldx, const int* rows, int n, int k_begin,
                 int k_end, float* t);
 void LoraExpand(const LoraMatrix& b, const float* t, const int* rows, int n, int j_begin, int j_end,
                 float* y, int ldy);
 #if defined(__AVX512F__)
 void PackRowsBf16(const float* x, int rows, int k, int tile_begin, int tile_end, uint32_t* packed);
+void AttentionPrefillBf16Dot(const AttentionTile& tile);
 void GemmBf16Dot(const uint32_t* packed_x, int rows, const uint16_t* packed,
                  const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
                  bool accumulate, float* y, int ldy);
@@ -103,6 +105,12 @@ constexpr Kernels kKernels = {
     .rms_norm = &RmsNorm,
     .swiglu = &SwiGlu,
     .attention = &Attention,
+    .attention_prefill = &AttentionPrefill,
+#if defined(__AVX512F__)
+    .attention_prefill_bf16dot = &AttentionPrefillBf16Dot,
+#else
+    .attention_prefill_bf16dot = nullptr,
+#endif
     .lora_shrink = &LoraShrink,
     .lora_expand = &LoraExpand,
 };

@@ -196,6 +196,13 @@ struct Kernels {
   // h = SiLU(gate) · up.
   void (*swiglu)(const float* gate, const float* up, int n, float* h);
   void (*attention)(const AttentionTile& tile);
+  // The same for a tile of a long prefill chunk: rows in vector lanes, several times faster on
+  // many rows (attention_prefill_kernel.cc). Its sums round otherwise than `attention`'s, so a
+  // sequence's step uses one or the other for all of its rows.
+  void (*attention_prefill)(const AttentionTile& tile);
+  // The same multiplying bf16 pairs (AVX512_BF16; nullptr without it), for a K/V cache stored
+  // in fewer than 32 bits: q and p rounded to bf16, f32 sums. REQUIRES: head_dim even.
+  void (*attention_prefill_bf16dot)(const AttentionTile& tile);
   // LoRA's low-rank products over the rows rows[0..n) of x and y (row i of x at
   // x + rows[i]·ldx). lora_shrink: t[i][k] = x[rows[i]] · a[k] for ranks [k_begin, k_end), with
   // t (n, a.rows) dense. lora_expand: y[rows[i]][j] += Σ_k t[i][k] · b[k][j] for columns
@@ -209,11 +216,15 @@ struct Kernels {
 // Whether `kernels` can multiply bf16 weights in bf16 (gemm_bf16dot).
 inline bool HasBf16Compute(const Kernels& kernels) { return kernels.gemm_bf16dot != nullptr; }
 
-// Floats of scratch an AttentionTile needs: its states, then two blocks' scores and one block of
-// K and of V widened to f32.
+// Floats of scratch an AttentionTile needs, for any attention kernel: its states, then the
+// prefill kernels' rows in lanes (q and the states, rows rounded up to 16 lanes), one block's
+// scores (two for attention's), one block of K and of V widened to f32, and the bf16 kernel's K
+// rows and V pairs.
 inline size_t AttentionScratchFloats(int rows, int query_heads, int head_dim, int block_size) {
+  const size_t lanes = static_cast<size_t>(rows + 15) / 16 * 16;
   return static_cast<size_t>(rows) * query_heads * (head_dim + 2) +
-         static_cast<size_t>(block_size) * (2 + 2 * head_dim);
+         lanes * query_heads * (2 * head_dim + 2) +
+         static_cast<size_t>(block_size) * (48 + 3 * head_dim) + 2 * head_dim;
 }
 
 namespace avx2 {
