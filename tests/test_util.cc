@@ -140,18 +140,20 @@ std::vector<GoldenCase> LoadGoldenCases() {
 
 int StartProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
                  const std::string& stderr_path) {
+  // Between fork and exec only async-signal-safe calls: a test that serves from a thread of its
+  // own (an httplib server, gRPC) may hold the allocator's lock when it forks, and a child that
+  // allocates then waits for it forever (a sanitizer run's BenchOpenAiTest once hung so).
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const bool same = stderr_path == stdout_path;
   const pid_t pid = fork();
   CHECK_GE(pid, 0);
   if (pid == 0) {
     const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = stderr_path == stdout_path
-                        ? out
-                        : open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = same ? out : open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
     dup2(err, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }

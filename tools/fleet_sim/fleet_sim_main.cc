@@ -25,6 +25,7 @@
 //   lock_wait_us_per_report, lock_waited_fraction   the worker loops' Cluster lock waits
 //   running, waiting        the router's sequences at the end (waiting ones are idle streams)
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -32,7 +33,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -150,17 +150,19 @@ int FreePort() {
 }
 
 pid_t StartRouter(const std::vector<std::string>& args, const std::string& log) {
+  // Between fork and exec only async-signal-safe calls: the simulated workers' threads may hold
+  // the allocator's lock when this forks.
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   PCHECK(pid >= 0);
   if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f != nullptr) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
     }
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
   }
