@@ -226,51 +226,35 @@ void AttentionOf(const AttentionTile& t) {
   }
 
   const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
-  const int last_pos = t.start_pos + t.row_end - 1;
-  const int num_blocks = t.block_end >= 0 ? t.block_end : last_pos / bs + 1;
-  const long head_stride = RunElems<T>(bs, hd);
-  const long block_stride = t.num_kv_heads * head_stride;
-  const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
   const bool pairs = hd % kWidth == 0;
-  for (int b = t.block_begin; b < num_blocks; ++b) {
-    if (b + 1 < num_blocks) {
-      // Blocks are scattered: fetch the next one's run while this one is computed.
-      const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
-      PrefetchRun(k_pool + next, v_pool + next, run_bytes);
-    }
-    const int base = b * bs;
-    const int keys = MinInt(bs, last_pos - base + 1);  // the most any row of the tile sees
-    for (int h = t.head_begin; h < t.head_end; ++h) {
-      const long at = t.block_table[b] * block_stride + h * head_stride;
-      const float* kb;  // (keys, hd)
-      const float* vb;  // (keys, hd)
-      RowsOf<T>(k_pool, v_pool, at, keys, hd, bs, k_wide, v_wide, &kb, &vb);
-      for (int r = t.row_begin; r < t.row_end; ++r) {
-        const int n = MinInt(bs, t.start_pos + r - base + 1);  // causal limit in this block
-        if (n <= 0) continue;
-        const float* q_row = t.q + static_cast<long>(r) * t.q_stride;
-        const int s_first = (r - t.row_begin) * heads + (h - t.head_begin) * group;
-        int g = 0;
-        for (; pairs && g + 2 <= group; g += 2) {
-          const int s = s_first + g;
-          const float* q0 = q_row + (h * group + g) * hd;
-          float max0, max1;
-          ScoresOfTwo(q0, q0 + hd, kb, n, hd, scale, scores0, scores1, &max0, &max1);
-          const float c0 = Rescale(max0, scores0, n, &m[s], &l[s]);
-          const float c1 = Rescale(max1, scores1, n, &m[s + 1], &l[s + 1]);
-          AccumulateValuesOfTwo(scores0, scores1, vb, n, hd, c0, c1,
-                                acc + static_cast<long>(s) * hd,
-                                acc + static_cast<long>(s + 1) * hd);
-        }
-        for (; g < group; ++g) {
-          const int s = s_first + g;
-          const float block_max = Scores(q_row + (h * group + g) * hd, kb, n, hd, scale, scores0);
-          const float c = Rescale(block_max, scores0, n, &m[s], &l[s]);
-          AccumulateValues(scores0, vb, n, hd, c, acc + static_cast<long>(s) * hd);
-        }
+  ForEachRun<T>(t, [&](int base, int keys, int h, long at) {
+    const float* kb;  // (keys, hd)
+    const float* vb;  // (keys, hd)
+    RowsOf<T>(k_pool, v_pool, at, keys, hd, bs, k_wide, v_wide, &kb, &vb);
+    for (int r = t.row_begin; r < t.row_end; ++r) {
+      const int n = MinInt(bs, t.start_pos + r - base + 1);  // causal limit in this block
+      if (n <= 0) continue;
+      const float* q_row = t.q + static_cast<long>(r) * t.q_stride;
+      const int s_first = (r - t.row_begin) * heads + (h - t.head_begin) * group;
+      int g = 0;
+      for (; pairs && g + 2 <= group; g += 2) {
+        const int s = s_first + g;
+        const float* q0 = q_row + (h * group + g) * hd;
+        float max0, max1;
+        ScoresOfTwo(q0, q0 + hd, kb, n, hd, scale, scores0, scores1, &max0, &max1);
+        const float c0 = Rescale(max0, scores0, n, &m[s], &l[s]);
+        const float c1 = Rescale(max1, scores1, n, &m[s + 1], &l[s + 1]);
+        AccumulateValuesOfTwo(scores0, scores1, vb, n, hd, c0, c1, acc + static_cast<long>(s) * hd,
+                              acc + static_cast<long>(s + 1) * hd);
+      }
+      for (; g < group; ++g) {
+        const int s = s_first + g;
+        const float block_max = Scores(q_row + (h * group + g) * hd, kb, n, hd, scale, scores0);
+        const float c = Rescale(block_max, scores0, n, &m[s], &l[s]);
+        AccumulateValues(scores0, vb, n, hd, c, acc + static_cast<long>(s) * hd);
       }
     }
-  }
+  });
   if (!t.finish) return;
   const int out_stride = t.num_heads * hd;
   for (int r = t.row_begin; r < t.row_end; ++r) {

@@ -128,38 +128,24 @@ void PrefillOf(const AttentionTile& t) {
   auto* merge = hd == 64    ? &Math::template Merge<64>
                 : hd == 128 ? &Math::template Merge<128>
                             : &Math::template Merge<0>;
-  const int last_pos = t.start_pos + t.row_end - 1;
-  const int num_blocks = t.block_end >= 0 ? t.block_end : last_pos / bs + 1;
-  const long head_stride = RunElems<T>(bs, hd);
-  const long block_stride = t.num_kv_heads * head_stride;
-  const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
-  for (int b = t.block_begin; b < num_blocks; ++b) {
-    if (b + 1 < num_blocks) {
-      const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
-      PrefetchRun(k_pool + next, v_pool + next, run_bytes);
-    }
-    const int base = b * bs;
-    const int keys = MinInt(bs, last_pos - base + 1);  // the most any row of the tile sees
-    for (int h = t.head_begin; h < t.head_end; ++h) {
-      const long at = t.block_table[b] * block_stride + h * head_stride;
-      const void* kb;
-      const void* vb;
-      Math::template Block<T>(k_pool, v_pool, at, keys, hd, bs, k_wide, v_wide, &kb, &vb);
-      for (int chunk = 0; chunk < chunks; ++chunk) {
-        // Lane x is the row at position pos0 + x; it sees key j when base + j <= pos0 + x.
-        const int pos0 = t.start_pos + t.row_begin + chunk * kWidth;
-        const int last_lane = MinInt(kWidth, rows - chunk * kWidth) - 1;
-        const int n = MinInt(keys, pos0 + last_lane - base + 1);
-        if (n <= 0) continue;
-        const int hide = base - pos0;  // key j hidden from lanes [0, hide + j)
-        for (int g = 0; g < group; ++g) {
-          const long u = static_cast<long>(chunk) * heads + (h - t.head_begin) * group + g;
-          merge(qt + u * Math::QWords(hd), kb, vb, n, hd, hide, scale, s, ml + u * 2 * kWidth,
-                ot + u * hd * kWidth);
-        }
+  ForEachRun<T>(t, [&](int base, int keys, int h, long at) {
+    const void* kb;
+    const void* vb;
+    Math::template Block<T>(k_pool, v_pool, at, keys, hd, bs, k_wide, v_wide, &kb, &vb);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      // Lane x is the row at position pos0 + x; it sees key j when base + j <= pos0 + x.
+      const int pos0 = t.start_pos + t.row_begin + chunk * kWidth;
+      const int last_lane = MinInt(kWidth, rows - chunk * kWidth) - 1;
+      const int n = MinInt(keys, pos0 + last_lane - base + 1);
+      if (n <= 0) continue;
+      const int hide = base - pos0;  // key j hidden from lanes [0, hide + j)
+      for (int g = 0; g < group; ++g) {
+        const long u = static_cast<long>(chunk) * heads + (h - t.head_begin) * group + g;
+        merge(qt + u * Math::QWords(hd), kb, vb, n, hd, hide, scale, s, ml + u * 2 * kWidth,
+              ot + u * hd * kWidth);
       }
     }
-  }
+  });
 
   const int out_stride = t.num_heads * hd;
   for (int u = 0; u < units; ++u) {

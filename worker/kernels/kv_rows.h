@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "worker/kernels/elements.h"
+#include "worker/kernels/kernels.h"
 #include "worker/kernels/vec.h"
 
 namespace pagoda {
@@ -92,6 +93,34 @@ template <typename T>
   for (long off = 0; off < bytes; off += 64) {
     _mm_prefetch(nk + off, _MM_HINT_T0);
     _mm_prefetch(nv + off, _MM_HINT_T0);
+  }
+}
+
+// Walks a tile's blocks (AttentionTile's range) and KV heads: f(base, keys, h, at) for each,
+// with `base` the block's first position, `keys` the most any row of the tile sees in it and
+// `at` the (block, head h) run's first element of T; the next block's runs are fetched
+// meanwhile (blocks are scattered).
+template <typename T, typename F>
+[[gnu::always_inline]] inline void ForEachRun(const AttentionTile& t, F&& f) {
+  using Elem = typename T::Elem;
+  const Elem* k_pool = static_cast<const Elem*>(t.k_pool);
+  const Elem* v_pool = static_cast<const Elem*>(t.v_pool);
+  const int bs = t.block_size;
+  const int last_pos = t.start_pos + t.row_end - 1;
+  const int num_blocks = t.block_end >= 0 ? t.block_end : last_pos / bs + 1;
+  const long head_stride = RunElems<T>(bs, t.head_dim);
+  const long block_stride = t.num_kv_heads * head_stride;
+  const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
+  for (int b = t.block_begin; b < num_blocks; ++b) {
+    if (b + 1 < num_blocks) {
+      const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
+      PrefetchRun(k_pool + next, v_pool + next, run_bytes);
+    }
+    const int base = b * bs;
+    const int keys = MinInt(bs, last_pos - base + 1);
+    for (int h = t.head_begin; h < t.head_end; ++h) {
+      f(base, keys, h, t.block_table[b] * block_stride + h * head_stride);
+    }
   }
 }
 
