@@ -38,8 +38,7 @@ class H2GuardTest : public HostileGrpcTest {
     while (dirent* entry = proc ? readdir(proc) : nullptr) {
       const pid_t pid = atoi(entry->d_name);
       if (pid <= 0) continue;
-      std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));  // gone meanwhile: empty
-      const std::string stat((std::istreambuf_iterator<char>(in)), {});
+      const std::string stat = ReadProcFile(pid, "stat");  // gone meanwhile: empty
       const size_t close = stat.rfind(')');
       if (close == std::string::npos || stat.find("(haproxy)") == std::string::npos) continue;
       std::istringstream rest(stat.substr(close + 2));

@@ -3,8 +3,10 @@
 #ifndef PAGODA_TESTS_INTEGRATION_HOSTILE_FIXTURE_H_
 #define PAGODA_TESTS_INTEGRATION_HOSTILE_FIXTURE_H_
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,9 +17,22 @@
 
 namespace pagoda {
 
+// The text of /proc/<pid>/<name>: empty when the process is gone, even while it is read (an
+// ifstream's read of an exited process's file throws: ESRCH).
+inline std::string ReadProcFile(pid_t pid, const char* name) {
+  const int fd = open(absl::StrCat("/proc/", pid, "/", name).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return n < 0 ? "" : text;
+}
+
 // A field of /proc/<pid>/status (VmRSS in kB, Threads), or -1.
 inline int64_t ProcStatus(pid_t pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::istringstream in(ReadProcFile(pid, "status"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(field + ":", 0) != 0) continue;
