@@ -41,7 +41,7 @@ void Scatter(const std::byte* in, int block, KvPool* pool) {
 absl::StatusOr<std::unique_ptr<KvDiskCache>> KvDiskCache::Open(const KvDiskCacheOptions& options,
                                                                const std::string& fingerprint,
                                                                const KvPool& pool) {
-  const KvDiskSpace space{absl::StrCat(fingerprint, ";kv=", KvDtypeName(pool.dtype())),
+  const KvDiskSpace space{absl::StrCat(fingerprint, ";kv=", KvLayoutName(pool.dtype())),
                           pool.block_size(), KvBytes(pool)};
   absl::StatusOr<std::unique_ptr<KvDiskStore>> store =
       KvDiskStore::Open(options.dir, space, options.max_bytes);

@@ -3,8 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/numeric.h"
 #include "glog/logging.h"
@@ -97,7 +100,91 @@ void Quantize(const float* x, int n, float inv_scale, int8_t* q) {
   }
 }
 
-void WriteInt8Row(const float* src, int head_dim, int block_size, int offset, void* run) {
+// D's sign for element d of a group, as a mask to xor into the float: the parity of a fixed
+// hash of d decides.
+constexpr uint32_t SignMaskOf(int d) {
+  return (std::popcount(static_cast<uint32_t>(d) * 0x9E3779B1u) & 1) != 0 ? 0x80000000u : 0u;
+}
+
+// The masks of the first kSignTable elements of a group (groups are head_dim wide at most).
+constexpr int kSignTable = 1024;
+constexpr std::array<uint32_t, kSignTable> kSignMasks = [] {
+  std::array<uint32_t, kSignTable> masks{};
+  for (int d = 0; d < kSignTable; ++d) masks[d] = SignMaskOf(d);
+  return masks;
+}();
+
+// y = D·y over one group of g.
+void FlipSigns(float* y, int g) {
+  for (int d = 0; d < g; ++d) {
+    const uint32_t mask = d < kSignTable ? kSignMasks[d] : SignMaskOf(d);
+    y[d] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[d]) ^ mask);
+  }
+}
+
+// y = H·y / √g over one group of g, a power of two: butterflies y[j], y[j+h] → their sum and
+// difference for h = 1, 2, 4, ..., g/2.
+void Hadamard(float* y, int g) {
+  const float norm = 1.0f / std::sqrt(static_cast<float>(g));
+  int h = 1;
+#if defined(__AVX2__)
+  if (g >= 8) {
+    // h = 1, 2, 4 within each vector: lane i becomes its partner's (i ^ h) value plus or minus
+    // its own, minus where i has bit h.
+    const __m256 minus1 = _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1);
+    const __m256 minus2 = _mm256_setr_ps(1, 1, -1, -1, 1, 1, -1, -1);
+    const __m256 minus4 = _mm256_setr_ps(1, 1, 1, 1, -1, -1, -1, -1);
+    for (int i = 0; i < g; i += 8) {
+      __m256 v = _mm256_loadu_ps(y + i);
+      v = _mm256_fmadd_ps(v, minus1, _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+      v = _mm256_fmadd_ps(v, minus2, _mm256_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+      v = _mm256_fmadd_ps(v, minus4, _mm256_permute2f128_ps(v, v, 1));
+      _mm256_storeu_ps(y + i, v);
+    }
+    // h = 8, 16, ...: whole vectors.
+    for (h = 8; h < g; h *= 2) {
+      for (int i = 0; i < g; i += 2 * h) {
+        for (int j = i; j < i + h; j += 8) {
+          const __m256 a = _mm256_loadu_ps(y + j), b = _mm256_loadu_ps(y + j + h);
+          _mm256_storeu_ps(y + j, _mm256_add_ps(a, b));
+          _mm256_storeu_ps(y + j + h, _mm256_sub_ps(a, b));
+        }
+      }
+    }
+    const __m256 n = _mm256_set1_ps(norm);
+    for (int i = 0; i < g; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), n));
+    return;
+  }
+#endif
+  for (; h < g; h *= 2) {
+    for (int i = 0; i < g; i += 2 * h) {
+      for (int j = i; j < i + h; ++j) {
+        const float a = y[j], b = y[j + h];
+        y[j] = a + b;
+        y[j + h] = a - b;
+      }
+    }
+  }
+  for (int d = 0; d < g; ++d) y[d] *= norm;
+}
+
+// x = R·x (kSignsFirst) or Rᵀ·x, group by group: H is symmetric and D its own inverse.
+template <bool kSignsFirst>
+void Rotate(float* x, int head_dim) {
+  const int g = head_dim & -head_dim;
+  for (float* y = x; y < x + head_dim; y += g) {
+    if (kSignsFirst) FlipSigns(y, g);
+    Hadamard(y, g);
+    if (!kSignsFirst) FlipSigns(y, g);
+  }
+}
+
+void WriteInt8Row(const float* unrotated, int head_dim, int block_size, int offset, void* run) {
+  static thread_local std::vector<float> rotated;
+  rotated.assign(unrotated, unrotated + head_dim);
+  RotateToInt8Basis(rotated.data(), head_dim);
+  const float* src = rotated.data();
   auto* q = static_cast<int8_t*>(run) + static_cast<long>(offset) * head_dim;
   auto* scales = reinterpret_cast<uint16_t*>(static_cast<char*>(run) +
                                              static_cast<long>(block_size) * head_dim);
@@ -116,6 +203,14 @@ void WriteInt8Row(const float* src, int head_dim, int block_size, int offset, vo
 }
 
 }  // namespace
+
+void RotateToInt8Basis(float* x, int head_dim) { Rotate<true>(x, head_dim); }
+
+void RotateFromInt8Basis(float* x, int head_dim) { Rotate<false>(x, head_dim); }
+
+const char* KvLayoutName(KvDtype dtype) {
+  return dtype == KvDtype::kInt8 ? "int8-hadamard" : KvDtypeName(dtype);
+}
 
 void ConvertFromFloat(const float* src, int n, KvDtype dtype, void* dst) {
   switch (dtype) {
@@ -168,6 +263,7 @@ void ReadKvRow(const void* run, int head_dim, KvDtype dtype, int block_size, int
       }
     }
   }
+  if (dtype == KvDtype::kInt8) RotateFromInt8Basis(dst, head_dim);
 }
 
 }  // namespace pagoda

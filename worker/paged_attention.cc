@@ -85,6 +85,8 @@ struct Buffers {
   std::vector<int> order, group_of, state_row;  // group_of: -1 for none
   std::vector<std::pair<int, int>> shared;      // (blocks shared with the lead, sequence)
   std::vector<float> gathered_q, states;
+  std::vector<int> rows;         // every row of the step's sequences
+  std::vector<float> rotated_q;  // for an int8 cache
 };
 
 // Finds the groups and gives each member its first row in the gathered rows; returns their
@@ -232,6 +234,16 @@ void MergeParts(const SplitItem& split, const std::vector<WorkItem>& parts,
   }
 }
 
+// rows = the rows of every sequence, ascending; returns their count.
+int ListRows(std::span<const AttentionSequence> seqs, std::vector<int>& rows) {
+  rows.clear();
+  for (const AttentionSequence& seq : seqs) {
+    for (int r = 0; r < seq.num_rows; ++r) rows.push_back(seq.first_row + r);
+  }
+  std::sort(rows.begin(), rows.end());
+  return static_cast<int>(rows.size());
+}
+
 }  // namespace
 
 void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
@@ -252,10 +264,28 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
   shared_items.clear();
   items.clear();
 
+  // An int8 cache holds its rows rotated (kv_dtype.h): q goes in rotated, `out` is rotated back
+  // at the end.
+  const int row_floats = heads * hd;
+  const bool rotated = kv.dtype == KvDtype::kInt8;
+  std::vector<int>& rows = buffers.rows;
+  const int num_rows = rotated ? ListRows(seqs, rows) : 0;
+  if (rotated) {
+    std::vector<float>& rotated_q = buffers.rotated_q;
+    rotated_q.resize(static_cast<size_t>(rows.empty() ? 0 : rows.back() + 1) * row_floats);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < num_rows; ++i) {
+      float* dst = rotated_q.data() + static_cast<size_t>(rows[i]) * row_floats;
+      std::copy_n(q + static_cast<size_t>(rows[i]) * q_stride, row_floats, dst);
+      for (int h = 0; h < heads; ++h) RotateToInt8Basis(dst + h * hd, hd);
+    }
+    q = rotated_q.data();
+    q_stride = row_floats;
+  }
+
   const int num_state_rows = GroupSharedPrefixes(seqs, bs, buffers);
 
   // The grouped sequences' query rows, gathered in group order, and room for their states.
-  const int row_floats = heads * hd;
   gathered_q.resize(static_cast<size_t>(num_state_rows) * row_floats);
   states.resize(static_cast<size_t>(num_state_rows) * heads * (hd + 2));
   for (int s = 0; s < num_seqs; ++s) {
@@ -396,6 +426,13 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
 #pragma omp for schedule(dynamic, 1)
     for (int i = 0; i < num_splits; ++i) {
       MergeParts(splits[i], parts, shape, seqs[splits[i].whole.seq], part_states.data(), out);
+    }
+    if (rotated) {
+#pragma omp for schedule(static)
+      for (int i = 0; i < num_rows; ++i) {
+        float* o = out + static_cast<size_t>(rows[i]) * row_floats;
+        for (int h = 0; h < heads; ++h) RotateFromInt8Basis(o + h * hd, hd);
+      }
     }
   }
 }

@@ -40,7 +40,8 @@ struct AttentionSequence {
 
 // q: (T, q_stride) with head h at columns [h*head_dim, (h+1)*head_dim).
 // kv: one layer's pool, [num_blocks, num_kv_heads, block_size, head_dim] of kv.dtype; 16-bit
-// rows are widened to f32 block by block as the kernel reads them.
+// rows are widened to f32 block by block as the kernel reads them. An int8 pool's rows are
+// rotated (kv_dtype.h): q is rotated before the kernels run and the output rotated back.
 // out: (T, num_heads * head_dim). Rows not covered by `seqs` are left untouched.
 // Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`:
 // kernels.attention for a sequence's step of fewer than 64 rows (decodes, verifications of

@@ -52,16 +52,16 @@ TEST_P(KvDtypeAccuracyTest, SixteenBitAndInt8KvAgreeWithF32OnTheGoldenContinuati
   const ModelConfig& config = (*model)->config();
   const int num_blocks = config.max_seq_len / kBlockSize + 1;
 
-  // The bounds keep a margin from what was measured (printed below). int8 on AVX2: top-1
-  // 97.94%, mean KL 1.16e-3 nats, under issue 42's 0.99: stories260K's rows are 8 wide, and its
-  // 27 disagreements of 1,308 are near-ties (f32's top two logits within 0.22, most within 0.1).
-  // A broken conversion is orders of magnitude off.
+  // The bounds keep a margin from what was measured (printed below). int8 (rows rotated,
+  // kv_dtype.h): top-1 98.70%, mean KL 4.76e-4 nats (unrotated it was 97.94%, 1.16e-3), under
+  // issue 42's 0.99: stories260K's rows are 8 wide, and the disagreements are near-ties (f32's
+  // top two logits within 0.22, most within 0.1). A broken conversion is orders of magnitude off.
   struct Bound {
     KvDtype dtype;
     double min_top1, max_mean_kl;
   };
   constexpr Bound kBounds[] = {
-      {KvDtype::kBf16, 0.97, 0.01}, {KvDtype::kF16, 0.97, 0.01}, {KvDtype::kInt8, 0.965, 0.003}};
+      {KvDtype::kBf16, 0.97, 0.01}, {KvDtype::kF16, 0.97, 0.01}, {KvDtype::kInt8, 0.98, 8e-4}};
   constexpr int kDtypes = 3;
   testing::Agreement agreement[kDtypes];
   for (const testing::GoldenCase& c : golden) {

@@ -24,6 +24,8 @@ TEST(KvDtypeTest, NamesAndSizes) {
   EXPECT_STREQ(KvDtypeName(KvDtype::kBf16), "bf16");
   EXPECT_STREQ(KvDtypeName(KvDtype::kF16), "f16");
   EXPECT_STREQ(KvDtypeName(KvDtype::kInt8), "int8");
+  EXPECT_STREQ(KvLayoutName(KvDtype::kBf16), "bf16");
+  EXPECT_STREQ(KvLayoutName(KvDtype::kInt8), "int8-hadamard");
   EXPECT_EQ(KvRowBytes(KvDtype::kF32, 64), 256);
   EXPECT_EQ(KvRowBytes(KvDtype::kBf16, 64), 128);
   EXPECT_EQ(KvRowBytes(KvDtype::kF16, 64), 128);
@@ -121,8 +123,44 @@ TEST(KvDtypeTest, F32IsCopiedBitForBit) {
   EXPECT_EQ(std::memcmp(dst, src, sizeof(src)), 0);
 }
 
-// The int8 row as the spec reads: scale = max|x| / 127 rounded to f16, q = x / scale rounded to
-// nearest even, written with the vectorized path at every length up to two vectors past 32.
+// R of kv_dtype.h: orthogonal (Rᵀ·R·x = x, norms and dot products kept) at head sizes whose
+// groups take the vector path (8 and up) and the scalar one (20: groups of 4; 7: of 1).
+TEST(KvDtypeTest, Int8BasisIsARotation) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int head_dim : {1, 2, 7, 8, 16, 20, 64, 96, 128, 256}) {
+    std::vector<float> x(head_dim), y(head_dim);
+    for (float& e : x) e = normal(rng);
+    for (float& e : y) e = normal(rng);
+    std::vector<float> rx = x, ry = y;
+    RotateToInt8Basis(rx.data(), head_dim);
+    RotateToInt8Basis(ry.data(), head_dim);
+    double dot = 0, rdot = 0, norm = 0, rnorm = 0;
+    for (int d = 0; d < head_dim; ++d) {
+      dot += x[d] * y[d];
+      rdot += rx[d] * ry[d];
+      norm += x[d] * x[d];
+      rnorm += rx[d] * rx[d];
+    }
+    EXPECT_NEAR(rdot, dot, 1e-4 * norm) << head_dim;
+    EXPECT_NEAR(rnorm, norm, 1e-5 * norm) << head_dim;
+    std::vector<float> back = rx;
+    RotateFromInt8Basis(back.data(), head_dim);
+    for (int d = 0; d < head_dim; ++d) ASSERT_NEAR(back[d], x[d], 1e-5f) << head_dim << " " << d;
+    if (head_dim >= 8) {
+      EXPECT_NE(rx, x) << head_dim;  // it does move the row
+    }
+  }
+  // A row with one large element (an outlier channel) is spread over its group of 64.
+  std::vector<float> outlier(64, 0.1f);
+  outlier[5] = 64.0f;
+  RotateToInt8Basis(outlier.data(), 64);
+  for (float e : outlier) EXPECT_LT(std::fabs(e), 64.0f / 8 + 1.0f);
+}
+
+// The int8 row as the spec reads: r = R·x, scale = max|r| / 127 rounded to f16, q = r / scale
+// rounded to nearest even, written with the vectorized path at every length up to two vectors
+// past 32; it reads back as Rᵀ·(q · scale).
 TEST(KvDtypeTest, Int8RowsAreQuantizedByTheirAbsMaxWithAnF16Scale) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -133,25 +171,49 @@ TEST(KvDtypeTest, Int8RowsAreQuantizedByTheirAbsMaxWithAnF16Scale) {
       std::vector<float> x(head_dim);
       for (float& e : x) e = normal(rng);
       WriteKvRow(x.data(), head_dim, KvDtype::kInt8, block_size, offset, run.data());
+      std::vector<float> r = x;
+      RotateToInt8Basis(r.data(), head_dim);
       float absmax = 0;
-      for (float e : x) absmax = std::max(absmax, std::fabs(e));
+      for (float e : r) absmax = std::max(absmax, std::fabs(e));
       const float scale = HalfToFloat(FloatToHalf(absmax / 127.0f));
       uint16_t stored_scale;
       std::memcpy(&stored_scale, &run[static_cast<size_t>(block_size) * head_dim + 2 * offset], 2);
       ASSERT_EQ(stored_scale, FloatToHalf(absmax / 127.0f)) << head_dim;
+      std::vector<float> dequantized(head_dim);
+      for (int d = 0; d < head_dim; ++d) {
+        const float q = std::clamp(std::nearbyint(r[d] / scale), -127.0f, 127.0f);
+        ASSERT_EQ(static_cast<int8_t>(run[static_cast<size_t>(offset) * head_dim + d]), q)
+            << "head_dim " << head_dim << " d " << d << " r " << r[d];
+        dequantized[d] = q * scale;
+      }
+      RotateFromInt8Basis(dequantized.data(), head_dim);
       std::vector<float> back(head_dim);
       ReadKvRow(run.data(), head_dim, KvDtype::kInt8, block_size, offset, back.data());
-      for (int d = 0; d < head_dim; ++d) {
-        const float q = std::clamp(std::nearbyint(x[d] / scale), -127.0f, 127.0f);
-        ASSERT_EQ(static_cast<int8_t>(run[static_cast<size_t>(offset) * head_dim + d]), q)
-            << "head_dim " << head_dim << " d " << d << " x " << x[d];
-        ASSERT_EQ(back[d], q * scale);
-        ASSERT_LE(std::fabs(back[d] - x[d]), 0.5f * scale * 1.01f + absmax * 0x1p-11f);
-      }
+      ASSERT_EQ(back, dequantized) << head_dim;
+      // Each rotated element is within half a step, so the row is within √head_dim of them.
+      double error = 0;
+      for (int d = 0; d < head_dim; ++d) error += (back[d] - x[d]) * (back[d] - x[d]);
+      ASSERT_LE(std::sqrt(error), (0.5f * scale * 1.01f + absmax * 0x1p-11f) * std::sqrt(head_dim));
       // The other rows of the run are untouched.
       ASSERT_EQ(run[0], offset == 0 ? run[0] : std::byte{0x55});
     }
   }
+}
+
+// What the rotation is for: a K row with an outlier channel keeps its small elements. Without
+// it the step is 64/127 and every 0.1 rounds to 0.
+TEST(KvDtypeTest, Int8KeepsTheSmallElementsOfARowWithAnOutlier) {
+  constexpr int kDim = 64;
+  std::vector<float> x(kDim), back(kDim);
+  for (int d = 0; d < kDim; ++d) x[d] = 0.1f * (d % 3 == 0 ? 1 : -1);
+  x[5] = 64.0f;
+  std::vector<std::byte> run(kDim + 2);
+  WriteKvRow(x.data(), kDim, KvDtype::kInt8, 1, 0, run.data());
+  ReadKvRow(run.data(), kDim, KvDtype::kInt8, 1, 0, back.data());
+  double error = 0;
+  for (int d = 0; d < kDim; ++d) error += (back[d] - x[d]) * (back[d] - x[d]);
+  EXPECT_LT(std::sqrt(error / kDim), 0.05);  // unrotated: 0.1 per element
+  EXPECT_NEAR(back[5], 64.0f, 0.1f);
 }
 
 TEST(KvDtypeTest, Int8EdgeRows) {
@@ -163,12 +225,8 @@ TEST(KvDtypeTest, Int8EdgeRows) {
     ReadKvRow(run.data(), kDim, KvDtype::kInt8, 1, 0, back.data());
     return back;
   };
-  // Zeros stay zeros, and the largest element is exact up to its f16 scale.
+  // Zeros stay zeros.
   for (float e : round_trip(std::vector<float>(kDim, 0.0f))) EXPECT_EQ(e, 0.0f);
-  std::vector<float> x(kDim, 0.25f);
-  x[3] = -127.0f;
-  EXPECT_EQ(round_trip(x)[3], -127.0f);
-  EXPECT_EQ(back[0], 0.0f);  // 0.25 < half a step of 1
   // A row far below f16's normal range still reads back close (its scale is subnormal or 0).
   std::vector<float> tiny(kDim, 1e-9f);
   for (float e : round_trip(tiny)) EXPECT_LE(std::fabs(e - 1e-9f), 1e-9f);

@@ -15,7 +15,7 @@ v1::KvGeometry KvGeometryOf(const KvPool& pool) {
   g.set_num_kv_heads(pool.num_kv_heads());
   g.set_head_dim(pool.head_dim());
   g.set_block_size(pool.block_size());
-  g.set_dtype(KvDtypeName(pool.dtype()));
+  g.set_dtype(KvLayoutName(pool.dtype()));
   g.set_block_bytes(2 * static_cast<int64_t>(pool.num_layers()) * pool.block_bytes());
   return g;
 }
