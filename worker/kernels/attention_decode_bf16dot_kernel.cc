@@ -344,34 +344,35 @@ template <typename T, int HD, int G>
 }
 
 // One row's `group` query heads of KV head h merged with the first n keys of a run: the models'
-// head sizes G at a time (G·HD ≤ 256, so the outputs' sums stay in registers), others one by one.
+// head sizes G at a time (G·HD ≤ 256, so the outputs' sums stay in registers), then one at a
+// time; other head sizes one at a time through MergeRun.
+template <typename T, int HD, int G>
+void MergeInPasses(const uint32_t* qp, const uint32_t* kt, const uint32_t* v2, const float* k_scale,
+                   const float* v_scale, int n, int hd2p, int group, float scale, float* m,
+                   float* l, float* o) {
+  int g = 0;
+  for (; g + G <= group; g += G) {
+    MergeHeads<T, HD, G>(qp + g * HD / 2, kt, v2, k_scale, v_scale, n, hd2p, scale, m + g, l + g,
+                         o + static_cast<long>(g) * HD);
+  }
+  for (; g < group; ++g) {
+    MergeHeads<T, HD, 1>(qp + g * HD / 2, kt, v2, k_scale, v_scale, n, hd2p, scale, m + g, l + g,
+                         o + static_cast<long>(g) * HD);
+  }
+}
+
 template <typename T>
 void MergeGroup(const uint32_t* qp, const uint32_t* kt, const uint32_t* v2, const float* k_scale,
                 const float* v_scale, int n, int hd, int hd2p, int group, float scale, float* m,
                 float* l, float* o) {
-  int g = 0;
-  const int hd2 = hd / 2;
   if (hd == 64) {
-    for (; g + 4 <= group; g += 4) {
-      MergeHeads<T, 64, 4>(qp + g * hd2, kt, v2, k_scale, v_scale, n, hd2p, scale, m + g, l + g,
-                           o + static_cast<long>(g) * hd);
-    }
-    for (; g < group; ++g) {
-      MergeHeads<T, 64, 1>(qp + g * hd2, kt, v2, k_scale, v_scale, n, hd2p, scale, m + g, l + g,
-                           o + static_cast<long>(g) * hd);
-    }
-  } else if (hd == 128) {
-    for (; g + 2 <= group; g += 2) {
-      MergeHeads<T, 128, 2>(qp + g * hd2, kt, v2, k_scale, v_scale, n, hd2p, scale, m + g, l + g,
-                            o + static_cast<long>(g) * hd);
-    }
-    for (; g < group; ++g) {
-      MergeHeads<T, 128, 1>(qp + g * hd2, kt, v2, k_scale, v_scale, n, hd2p, scale, m + g, l + g,
-                            o + static_cast<long>(g) * hd);
-    }
+    return MergeInPasses<T, 64, 4>(qp, kt, v2, k_scale, v_scale, n, hd2p, group, scale, m, l, o);
   }
-  for (; g < group; ++g) {
-    MergeRun<T>(qp + g * hd2, kt, v2, k_scale, v_scale, n, hd, hd2p, scale, m + g, l + g,
+  if (hd == 128) {
+    return MergeInPasses<T, 128, 2>(qp, kt, v2, k_scale, v_scale, n, hd2p, group, scale, m, l, o);
+  }
+  for (int g = 0; g < group; ++g) {
+    MergeRun<T>(qp + g * hd / 2, kt, v2, k_scale, v_scale, n, hd, hd2p, scale, m + g, l + g,
                 o + static_cast<long>(g) * hd);
   }
 }
