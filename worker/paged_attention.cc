@@ -22,6 +22,8 @@ constexpr int kPrefillKernelRows = 64;
 // A part of a context split across threads has at least this many blocks (of 16 tokens: 512),
 // so merging the parts costs nothing next to reading them.
 constexpr int kMinSplitBlocks = 32;
+// Floats of q an int8 step rotates before it spreads the rotation over threads.
+constexpr int kMinParallelRotation = 1 << 16;
 
 // Rows [row_begin, row_end) of a sequence (or of a group's gathered rows) against KV heads
 // [head_begin, head_end). A block's heads are contiguous in the pool, so one item reads each
@@ -273,7 +275,8 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
   if (rotated) {
     std::vector<float>& rotated_q = buffers.rotated_q;
     rotated_q.resize(static_cast<size_t>(rows.empty() ? 0 : rows.back() + 1) * row_floats);
-#pragma omp parallel for schedule(static)
+    // Threads only for a step's worth of rows: a decode's few rows cost less than a fork.
+#pragma omp parallel for schedule(static) if (num_rows * row_floats >= kMinParallelRotation)
     for (int i = 0; i < num_rows; ++i) {
       float* dst = rotated_q.data() + static_cast<size_t>(rows[i]) * row_floats;
       std::copy_n(q + static_cast<size_t>(rows[i]) * q_stride, row_floats, dst);
