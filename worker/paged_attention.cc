@@ -365,8 +365,13 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
       kv.dtype != KvDtype::kF32 && kernels.attention_prefill_bf16dot != nullptr && hd % 2 == 0
           ? kernels.attention_prefill_bf16dot
           : kernels.attention_prefill;
+  // The others': keys in lanes and bf16 pairs for a bf16 or int8 cache (f16 keeps its 11 bits).
+  const auto decode = (kv.dtype == KvDtype::kBf16 || kv.dtype == KvDtype::kInt8) &&
+                              kernels.attention_decode_bf16dot != nullptr && hd % 2 == 0
+                          ? kernels.attention_decode_bf16dot
+                          : kernels.attention;
   auto kernel_of = [&](const AttentionSequence& seq) {
-    return seq.num_rows >= kPrefillKernelRows ? prefill : kernels.attention;
+    return seq.num_rows >= kPrefillKernelRows ? prefill : decode;
   };
 
   const int num_shared_items = static_cast<int>(shared_items.size());
@@ -388,7 +393,7 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
                              row_floats, nullptr, scratch.data());
       t.block_end = g.num_blocks;
       t.finish = false;
-      kernels.attention(t);
+      decode(t);
       move_states(item, g.first_row, scratch.data(), /*to_scratch=*/false);
     }
     // Then each sequence through its own blocks (all of them when it is in no group).

@@ -36,6 +36,7 @@ const Kernels* Avx512Kernels() {
       k.pack_rows_bf16 = nullptr;
       k.gemm_bf16dot = nullptr;
       k.attention_prefill_bf16dot = nullptr;
+      k.attention_decode_bf16dot = nullptr;
     }
     if (!vnni) {
       const Kernels& a = avx2::GetKernels();

@@ -31,6 +31,7 @@ void LoraExpand(const LoraMatrix& b, const float* t, const int* rows, int n, int
 #if defined(__AVX512F__)
 void PackRowsBf16(const float* x, int rows, int k, int tile_begin, int tile_end, uint32_t* packed);
 void AttentionPrefillBf16Dot(const AttentionTile& tile);
+void AttentionDecodeBf16Dot(const AttentionTile& tile);
 void GemmBf16Dot(const uint32_t* packed_x, int rows, const uint16_t* packed,
                  const PackedShape& shape, int panel_begin, int panel_end, const float* bias,
                  bool accumulate, float* y, int ldy);
@@ -108,8 +109,10 @@ constexpr Kernels kKernels = {
     .attention_prefill = &AttentionPrefill,
 #if defined(__AVX512F__)
     .attention_prefill_bf16dot = &AttentionPrefillBf16Dot,
+    .attention_decode_bf16dot = &AttentionDecodeBf16Dot,
 #else
     .attention_prefill_bf16dot = nullptr,
+    .attention_decode_bf16dot = nullptr,
 #endif
     .lora_shrink = &LoraShrink,
     .lora_expand = &LoraExpand,

@@ -203,6 +203,11 @@ struct Kernels {
   // The same multiplying bf16 pairs (AVX512_BF16; nullptr without it), for a K/V cache stored
   // in fewer than 32 bits: q and p rounded to bf16, f32 sums. REQUIRES: head_dim even.
   void (*attention_prefill_bf16dot)(const AttentionTile& tile);
+  // `attention` multiplying bf16 pairs (AVX512_BF16; nullptr without it), for a bf16 or int8
+  // K/V cache (an f32 or f16 tile goes to `attention`): keys in the lanes for the scores,
+  // head_dim for P·V; q and p rounded to bf16, f32 sums (attention_decode_bf16dot_kernel.cc).
+  // REQUIRES: head_dim even.
+  void (*attention_decode_bf16dot)(const AttentionTile& tile);
   // LoRA's low-rank products over the rows rows[0..n) of x and y (row i of x at
   // x + rows[i]·ldx). lora_shrink: t[i][k] = x[rows[i]] · a[k] for ranks [k_begin, k_end), with
   // t (n, a.rows) dense. lora_expand: y[rows[i]][j] += Σ_k t[i][k] · b[k][j] for columns
@@ -218,13 +223,17 @@ inline bool HasBf16Compute(const Kernels& kernels) { return kernels.gemm_bf16dot
 
 // Floats of scratch an AttentionTile needs, for any attention kernel: its states, then the
 // prefill kernels' rows in lanes (q and the states, rows rounded up to 16 lanes), one block's
-// scores (two for attention's), one block of K and of V widened to f32, and the bf16 kernel's K
-// rows and V pairs.
+// scores (two for attention's), one block of K and of V widened to f32, the bf16 prefill
+// kernel's K rows and V pairs, and the bf16 decode kernel's q pairs, K transposed in passes of
+// 16 keys, V pairs and row scales.
 inline size_t AttentionScratchFloats(int rows, int query_heads, int head_dim, int block_size) {
   const size_t lanes = static_cast<size_t>(rows + 15) / 16 * 16;
   return static_cast<size_t>(rows) * query_heads * (head_dim + 2) +
          lanes * query_heads * (2 * head_dim + 2) +
-         static_cast<size_t>(block_size) * (48 + 3 * head_dim) + 2 * head_dim;
+         static_cast<size_t>(block_size) * (48 + 3 * head_dim) + 2 * head_dim +
+         static_cast<size_t>(rows) * query_heads * head_dim / 2 +
+         static_cast<size_t>(block_size + 15) / 16 * 16 * ((head_dim / 2 + 15) / 16 * 16) +
+         static_cast<size_t>(block_size / 2 + 1) * head_dim + 2 * block_size + 32;
 }
 
 namespace avx2 {
