@@ -419,7 +419,7 @@ void DecodeOf(const AttentionTile& t) {
   }
 
   const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
-  ForEachRun<T>(t, [&](int base, int keys, int h, long at) {
+  ForEachRun<T, /*kPerHead=*/true>(t, [&](int base, int keys, int h, long at) {
     PrepareRun<T>(k_pool + at, v_pool + at, keys, hd, bs, hd2p, kt, v2, k_scale, v_scale);
     for (int r = t.row_begin; r < t.row_end; ++r) {
       const int n = MinInt(keys, t.start_pos + r - base + 1);  // causal limit in this block

@@ -99,8 +99,11 @@ template <typename T>
 // Walks a tile's blocks (AttentionTile's range) and KV heads: f(base, keys, h, at) for each,
 // with `base` the block's first position, `keys` the most any row of the tile sees in it and
 // `at` the (block, head h) run's first element of T; the next block's runs are fetched
-// meanwhile (blocks are scattered).
-template <typename T, typename F>
+// meanwhile (blocks are scattered): all of the tile's heads at the block's start, or with
+// kPerHead each head's run before the same head's in this block. The bf16 decode kernel
+// takes kPerHead: its 8 sequences at 8k ran 1.1–1.4× faster so, the f32 kernel's 5–10%
+// slower (docs/BENCHMARKS.md §41).
+template <typename T, bool kPerHead = false, typename F>
 [[gnu::always_inline]] inline void ForEachRun(const AttentionTile& t, F&& f) {
   using Elem = typename T::Elem;
   const Elem* k_pool = static_cast<const Elem*>(t.k_pool);
@@ -110,15 +113,20 @@ template <typename T, typename F>
   const int num_blocks = t.block_end >= 0 ? t.block_end : last_pos / bs + 1;
   const long head_stride = RunElems<T>(bs, t.head_dim);
   const long block_stride = t.num_kv_heads * head_stride;
-  const long run_bytes = (t.head_end - t.head_begin) * head_stride * sizeof(Elem);
+  const long head_bytes = head_stride * sizeof(Elem);
   for (int b = t.block_begin; b < num_blocks; ++b) {
-    if (b + 1 < num_blocks) {
+    const bool last = b + 1 == num_blocks;
+    if (!kPerHead && !last) {
       const long next = t.block_table[b + 1] * block_stride + t.head_begin * head_stride;
-      PrefetchRun(k_pool + next, v_pool + next, run_bytes);
+      PrefetchRun(k_pool + next, v_pool + next, (t.head_end - t.head_begin) * head_bytes);
     }
     const int base = b * bs;
     const int keys = MinInt(bs, last_pos - base + 1);
     for (int h = t.head_begin; h < t.head_end; ++h) {
+      if (kPerHead && !last) {
+        const long next = t.block_table[b + 1] * block_stride + h * head_stride;
+        PrefetchRun(k_pool + next, v_pool + next, head_bytes);
+      }
       f(base, keys, h, t.block_table[b] * block_stride + h * head_stride);
     }
   }
