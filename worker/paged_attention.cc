@@ -17,7 +17,9 @@ namespace {
 constexpr int kTileRows = 16;
 // A sequence's step of at least this many rows (a prefill chunk) runs attention_prefill, rows
 // in lanes; fewer (a decode, a verification of at most kMaxDraftTokens drafts, a short chunk)
-// run attention, so a verification's rows round as the decodes they check.
+// run attention (or attention_decode_bf16dot), so a verification's rows round as the decodes
+// they check, given the same q and K/V (the matmuls' rounding depends on a step's rows:
+// docs/serving.md, speculative decoding).
 constexpr int kPrefillKernelRows = 64;
 // A part of a context split across threads has at least this many blocks (of 16 tokens: 512),
 // so merging the parts costs nothing next to reading them.

@@ -100,9 +100,9 @@ template <typename T>
 // with `base` the block's first position, `keys` the most any row of the tile sees in it and
 // `at` the (block, head h) run's first element of T; the next block's runs are fetched
 // meanwhile (blocks are scattered): all of the tile's heads at the block's start, or with
-// kPerHead each head's run before the same head's in this block. The bf16 decode kernel
-// takes kPerHead: its 8 sequences at 8k ran 1.1–1.4× faster so, the f32 kernel's 5–10%
-// slower (docs/BENCHMARKS.md §41).
+// kPerHead each head's run just before this block's run of that head. The bf16 decode kernel
+// takes kPerHead (8 sequences at 8k: 1.1–1.4× faster); the f32 kernel ran 5–10% slower that
+// way and keeps the whole block's fetch (docs/BENCHMARKS.md §41).
 template <typename T, bool kPerHead = false, typename F>
 [[gnu::always_inline]] inline void ForEachRun(const AttentionTile& t, F&& f) {
   using Elem = typename T::Elem;
