@@ -17,8 +17,8 @@ namespace {
 constexpr int kTileRows = 16;
 // A sequence's step of at least this many rows (a prefill chunk) runs attention_prefill, rows
 // in lanes; fewer (a decode, a verification of at most kMaxDraftTokens drafts, a short chunk)
-// run attention (or attention_decode_bf16dot), so a verification's rows round as the decodes
-// they check, given the same q and K/V (the matmuls' rounding depends on a step's rows:
+// run attention (or attention_decode_bf16dot or _int8), so a verification's rows round as the
+// decodes they check, given the same q and K/V (the matmuls' rounding depends on a step's rows:
 // docs/serving.md, speculative decoding).
 constexpr int kPrefillKernelRows = 64;
 // A part of a context split across threads has at least this many blocks (of 16 tokens: 512),
@@ -367,11 +367,18 @@ void PagedAttention(const Kernels& kernels, const AttentionShape& shape,
       kv.dtype != KvDtype::kF32 && kernels.attention_prefill_bf16dot != nullptr && hd % 2 == 0
           ? kernels.attention_prefill_bf16dot
           : kernels.attention_prefill;
-  // The others': keys in lanes and bf16 pairs for a bf16 or int8 cache (f16 keeps its 11 bits).
-  const auto decode = (kv.dtype == KvDtype::kBf16 || kv.dtype == KvDtype::kInt8) &&
-                              kernels.attention_decode_bf16dot != nullptr && hd % 2 == 0
-                          ? kernels.attention_decode_bf16dot
-                          : kernels.attention;
+  // The others': keys in lanes and bf16 pairs for a bf16 or int8 cache (f16 keeps its 11 bits);
+  // without bf16 products, int16 pairs for an int8 cache.
+  const auto decode = [&] {
+    const bool bf16dot = kernels.attention_decode_bf16dot != nullptr && hd % 2 == 0;
+    if ((kv.dtype == KvDtype::kBf16 || kv.dtype == KvDtype::kInt8) && bf16dot) {
+      return kernels.attention_decode_bf16dot;
+    }
+    if (kv.dtype == KvDtype::kInt8 && kernels.attention_decode_int8 != nullptr) {
+      return kernels.attention_decode_int8;  // takes any tile: head sizes it lacks go to f32
+    }
+    return kernels.attention;
+  }();
   auto kernel_of = [&](const AttentionSequence& seq) {
     return seq.num_rows >= kPrefillKernelRows ? prefill : decode;
   };

@@ -46,7 +46,8 @@ struct AttentionSequence {
 // Parallel over (sequence, KV head, tile of query rows) with OpenMP; each tile runs `kernels`:
 // kernels.attention for a sequence's step of fewer than 64 rows (decodes, verifications of
 // drafts, short chunks; its bf16 form attention_decode_bf16dot for a bf16 or int8 cache where
-// the CPU has AVX512_BF16), kernels.attention_prefill (or its bf16 form, for a cache in fewer
+// the CPU has AVX512_BF16, else its int16 form attention_decode_int8 for an int8 cache),
+// kernels.attention_prefill (or its bf16 form, for a cache in fewer
 // than 32 bits, on the same CPUs) for longer ones, which read the blocks of a shared prefix on
 // their own. Each kernel computes a row the same whatever else shares the step.
 // With fewer of those than threads, a long context (of sequences sharing no blocks) is split

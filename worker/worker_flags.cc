@@ -18,7 +18,8 @@ ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "K/V element type: f32, bf16 or f16 (half the bytes: twice the tokens in --kv-cache-mb; "
           "attention still sums in f32, and multiplies a long prefill chunk's q and p in bf16 "
           "pairs where the CPU has AVX512_BF16, and bf16's decodes too), int8 (a scale per "
-          "token and head: ~4x f32's tokens; its decodes in bf16 pairs as bf16's), or auto: "
+          "token and head: ~4x f32's tokens; its decodes in bf16 pairs as bf16's, else in int16 "
+          "pairs), or auto: "
           "f32 (16-bit and int8 K/V change tokens: ask for them)");
 ABSL_FLAG(double, kv_cache_memory_fraction, 0.5, "the share of available memory auto takes");
 ABSL_FLAG(int, num_kv_blocks, 0, "KV blocks; > 0 overrides --kv-cache-mb");

@@ -23,7 +23,8 @@ bool CpuHasAvx2() {
 // The AVX-512 table, with AVX2's int8, int4 and Q6_K GEMMs where the CPU lacks VNNI (AVX-512 before
 // Cascade Lake and Zen 4): those kernels of the AVX-512 table are built with VNNI instructions;
 // and without its bf16-compute GEMM where the CPU lacks AVX512_BF16 (before Cooper Lake and
-// Zen 4), which bf16 weights then do without (widened to f32, as on AVX2).
+// Zen 4), which bf16 weights then do without (widened to f32, as on AVX2), and whose int8 K/V
+// then decode through AVX2's int16 kernel.
 const Kernels* Avx512Kernels() {
   const bool vnni = __builtin_cpu_supports("avx512vnni");
   const bool bf16 = __builtin_cpu_supports("avx512bf16");
@@ -37,6 +38,7 @@ const Kernels* Avx512Kernels() {
       k.gemm_bf16dot = nullptr;
       k.attention_prefill_bf16dot = nullptr;
       k.attention_decode_bf16dot = nullptr;
+      k.attention_decode_int8 = avx2::GetKernels().attention_decode_int8;
     }
     if (!vnni) {
       const Kernels& a = avx2::GetKernels();

@@ -28,6 +28,9 @@ void LoraShrink(const LoraMatrix& a, const float* x, int ldx, const int* rows, i
                 int k_end, float* t);
 void LoraExpand(const LoraMatrix& b, const float* t, const int* rows, int n, int j_begin, int j_end,
                 float* y, int ldy);
+#if !defined(__AVX512F__)
+void AttentionDecodeInt8(const AttentionTile& tile);
+#endif
 #if defined(__AVX512F__)
 void PackRowsBf16(const float* x, int rows, int k, int tile_begin, int tile_end, uint32_t* packed);
 void AttentionPrefillBf16Dot(const AttentionTile& tile);
@@ -113,6 +116,11 @@ constexpr Kernels kKernels = {
 #else
     .attention_prefill_bf16dot = nullptr,
     .attention_decode_bf16dot = nullptr,
+#endif
+#if defined(__AVX512F__)
+    .attention_decode_int8 = nullptr,  // isa.cc lends AVX2's where the CPU lacks AVX512_BF16
+#else
+    .attention_decode_int8 = &AttentionDecodeInt8,
 #endif
     .lora_shrink = &LoraShrink,
     .lora_expand = &LoraExpand,

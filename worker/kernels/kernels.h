@@ -208,6 +208,11 @@ struct Kernels {
   // head_dim for P·V; q and p rounded to bf16, f32 sums (attention_decode_bf16dot_kernel.cc).
   // REQUIRES: head_dim even.
   void (*attention_decode_bf16dot)(const AttentionTile& tile);
+  // `attention` for an int8 K/V cache multiplying int16 pairs (AVX2's vpmaddwd; the AVX2 table,
+  // and the AVX-512 table without AVX512_BF16, else nullptr): keys in the lanes for the scores,
+  // head_dim for P·V, as attention_decode_bf16dot; q, and p times V's scales, rounded to int16,
+  // int32 sums (attention_decode_int8_kernel.cc). Other tiles go to `attention`.
+  void (*attention_decode_int8)(const AttentionTile& tile);
   // LoRA's low-rank products over the rows rows[0..n) of x and y (row i of x at
   // x + rows[i]·ldx). lora_shrink: t[i][k] = x[rows[i]] · a[k] for ranks [k_begin, k_end), with
   // t (n, a.rows) dense. lora_expand: y[rows[i]][j] += Σ_k t[i][k] · b[k][j] for columns
@@ -225,7 +230,8 @@ inline bool HasBf16Compute(const Kernels& kernels) { return kernels.gemm_bf16dot
 // prefill kernels' rows in lanes (q and the states, rows rounded up to 16 lanes), one block's
 // scores (two for attention's), one block of K and of V widened to f32, the bf16 prefill
 // kernel's K rows and V pairs, and the bf16 decode kernel's q pairs, K transposed in passes of
-// 16 keys, V pairs and row scales.
+// 16 keys, V pairs and row scales (which also hold the int8 decode kernel's, q's scales among
+// them).
 inline size_t AttentionScratchFloats(int rows, int query_heads, int head_dim, int block_size) {
   const size_t lanes = static_cast<size_t>(rows + 15) / 16 * 16;
   return static_cast<size_t>(rows) * query_heads * (head_dim + 2) +
