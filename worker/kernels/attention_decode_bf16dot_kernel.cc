@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "worker/kernels/attention_states.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/kv_rows.h"
 #include "worker/kernels/vec.h"
@@ -400,10 +401,7 @@ void DecodeOf(const AttentionTile& t) {
   uint32_t* v2 = kt + static_cast<long>(passes) * hd2p * kLanes;
   float* k_scale = reinterpret_cast<float*>(v2 + static_cast<long>(bs / 2 + 1) * hd);
   float* v_scale = k_scale + bs + kLanes;
-  if (!t.resume) {
-    for (int s = 0; s < states; ++s) m[s] = kNegInf;
-    for (long i = 0; i < states + static_cast<long>(states) * hd; ++i) l[i] = 0.0f;
-  }
+  StartStates(t, states, m);
   for (int s = 0; s < states; ++s) {
     const int r = t.row_begin + s / heads, i = s % heads;
     const float* q =
@@ -429,15 +427,7 @@ void DecodeOf(const AttentionTile& t) {
                     scale, &m[s], &l[s], acc + static_cast<long>(s) * hd);
     }
   });
-  if (!t.finish) return;
-  const int out_stride = t.num_heads * hd;
-  for (int s = 0; s < states; ++s) {
-    const int r = t.row_begin + s / heads, i = s % heads;
-    const float inv = 1.0f / l[s];
-    float* dst = t.out + static_cast<long>(r) * out_stride + (t.head_begin * group + i) * hd;
-    const float* o = acc + static_cast<long>(s) * hd;
-    for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
-  }
+  FinishStates(t, heads, l, acc);
 }
 
 }  // namespace

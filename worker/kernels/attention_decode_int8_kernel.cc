@@ -7,14 +7,16 @@
 //   P·V:     o[d] += v[j, j+1][d] · p[j, j+1]             (V paired along keys)
 //
 // q is rounded to int16 with a scale per state (a row and query head), and p times V's row
-// scales to int16 with a scale per state and 16 keys: each to ~1/65,000 of its largest value,
-// a few hundredths of what the cache's own 8 bits cost. The products and their sums are exact
-// in int32 (|q·k| sums stay below 2^31 for head_dim ≤ 256, p·v's over 16 keys); the rows'
-// scales, the softmax and the outputs are f32. Each vpmaddwd makes 16 products where an f32
-// FMA makes 8, on this ISA's multiply ports, while its adds go to the others. A row's
-// arithmetic depends only on its position and its blocks, never on what else shares the step.
+// scales to int16 with a scale per state and 16 keys: each to ~1/65,000 of its largest value
+// (on stories260K a twentieth of the KL the cache's own 8 bits cost). The products and their
+// sums are exact in int32 (|q·k| sums stay below 2^31 for head_dim ≤ 256, p·v's over 16 keys);
+// the rows' scales, the softmax and the outputs are f32. Each vpmaddwd makes 16 products where
+// an f32 FMA makes 8, and with its add takes about an FMA's time (Zen 3, docs/BENCHMARKS.md
+// §43). A row's arithmetic depends only on its position and its blocks, never on what else
+// shares the step.
 #include <cstdint>
 
+#include "worker/kernels/attention_states.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/kv_rows.h"
 #include "worker/kernels/vec.h"
@@ -300,10 +302,7 @@ void DecodeOfInt8(const AttentionTile& t) {
   uint32_t* v2 = kt + static_cast<long>(padded) * hd2;
   float* k_scale = reinterpret_cast<float*>(v2 + static_cast<long>(padded / 2) * hd);
   float* v_scale = k_scale + padded;
-  if (!t.resume) {
-    for (int s = 0; s < states; ++s) m[s] = kNegInf;
-    for (long i = 0; i < states + static_cast<long>(states) * hd; ++i) l[i] = 0.0f;
-  }
+  StartStates(t, states, m);
   for (int s = 0; s < states; ++s) {
     const int r = t.row_begin + s / heads, i = s % heads;
     const float* q =
@@ -344,15 +343,7 @@ void DecodeOfInt8(const AttentionTile& t) {
       }
     }
   });
-  if (!t.finish) return;
-  const int out_stride = t.num_heads * hd;
-  for (int s = 0; s < states; ++s) {
-    const int r = t.row_begin + s / heads, i = s % heads;
-    const float inv = 1.0f / l[s];
-    float* dst = t.out + static_cast<long>(r) * out_stride + (t.head_begin * group + i) * hd;
-    const float* o = acc + static_cast<long>(s) * hd;
-    for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
-  }
+  FinishStates(t, heads, l, acc);
 }
 
 }  // namespace

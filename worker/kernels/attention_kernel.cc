@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "worker/kernels/attention_states.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/kv_rows.h"
 #include "worker/kernels/vec.h"
@@ -220,10 +221,7 @@ void AttentionOf(const AttentionTile& t) {
   float* scores1 = scores0 + bs;
   float* k_wide = scores1 + bs;
   float* v_wide = k_wide + static_cast<long>(bs) * hd;
-  if (!t.resume) {
-    for (int s = 0; s < states; ++s) m[s] = kNegInf;
-    for (long i = 0; i < states + static_cast<long>(states) * hd; ++i) l[i] = 0.0f;
-  }
+  StartStates(t, states, m);
 
   const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
   const bool pairs = hd % kWidth == 0;
@@ -255,17 +253,7 @@ void AttentionOf(const AttentionTile& t) {
       }
     }
   });
-  if (!t.finish) return;
-  const int out_stride = t.num_heads * hd;
-  for (int r = t.row_begin; r < t.row_end; ++r) {
-    for (int i = 0; i < heads; ++i) {
-      const int s = (r - t.row_begin) * heads + i;
-      const float inv = 1.0f / l[s];
-      float* dst = t.out + static_cast<long>(r) * out_stride + (t.head_begin * group + i) * hd;
-      const float* o = acc + static_cast<long>(s) * hd;
-      for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
-    }
-  }
+  FinishStates(t, heads, l, acc);
 }
 
 }  // namespace
